@@ -1,0 +1,57 @@
+"""Publishing events to websocket groups from synchronous code.
+
+Views, services and Celery tasks call these; consumers relay them. Events are
+sent after the surrounding transaction commits, so a viewer never hears of a
+row that a rollback then removes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+
+def run_group(run_id: int) -> str:
+    """The channel group that carries one emulator run's frames."""
+    return f"run.{run_id}"
+
+
+def session_group(session_id: int) -> str:
+    """The channel group that carries one review session's live events."""
+    return f"session.{session_id}"
+
+
+def publish_now(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` (it must carry a ``type``) to ``group`` immediately.
+
+    A failure to reach the channel layer is logged, not raised: the database
+    row is the record, and late viewers read it from there.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:  # the channel layer is best effort; the DB is the record
+        log.warning("could not publish %s to %s", message.get("type"), group, exc_info=True)
+
+
+def publish_on_commit(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to ``group`` once the current transaction commits."""
+    transaction.on_commit(lambda: publish_now(group, message))
+
+
+def session_event(session_id: int, event: str, data: dict[str, Any]) -> None:
+    """Tell every viewer of a review session that ``event`` happened.
+
+    ``event`` is one of ``finding.created``, ``finding.updated``,
+    ``finding.deleted``, ``pass.changed``, ``presence``; consumers forward
+    ``{"type": event, **data}`` to the browser.
+    """
+    publish_on_commit(session_group(session_id), {"type": "session.event", "event": event, "data": data})

@@ -1,0 +1,5 @@
+"""Websocket routes (Channels)."""
+
+from django.urls import path  # noqa: F401
+
+websocket_urlpatterns: list = []

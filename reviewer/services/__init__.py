@@ -1,0 +1,1 @@
+"""Workflows shared by views, API endpoints, tasks and consumers (one module per area)."""

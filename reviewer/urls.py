@@ -1,0 +1,12 @@
+"""URL routes. Each area keeps its own module; this file only includes them."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+from reviewer.views_health import healthz
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+]
