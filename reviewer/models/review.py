@@ -1,0 +1,333 @@
+"""Review data: design docs and their revisions, fleet configs and their versions,
+review sessions, findings anchored to a doc's text, and replies to findings.
+
+Workflows that touch several rows (revising a doc, re-anchoring findings,
+publishing live events) live in :mod:`reviewer.services.review`; the rules that
+concern one row live here as methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+
+class ReviewPass(models.TextChoices):
+    """The five passes of a review, in the order they are run."""
+
+    RESTATE = "restate", "Restate"
+    NUMBERS = "numbers", "Numbers"
+    TRACE = "trace", "Trace"
+    BREAK = "break", "Break"
+    RANK = "rank", "Rank"
+
+
+class Severity(models.TextChoices):
+    """The rank pass's buckets, most urgent first."""
+
+    FIX_NOW = "fix_now", "Fix now"
+    CLARIFY = "clarify", "Clarify"
+    MENTION = "mention", "Mention"
+
+
+class FindingStatus(models.TextChoices):
+    """Where a finding stands."""
+
+    OPEN = "open", "Open"
+    RESOLVED = "resolved", "Resolved"
+    DROPPED = "dropped", "Dropped"
+
+
+class TraceHop(models.TextChoices):
+    """The hop of a request's path a trace-pass finding is about."""
+
+    CLIENT = "client", "Client"
+    GATEWAY = "gateway", "Gateway"
+    DISPATCHER = "dispatcher", "Dispatcher"
+    WORKER = "worker", "Worker"
+    RESPONSE_PATH = "response_path", "Response path"
+
+
+class SessionStatus(models.TextChoices):
+    """Whether a review session still takes findings."""
+
+    OPEN = "open", "Open"
+    CLOSED = "closed", "Closed"
+
+
+# Ordering of buckets in reports and in the rank pass.
+SEVERITY_ORDER: dict[str, int] = {s.value: i for i, s in enumerate(Severity)}
+PASS_ORDER: dict[str, int] = {p.value: i for i, p in enumerate(ReviewPass)}
+
+
+class DesignDoc(models.Model):
+    """A design document under review: a title and a Markdown body.
+
+    ``title`` and ``body`` mirror the latest :class:`DocRevision`; every edit
+    goes through ``services.review.doc_revise`` so that a new revision is made.
+    """
+
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True, help_text="Markdown.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="design_docs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def latest_revision(self) -> DocRevision | None:
+        """The newest revision, or None for a doc saved without the service."""
+        return self.revisions.order_by("-number").first()
+
+
+class DocRevision(models.Model):
+    """One saved state of a doc. Findings point at the revision they were made on."""
+
+    doc = models.ForeignKey(DesignDoc, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["doc", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["doc", "number"], name="docrevision_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.doc.title} r{self.number}"
+
+
+def _validate_toml(text: str) -> dict[str, Any]:
+    # Imported here: the services module imports these models.
+    from reviewer.services.review import validate_scenario_toml
+
+    return validate_scenario_toml(text)
+
+
+class FleetConfig(models.Model):
+    """A named emulator scenario, edited as TOML and stored as JSON too.
+
+    ``toml`` and ``scenario`` mirror the latest :class:`FleetConfigVersion`.
+    Every save validates the TOML with the emulator's validator, so a config
+    that the emulator would refuse never reaches the database.
+    """
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="fleet_configs"
+    )
+    doc = models.ForeignKey(
+        DesignDoc, on_delete=models.SET_NULL, null=True, blank=True, related_name="fleet_configs"
+    )
+    toml = models.TextField(help_text="The scenario in the emulator's TOML format.")
+    scenario = models.JSONField(default=dict, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Validate the TOML; errors are reported on the ``toml`` field."""
+        try:
+            self.scenario = _validate_toml(self.toml)
+        except ValidationError as exc:
+            raise ValidationError({"toml": exc.messages}) from None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate the TOML and refresh ``scenario`` from it, then save."""
+        self.clean()
+        super().save(*args, **kwargs)
+
+    def latest_version(self) -> FleetConfigVersion | None:
+        """The newest version, or None for a config saved without the service."""
+        return self.versions.order_by("-number").first()
+
+
+class FleetConfigVersion(models.Model):
+    """One saved state of a fleet config: what an emulator run actually used."""
+
+    config = models.ForeignKey(FleetConfig, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    toml = models.TextField()
+    scenario = models.JSONField(default=dict, editable=False)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["config", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["config", "number"], name="fleetconfigversion_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.config.name} v{self.number}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate the TOML and refresh ``scenario`` from it, then save."""
+        try:
+            self.scenario = _validate_toml(self.toml)
+        except ValidationError as exc:
+            raise ValidationError({"toml": exc.messages}) from None
+        super().save(*args, **kwargs)
+
+
+class ReviewSession(models.Model):
+    """A review of one doc (optionally with a fleet config) by an owner and reviewers."""
+
+    title = models.CharField(max_length=200, blank=True)
+    doc = models.ForeignKey(DesignDoc, on_delete=models.PROTECT, related_name="sessions")
+    fleet_config = models.ForeignKey(
+        FleetConfig, on_delete=models.PROTECT, null=True, blank=True, related_name="sessions"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_review_sessions"
+    )
+    reviewers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="review_sessions"
+    )
+    current_pass = models.CharField(
+        max_length=16, choices=ReviewPass.choices, default=ReviewPass.RESTATE
+    )
+    status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Review of {self.doc.title}"
+
+    @property
+    def is_open(self) -> bool:
+        """True while the session takes new findings."""
+        return self.status == SessionStatus.OPEN
+
+    def is_participant(self, user: Any) -> bool:
+        """The owner or one of the reviewers."""
+        if not getattr(user, "is_authenticated", False):
+            return False
+        return self.owner_id == user.pk or self.reviewers.filter(pk=user.pk).exists()
+
+
+class Finding(models.Model):
+    """One observation made during a review, anchored to the doc's text.
+
+    The anchor follows the W3C Web Annotation selectors: a TextQuoteSelector
+    (``anchor_exact`` with ``anchor_prefix``/``anchor_suffix`` of about 32
+    characters) and a TextPositionSelector (``anchor_start``/``anchor_end``,
+    character offsets into ``revision.body``). ``version`` grows by one on every
+    update so that a stale write can be refused.
+    """
+
+    ANCHOR_CONTEXT_CHARS = 32
+
+    session = models.ForeignKey(ReviewSession, on_delete=models.CASCADE, related_name="findings")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="findings"
+    )
+    review_pass = models.CharField(max_length=16, choices=ReviewPass.choices)
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True, help_text="Markdown.")
+    severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.MENTION)
+    position = models.PositiveIntegerField(default=0, help_text="Order within the severity bucket.")
+    status = models.CharField(max_length=9, choices=FindingStatus.choices, default=FindingStatus.OPEN)
+
+    revision = models.ForeignKey(
+        DocRevision, on_delete=models.PROTECT, null=True, blank=True, related_name="findings"
+    )
+    anchor_exact = models.TextField(blank=True)
+    anchor_prefix = models.CharField(max_length=64, blank=True)
+    anchor_suffix = models.CharField(max_length=64, blank=True)
+    anchor_start = models.PositiveIntegerField(null=True, blank=True)
+    anchor_end = models.PositiveIntegerField(null=True, blank=True)
+    orphaned = models.BooleanField(
+        default=False, help_text="The quote could not be placed in the doc's latest revision."
+    )
+
+    trace_hop = models.CharField(max_length=16, choices=TraceHop.choices, blank=True)
+
+    # A run is referred to by id (runs live in reviewer.models.runs and may be
+    # pruned); the window and metric say what to look at in it.
+    evidence_run_id = models.BigIntegerField(null=True, blank=True)
+    evidence_t_from_s = models.FloatField(null=True, blank=True)
+    evidence_t_to_s = models.FloatField(null=True, blank=True)
+    evidence_metric = models.CharField(max_length=64, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        # Buckets are ordered by SEVERITY_ORDER, not alphabetically: see
+        # services.review.findings_in_report_order.
+        ordering = ["session", "position", "id"]
+        indexes = [models.Index(fields=["session", "severity", "position"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def has_anchor(self) -> bool:
+        """True when the finding quotes the doc."""
+        return bool(self.anchor_exact)
+
+    @property
+    def has_evidence(self) -> bool:
+        """True when the finding points at an emulator run."""
+        return self.evidence_run_id is not None
+
+    def clean(self) -> None:
+        """Check the rules that concern this row alone."""
+        errors: dict[str, str] = {}
+        if (self.anchor_start is None) != (self.anchor_end is None):
+            errors["anchor_end"] = "Give both anchor_start and anchor_end, or neither."
+        elif self.anchor_start is not None and self.anchor_end is not None:
+            if self.anchor_end < self.anchor_start:
+                errors["anchor_end"] = "anchor_end must not be before anchor_start."
+        if (
+            self.evidence_t_from_s is not None
+            and self.evidence_t_to_s is not None
+            and self.evidence_t_to_s < self.evidence_t_from_s
+        ):
+            errors["evidence_t_to_s"] = "The window must end at or after evidence_t_from_s."
+        if errors:
+            raise ValidationError(errors)
+
+
+class FindingReply(models.Model):
+    """A reply in a finding's discussion thread."""
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="replies")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="finding_replies"
+    )
+    body = models.TextField(help_text="Markdown.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["finding", "created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"Reply by {self.author} on {self.finding}"
