@@ -14,8 +14,22 @@ from reviewer.models.review import (
     Severity,
     TraceHop,
 )
+from reviewer.models.runs import (
+    CommandKind,
+    EmulatorRun,
+    RunCommand,
+    RunFrame,
+    RunStatus,
+    Sweep,
+)
 
 __all__ = [
+    "CommandKind",
+    "EmulatorRun",
+    "RunCommand",
+    "RunFrame",
+    "RunStatus",
+    "Sweep",
     "DesignDoc",
     "DocRevision",
     "Finding",
