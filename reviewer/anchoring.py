@@ -1,0 +1,251 @@
+"""Anchors of findings in a doc's text, and moving them to a new revision.
+
+Pure Python (difflib only). An anchor is a W3C TextQuoteSelector (the quote,
+with about 32 characters of context either side) plus a TextPositionSelector
+(character offsets). When the doc changes, :func:`reanchor` looks for the
+quote in the new text:
+
+1. exact occurrences of the quote; when there are several, the one whose
+   context matches best, then the one nearest where the passage should now be;
+2. otherwise fuzzy candidates near places where pieces of the quote or its
+   context still occur, scored by the quote's similarity first, the context's
+   next, and closeness to the expected position last.
+
+A quote that cannot be placed with enough confidence gives ``None``: the
+caller marks the finding orphaned instead of guessing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+CONTEXT_CHARS = 32
+
+# Weights of the three signals in a fuzzy match's score.
+W_QUOTE = 0.6
+W_CONTEXT = 0.3
+W_CLOSENESS = 0.1
+# Below this similarity the quote is taken to be gone (deleted or rewritten).
+MIN_QUOTE_SIMILARITY = 0.75
+# Short quotes match by accident easily, so they also need their context.
+SHORT_QUOTE_CHARS = 16
+MIN_SHORT_QUOTE_CONTEXT = 0.5
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A quote in a text, with its context and offsets (``text[start:end] == exact``)."""
+
+    exact: str
+    prefix: str
+    suffix: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an anchor landed in a new text, and how."""
+
+    anchor: Anchor
+    method: str  # "exact" or "fuzzy"
+    score: float
+
+
+def anchor_at(text: str, start: int, end: int, context: int = CONTEXT_CHARS) -> Anchor:
+    """The anchor of ``text[start:end]``, with ``context`` characters either side."""
+    if not 0 <= start <= end <= len(text):
+        raise ValueError(f"offsets {start}..{end} are outside the text (0..{len(text)})")
+    return Anchor(
+        exact=text[start:end],
+        prefix=text[max(0, start - context) : start],
+        suffix=text[end : end + context],
+        start=start,
+        end=end,
+    )
+
+
+def locate_quote(text: str, exact: str, prefix: str = "", suffix: str = "") -> Anchor | None:
+    """Find ``exact`` in ``text``; with several occurrences, the one whose context fits best."""
+    if not exact:
+        return None
+    starts = _occurrences(text, exact)
+    if not starts:
+        return None
+    best = max(starts, key=lambda s: (_context_similarity(text, s, s + len(exact), prefix, suffix), -s))
+    return anchor_at(text, best, best + len(exact))
+
+
+def expected_offset(old_text: str, new_text: str, offset: int) -> int:
+    """Where character ``offset`` of ``old_text`` most likely is in ``new_text``.
+
+    The texts are diffed line by line (fast, and edits are usually whole
+    lines or within a line); an offset inside an unchanged line maps exactly,
+    one inside a changed region maps to the start of its replacement.
+    """
+    old_lines = old_text.splitlines(keepends=True)
+    new_lines = new_text.splitlines(keepends=True)
+    if not old_lines or offset >= len(old_text):
+        return len(new_text)
+    old_starts = _line_starts(old_lines)
+    new_starts = _line_starts(new_lines)
+    line = bisect.bisect_right(old_starts, offset) - 1
+    column = offset - old_starts[line]
+    matcher = SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if not i1 <= line < i2:
+            continue
+        if j1 >= len(new_starts):
+            return len(new_text)
+        if tag == "equal":
+            return new_starts[j1 + line - i1] + column
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            # An edit within the line: keep the column.
+            return min(new_starts[j1 + line - i1] + column, len(new_text))
+        return new_starts[j1]
+    return min(offset, len(new_text))
+
+
+def reanchor(anchor: Anchor, old_text: str, new_text: str) -> Placement | None:
+    """Place ``anchor`` (made on ``old_text``) in ``new_text``, or ``None`` if it is gone."""
+    if not anchor.exact:
+        return None
+    expected = expected_offset(old_text, new_text, anchor.start)
+    exact_hits = _occurrences(new_text, anchor.exact)
+    if exact_hits:
+        def exact_key(s: int) -> tuple[float, float]:
+            ctx = _context_similarity(new_text, s, s + len(anchor.exact), anchor.prefix, anchor.suffix)
+            # Context decides between occurrences; closeness breaks ties.
+            return (round(ctx, 3), _closeness(s, expected, len(anchor.exact)))
+
+        best = max(exact_hits, key=exact_key)
+        ctx, close = exact_key(best)
+        return Placement(
+            anchor=anchor_at(new_text, best, best + len(anchor.exact)),
+            method="exact",
+            score=W_QUOTE + W_CONTEXT * ctx + W_CLOSENESS * close,
+        )
+    return _fuzzy(anchor, new_text, expected)
+
+
+def _fuzzy(anchor: Anchor, text: str, expected: int) -> Placement | None:
+    quote = anchor.exact
+    best: tuple[float, int, int, float, float] | None = None
+    for start, end in _candidate_spans(anchor, text, expected):
+        quote_sim = SequenceMatcher(None, quote, text[start:end], autojunk=False).ratio()
+        if quote_sim < MIN_QUOTE_SIMILARITY:
+            continue
+        ctx = _context_similarity(text, start, end, anchor.prefix, anchor.suffix)
+        if len(quote) < SHORT_QUOTE_CHARS and ctx < MIN_SHORT_QUOTE_CONTEXT:
+            continue
+        score = W_QUOTE * quote_sim + W_CONTEXT * ctx + W_CLOSENESS * _closeness(start, expected, len(quote))
+        if best is None or score > best[0]:
+            best = (score, start, end, quote_sim, ctx)
+    if best is None:
+        return None
+    score, start, end, _, _ = best
+    return Placement(anchor=anchor_at(text, start, end), method="fuzzy", score=score)
+
+
+def _candidate_spans(anchor: Anchor, text: str, expected: int) -> set[tuple[int, int]]:
+    """Spans of ``text`` that may hold a reworded quote.
+
+    Seeds are places where a piece of the quote still occurs (each votes for
+    where the quote would start), where the prefix ends and where the suffix
+    begins, plus the expected position. Each seed's neighbourhood is aligned
+    with the quote to cut a tight span.
+    """
+    quote = anchor.exact
+    n = len(quote)
+    k = max(4, min(12, n // 3))
+    step = max(1, k // 2)
+    votes: dict[int, int] = {}
+    for i in range(0, max(1, n - k + 1), step):
+        piece = quote[i : i + k]
+        hits = _occurrences(text, piece, limit=20)
+        for pos in hits:
+            bucket = (pos - i) // max(1, n // 4)
+            votes[bucket] = votes.get(bucket, 0) + 1
+    seeds = {b * max(1, n // 4) for b, _ in sorted(votes.items(), key=lambda kv: -kv[1])[:12]}
+    seeds.add(expected)
+    if anchor.prefix:
+        for pos in _occurrences(text, anchor.prefix[-k:], limit=10):
+            seeds.add(pos + min(k, len(anchor.prefix)))
+    if anchor.suffix:
+        for pos in _occurrences(text, anchor.suffix[:k], limit=10):
+            seeds.add(pos - n)
+    spans: set[tuple[int, int]] = set()
+    for seed in seeds:
+        lo = max(0, seed - n // 2)
+        hi = min(len(text), seed + n + n // 2)
+        if hi <= lo:
+            continue
+        window = text[lo:hi]
+        blocks = [b for b in SequenceMatcher(None, quote, window, autojunk=False).get_matching_blocks() if b.size]
+        if not blocks:
+            continue
+        start = lo + blocks[0].b
+        end = lo + blocks[-1].b + blocks[-1].size
+        # The quote's unmatched head and tail were reworded: widen to them.
+        start = max(lo, start - blocks[0].a)
+        end = min(hi, end + (n - blocks[-1].a - blocks[-1].size))
+        spans.add(_snap_to_words(text, start, end))
+    return spans
+
+
+def _snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """Trim whitespace off both ends of a span (never empty it)."""
+    while start < end - 1 and text[start].isspace():
+        start += 1
+    while end > start + 1 and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _context_similarity(text: str, start: int, end: int, prefix: str, suffix: str) -> float:
+    """How well the text around ``start..end`` matches the recorded context (0..1)."""
+    parts = []
+    if prefix:
+        parts.append((len(prefix), _ratio(prefix, text[max(0, start - len(prefix)) : start])))
+    if suffix:
+        parts.append((len(suffix), _ratio(suffix, text[end : end + len(suffix)])))
+    if not parts:
+        # The quote was the whole text: an empty neighbourhood matches.
+        return 1.0 if start == 0 and end == len(text) else 0.5
+    total = sum(w for w, _ in parts)
+    return sum(w * r for w, r in parts) / total
+
+
+def _ratio(a: str, b: str) -> float:
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def _closeness(start: int, expected: int, quote_len: int) -> float:
+    """1 at the expected position, falling off over a few hundred characters."""
+    scale = max(200, 4 * quote_len)
+    return math.exp(-abs(start - expected) / scale)
+
+
+def _occurrences(text: str, needle: str, limit: int | None = None) -> list[int]:
+    hits: list[int] = []
+    if not needle:
+        return hits
+    pos = text.find(needle)
+    while pos != -1:
+        hits.append(pos)
+        if limit is not None and len(hits) >= limit:
+            break
+        pos = text.find(needle, pos + 1)
+    return hits
+
+
+def _line_starts(lines: list[str]) -> list[int]:
+    starts = []
+    total = 0
+    for line in lines:
+        starts.append(total)
+        total += len(line)
+    return starts
