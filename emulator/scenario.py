@@ -1,0 +1,326 @@
+"""The scenario format: a typed, validated description of one serving system and its run.
+
+A scenario file is TOML with the vocabulary of ``examples/doc-as-written.toml``. The
+dataclasses below carry exactly those keys as field names, plus a few added keys
+(with defaults) that the example does not need:
+
+* ``traffic.ramp_s`` (60): ``ramp`` rises linearly from ``qps`` to ``peak_qps`` over
+  the first ``ramp_s`` seconds, then holds ``peak_qps``.
+* ``traffic.step_at_s`` (60): ``step`` runs at ``qps`` and jumps to ``peak_qps`` at
+  this time.
+* ``traffic.period_s`` (300): ``diurnal`` swings between ``qps`` (at t = 0) and
+  ``peak_qps`` (at half a period) along a cosine with this period.
+* ``traffic.burst_at_s`` (60) and ``traffic.burst_s`` (10): ``burst`` runs at
+  ``peak_qps`` during ``[burst_at_s, burst_at_s + burst_s)`` and at ``qps`` otherwise.
+* ``dispatcher.health_check_s`` (5): how often a pushing dispatcher (round_robin,
+  least_loaded) learns which of its workers are alive; until then it keeps pushing
+  to a dead worker, and a restored worker rejoins the rotation only then.
+
+Errors are ``ScenarioError``: one line naming the key path and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
+POLICIES = ("round_robin", "pull", "least_loaded")
+STANDBYS = ("cold", "replicated")
+SERVICES = ("constant", "linear", "lognormal")
+FAULT_ACTIONS = ("kill", "restore")
+
+
+class ScenarioError(ValueError):
+    """A mistake in a scenario a user can fix.
+
+    ``path`` is the key path (``hosts[2].workers[1]``), ``fix`` a hint (may be None);
+    ``str(e)`` is one line: ``path: problem`` followed by the hint when there is one.
+    """
+
+    def __init__(self, path: str, message: str, fix: str | None = None) -> None:
+        self.path = path
+        self.message = message
+        self.fix = fix
+        text = f"{path}: {message}" if path else message
+        if fix:
+            text = f"{text}; {fix}"
+        super().__init__(" ".join(text.split()))
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Offered load of all models together; ``shape`` moves it between qps and peak_qps."""
+
+    qps: float
+    shape: str = "constant"
+    peak_qps: float = 0.0
+    ramp_s: float = 60.0
+    step_at_s: float = 60.0
+    period_s: float = 300.0
+    burst_at_s: float = 60.0
+    burst_s: float = 10.0
+
+    def rate_at(self, t_s: float) -> float:
+        """Offered requests per second at simulated time ``t_s``."""
+        low, high = self.qps, self.peak_qps
+        if self.shape == "constant":
+            return low
+        if self.shape == "ramp":
+            frac = 1.0 if self.ramp_s <= 0 else min(1.0, max(0.0, t_s / self.ramp_s))
+            return low + (high - low) * frac
+        if self.shape == "step":
+            return high if t_s >= self.step_at_s else low
+        if self.shape == "diurnal":
+            return low + (high - low) * (1.0 - math.cos(2.0 * math.pi * t_s / self.period_s)) / 2.0
+        if self.shape == "burst":
+            return high if self.burst_at_s <= t_s < self.burst_at_s + self.burst_s else low
+        raise ValueError(f"unknown traffic shape {self.shape!r}")
+
+    def max_rate(self) -> float:
+        """An upper bound of ``rate_at`` over all times (for thinning)."""
+        return self.qps if self.shape == "constant" else max(self.qps, self.peak_qps)
+
+    def mean_rate(self, duration_s: float, steps: int = 2000) -> float:
+        """Mean offered rate over ``[0, duration_s]`` (midpoint rule; exact for constant)."""
+        if self.shape == "constant" or duration_s <= 0:
+            return self.qps
+        dt = duration_s / steps
+        return sum(self.rate_at((i + 0.5) * dt) for i in range(steps)) / steps
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model: its share of the traffic, its worker size and its request sizes."""
+
+    name: str
+    share: float
+    worker_units: int
+    tokens: int
+    tokens_cv: float = 0.0
+
+
+@dataclass(frozen=True)
+class DispatcherSpec:
+    """The per-model dispatcher: batching rule, dispatch policy, queue limit, standby."""
+
+    max_batch_tokens: int = 10000
+    close_after_s: float | None = None
+    policy: str = "round_robin"
+    queue_limit: int = 0
+    standby: str = "cold"
+    failover_s: float = 3.0
+    health_check_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How long a worker takes for one batch."""
+
+    batch_s: float = 1.5
+    service: str = "constant"
+    service_cv: float = 0.0
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """Synchronous clients: how long they wait and how often they re-send."""
+
+    timeout_s: float | None = 60.0
+    retries: int = 0
+    retry_backoff_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    """The gateway's per-key rate limit (0: off) and how its instances count."""
+
+    instances: int = 2
+    rate_limit_qps: float = 0.0
+    keys: int = 50
+    shared_counter: bool = True
+
+
+@dataclass(frozen=True)
+class WorkerSlot:
+    """One worker on a host: its model and the first of its adjacent units."""
+
+    model: str
+    first_unit: int
+
+    def spelling(self) -> str:
+        """The file spelling, ``MODEL@FIRST_UNIT``."""
+        return f"{self.model}@{self.first_unit}"
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """``count`` identical hosts of ``units`` units carrying the same workers."""
+
+    count: int
+    units: int
+    workers: tuple[WorkerSlot, ...]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """At ``at_s``, ``action`` (kill or restore) applied to ``target``."""
+
+    at_s: float
+    action: str
+    target: str
+
+    def command(self) -> str:
+        """The live-command spelling, e.g. ``kill host:2``."""
+        return f"{self.action} {self.target}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole scenario: the system, its traffic, its faults and the run's length."""
+
+    name: str
+    duration_s: float
+    seed: int
+    sample_s: float
+    traffic: Traffic
+    models: dict[str, ModelSpec]
+    dispatcher: DispatcherSpec = field(default_factory=DispatcherSpec)
+    worker: WorkerSpec = field(default_factory=WorkerSpec)
+    client: ClientSpec = field(default_factory=ClientSpec)
+    gateway: GatewaySpec = field(default_factory=GatewaySpec)
+    hosts: tuple[HostGroup, ...] = ()
+    faults: tuple[Fault, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], max_requests: int | None | object = ...) -> Scenario:
+        """Build and validate a scenario from its dict form (TOML spelling).
+
+        ``max_requests`` caps the simulated requests (default
+        ``emulator.DEFAULT_REQUEST_BUDGET``; None: no cap). Raises ScenarioError.
+        """
+        from emulator.scenario_checks import parse_scenario
+
+        return parse_scenario(data, _budget(max_requests))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-safe dict form, in the file's spelling; ``from_dict`` round-trips it."""
+        d = self.dispatcher
+        return {
+            "name": self.name,
+            "duration_s": self.duration_s,
+            "seed": self.seed,
+            "sample_s": self.sample_s,
+            "traffic": _fields(self.traffic),
+            "models": {
+                name: {k: v for k, v in _fields(m).items() if k != "name"}
+                for name, m in self.models.items()
+            },
+            "dispatcher": {
+                **_fields(d),
+                "close_after_s": "never" if d.close_after_s is None else d.close_after_s,
+            },
+            "worker": _fields(self.worker),
+            "client": {
+                **_fields(self.client),
+                "timeout_s": "none" if self.client.timeout_s is None else self.client.timeout_s,
+            },
+            "gateway": _fields(self.gateway),
+            "hosts": [
+                {"count": h.count, "units": h.units, "workers": [w.spelling() for w in h.workers]}
+                for h in self.hosts
+            ],
+            "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
+        }
+
+    def to_toml(self) -> str:
+        """The scenario as TOML text that ``load_scenario`` reads back to an equal scenario."""
+        return tomli_w.dumps(self.to_dict())
+
+    def with_overrides(
+        self, overrides: list[str] | tuple[str, ...], max_requests: int | None | object = ...
+    ) -> Scenario:
+        """A copy with ``KEY=VALUE`` overrides applied by dotted path.
+
+        Paths look like ``traffic.qps``, ``models.small.share`` or ``hosts[0].count``;
+        values are TOML values (``10000``, ``"pull"``, ``[\"big@0\"]``), or bare words
+        taken as strings (``pull``, ``never``). The result is validated again.
+        """
+        from emulator.overrides import apply_overrides
+
+        return Scenario.from_dict(apply_overrides(self.to_dict(), overrides), max_requests)
+
+    def expanded_hosts(self) -> list[tuple[int, int, tuple[WorkerSlot, ...]]]:
+        """Every host as ``(host_index, units, workers)``, groups expanded in file order."""
+        out: list[tuple[int, int, tuple[WorkerSlot, ...]]] = []
+        for group in self.hosts:
+            for _ in range(group.count):
+                out.append((len(out), group.units, group.workers))
+        return out
+
+    def worker_count(self, model: str) -> int:
+        """How many workers of ``model`` the hosts carry."""
+        return sum(g.count * sum(1 for w in g.workers if w.model == model) for g in self.hosts)
+
+    def expected_requests(self) -> float:
+        """Fresh arrivals expected over the run, times one plus the client's retries."""
+        fresh = self.traffic.mean_rate(self.duration_s) * self.duration_s
+        return fresh * (1 + self.client.retries)
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with top-level fields replaced (not re-validated)."""
+        return replace(self, **changes)
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+def _budget(max_requests: int | None | object) -> int | None:
+    if max_requests is ...:
+        from emulator import DEFAULT_REQUEST_BUDGET
+
+        return DEFAULT_REQUEST_BUDGET
+    return max_requests  # type: ignore[return-value]
+
+
+def load_scenario(
+    path_or_text: str | Path, max_requests: int | None | object = ...
+) -> Scenario:
+    """Load and validate a scenario from a file path, TOML text, or a preset name.
+
+    A ``Path`` or a string naming an existing file is read; a string with a newline or
+    an ``=`` is TOML text; any other string is a preset name. Raises ScenarioError.
+    """
+    source = "scenario"
+    if isinstance(path_or_text, Path):
+        text, source = _read(path_or_text), path_or_text.name
+    elif "\n" in path_or_text or "=" in path_or_text:
+        text = path_or_text
+    elif Path(path_or_text).is_file():
+        text, source = _read(Path(path_or_text)), Path(path_or_text).name
+    elif path_or_text.endswith(".toml") or "/" in path_or_text:
+        raise ScenarioError(path_or_text, "no such file", "give a scenario file or a preset name")
+    else:
+        from emulator.presets import load_preset
+
+        return load_preset(path_or_text, max_requests=max_requests)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(source, f"not valid TOML: {exc}") from None
+    return Scenario.from_dict(data, max_requests)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(str(path), "no such file", "give a scenario file or a preset name") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(path), f"cannot read the file ({exc})") from None

@@ -1,0 +1,364 @@
+"""Reading a scenario's dict form into typed dataclasses, checking every key on the way.
+
+Each check raises ``ScenarioError`` with the key path and the fix, so a user sees one
+line such as ``dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from emulator.scenario import (
+    FAULT_ACTIONS,
+    POLICIES,
+    SERVICES,
+    SHAPES,
+    STANDBYS,
+    ClientSpec,
+    DispatcherSpec,
+    Fault,
+    GatewaySpec,
+    HostGroup,
+    ModelSpec,
+    Scenario,
+    ScenarioError,
+    Traffic,
+    WorkerSlot,
+    WorkerSpec,
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_SLOT = re.compile(r"^([^@\s]+)@(\d+)$")
+#: Frames are kept by live runs and the web app; more than this is a mistake.
+MAX_FRAMES = 200_000
+
+
+class _Table:
+    """A TOML table being read: typed getters that know their key path."""
+
+    def __init__(self, data: Any, path: str, known: tuple[str, ...]) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(path, f"must be a table, not {_kind(data)}")
+        for key in data:
+            if key not in known:
+                raise ScenarioError(
+                    _join(path, key), "unknown key", f"known keys here: {', '.join(known)}"
+                )
+        self.data, self.path = data, path
+
+    def key(self, name: str) -> str:
+        return _join(self.path, name)
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str, default: Any = ...) -> Any:
+        if name not in self.data:
+            if default is ...:
+                raise ScenarioError(self.key(name), "missing", "this key is required")
+            return default
+        return self.data[name]
+
+    def number(self, name: str, default: Any = ..., *, low: float | None = None,
+               positive: bool = False) -> float:
+        value = self.raw(name, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ScenarioError(self.key(name), f"{_show(value)} is not a number")
+        if not math.isfinite(value):
+            raise ScenarioError(self.key(name), f"{_show(value)} is not a finite number")
+        if positive and value <= 0:
+            raise ScenarioError(self.key(name), f"must be greater than 0, not {_show(value)}")
+        if low is not None and value < low:
+            raise ScenarioError(self.key(name), f"must be at least {_show(low)}, not {_show(value)}")
+        return float(value)
+
+    def integer(self, name: str, default: Any = ..., *, low: int | None = None) -> int:
+        value = self.raw(name, default)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(self.key(name), f"{_show(value)} is not a whole number")
+        if low is not None and value < low:
+            raise ScenarioError(self.key(name), f"must be at least {low}, not {value}")
+        return value
+
+    def text(self, name: str, default: Any = ...) -> str:
+        value = self.raw(name, default)
+        if not isinstance(value, str):
+            raise ScenarioError(self.key(name), f"{_show(value)} is not a string")
+        return value
+
+    def choice(self, name: str, options: tuple[str, ...], default: Any = ...) -> str:
+        value = self.text(name, default)
+        if value not in options:
+            raise ScenarioError(self.key(name), f'"{value}" is not one of {", ".join(options)}')
+        return value
+
+    def flag(self, name: str, default: Any = ...) -> bool:
+        value = self.raw(name, default)
+        if not isinstance(value, bool):
+            raise ScenarioError(self.key(name), f"{_show(value)} is not true or false")
+        return value
+
+    def seconds_or(self, name: str, word: str, default: Any = ...) -> float | None:
+        """A positive number of seconds, or ``word`` ("never"/"none") meaning no limit."""
+        value = self.raw(name, default)
+        if value is None or value == word:
+            return None
+        if isinstance(value, str):
+            raise ScenarioError(self.key(name), f'"{value}" is not a number of seconds or "{word}"')
+        return self.number(name, default, positive=True)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a table", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number"
+    )
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict | list):
+        return _kind(value)
+    return str(value)
+
+
+_TOP = ("name", "duration_s", "seed", "sample_s", "traffic", "models", "dispatcher",
+        "worker", "client", "gateway", "hosts", "faults")
+
+
+def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
+    """Turn a scenario dict into a validated ``Scenario`` (raises ScenarioError)."""
+    top = _Table(data, "", _TOP)
+    duration_s = top.number("duration_s", 60.0, positive=True)
+    sample_s = top.number("sample_s", 1.0, positive=True)
+    if duration_s / sample_s > MAX_FRAMES:
+        raise ScenarioError(
+            "sample_s", f"{_show(sample_s)} gives {math.ceil(duration_s / sample_s):,} frames, "
+            f"more than {MAX_FRAMES:,}", "raise sample_s or shorten duration_s")
+    traffic = _traffic(_Table(top.raw("traffic"), "traffic", tuple(Traffic.__dataclass_fields__)))
+    models = _models(top.raw("models"))
+    dispatcher = _dispatcher(top.raw("dispatcher", {}))
+    for m in models.values():
+        if m.tokens > dispatcher.max_batch_tokens and m.tokens_cv == 0:
+            raise ScenarioError(
+                f"models.{m.name}.tokens",
+                f"{m.tokens} is more than dispatcher.max_batch_tokens ({dispatcher.max_batch_tokens})",
+                "a request must fit in a batch")
+    worker = _worker(top.raw("worker", {}))
+    client = _client(top.raw("client", {}))
+    gateway = _gateway(top.raw("gateway", {}))
+    hosts = _hosts(top.raw("hosts"), models)
+    scenario = Scenario(
+        name=top.text("name", "scenario"),
+        duration_s=duration_s,
+        seed=top.integer("seed", 1, low=0),
+        sample_s=sample_s,
+        traffic=traffic,
+        models=models,
+        dispatcher=dispatcher,
+        worker=worker,
+        client=client,
+        gateway=gateway,
+        hosts=hosts,
+        faults=(),
+    )
+    faults = _faults(top.raw("faults", []), scenario)
+    scenario = scenario.replace(faults=faults)
+    if max_requests is not None:
+        expected = scenario.expected_requests()
+        if expected > max_requests:
+            raise ScenarioError(
+                "duration_s",
+                f"the run would simulate about {expected:,.0f} requests (traffic x duration_s x "
+                f"(1 + client.retries)), over the run budget of {max_requests:,}",
+                "shorten duration_s or lower traffic.qps")
+    return scenario
+
+
+def _traffic(t: _Table) -> Traffic:
+    qps = t.number("qps", low=0.0)
+    shape = t.choice("shape", SHAPES, "constant")
+    peak = t.number("peak_qps", 0.0, low=0.0)
+    traffic = Traffic(
+        qps=qps, shape=shape, peak_qps=peak,
+        ramp_s=t.number("ramp_s", 60.0, low=0.0),
+        step_at_s=t.number("step_at_s", 60.0, low=0.0),
+        period_s=t.number("period_s", 300.0, positive=True),
+        burst_at_s=t.number("burst_at_s", 60.0, low=0.0),
+        burst_s=t.number("burst_s", 10.0, positive=True),
+    )
+    return traffic
+
+
+def _models(raw: Any) -> dict[str, ModelSpec]:
+    if not isinstance(raw, dict) or not raw:
+        raise ScenarioError("models", "needs at least one [models.NAME] table")
+    models: dict[str, ModelSpec] = {}
+    for name, body in raw.items():
+        path = f"models.{name}"
+        if not _NAME.match(name):
+            raise ScenarioError(path, f'"{name}" is not a usable model name',
+                                "use letters, digits, _ and - only")
+        t = _Table(body, path, ("share", "worker_units", "tokens", "tokens_cv"))
+        share = t.number("share", low=0.0)
+        if share > 1:
+            raise ScenarioError(t.key("share"), f"{_show(share)} is more than 1")
+        models[name] = ModelSpec(
+            name=name, share=share,
+            worker_units=t.integer("worker_units", low=1),
+            tokens=t.integer("tokens", low=1),
+            tokens_cv=t.number("tokens_cv", 0.0, low=0.0),
+        )
+    total = sum(m.share for m in models.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ScenarioError("models", f"shares add up to {round(total, 6):g}, not 1")
+    return models
+
+
+def _dispatcher(raw: Any) -> DispatcherSpec:
+    t = _Table(raw, "dispatcher", tuple(DispatcherSpec.__dataclass_fields__))
+    return DispatcherSpec(
+        max_batch_tokens=t.integer("max_batch_tokens", 10000, low=1),
+        close_after_s=t.seconds_or("close_after_s", "never", "never"),
+        policy=t.choice("policy", POLICIES, "round_robin"),
+        queue_limit=t.integer("queue_limit", 0, low=0),
+        standby=t.choice("standby", STANDBYS, "cold"),
+        failover_s=t.number("failover_s", 3.0, low=0.0),
+        health_check_s=t.number("health_check_s", 5.0, positive=True),
+    )
+
+
+def _worker(raw: Any) -> WorkerSpec:
+    t = _Table(raw, "worker", tuple(WorkerSpec.__dataclass_fields__))
+    service = t.choice("service", SERVICES, "constant")
+    cv = t.number("service_cv", 0.0, low=0.0)
+    return WorkerSpec(batch_s=t.number("batch_s", 1.5, positive=True), service=service,
+                      service_cv=cv)
+
+
+def _client(raw: Any) -> ClientSpec:
+    t = _Table(raw, "client", tuple(ClientSpec.__dataclass_fields__))
+    return ClientSpec(
+        timeout_s=t.seconds_or("timeout_s", "none", 60.0),
+        retries=t.integer("retries", 0, low=0),
+        retry_backoff_s=t.number("retry_backoff_s", 1.0, low=0.0),
+    )
+
+
+def _gateway(raw: Any) -> GatewaySpec:
+    t = _Table(raw, "gateway", tuple(GatewaySpec.__dataclass_fields__))
+    rate = t.number("rate_limit_qps", 0.0, low=0.0)
+    if 0 < rate < 1:
+        raise ScenarioError(t.key("rate_limit_qps"), f"{_show(rate)} is below 1 request a second",
+                            "use 0 (off) or at least 1; the counter window is one second")
+    return GatewaySpec(
+        instances=t.integer("instances", 2, low=1),
+        rate_limit_qps=rate,
+        keys=t.integer("keys", 50, low=1),
+        shared_counter=t.flag("shared_counter", True),
+    )
+
+
+def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError("hosts", "needs at least one [[hosts]] table")
+    groups: list[HostGroup] = []
+    for gi, body in enumerate(raw):
+        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers"))
+        count = t.integer("count", 1, low=1)
+        units = t.integer("units", low=1)
+        spelled = t.raw("workers", [])
+        if not isinstance(spelled, list):
+            raise ScenarioError(t.key("workers"), f"{_show(spelled)} is not a list",
+                                'write workers = ["big@0", "small@5"]')
+        slots: list[WorkerSlot] = []
+        taken: dict[int, str] = {}
+        for wi, spelling in enumerate(spelled):
+            path = f"hosts[{gi}].workers[{wi}]"
+            match = _SLOT.match(spelling) if isinstance(spelling, str) else None
+            if not match:
+                raise ScenarioError(path, f"{_show(spelling)} is not MODEL@FIRST_UNIT",
+                                    'write it like "big@0"')
+            model, first = match.group(1), int(match.group(2))
+            if model not in models:
+                raise ScenarioError(path, f'"{spelling}" names no model "{model}"',
+                                    f"models are {', '.join(models)}")
+            size = models[model].worker_units
+            if first + size > units:
+                raise ScenarioError(
+                    path, f'"{spelling}" needs units {first}-{first + size - 1} '
+                    f"but the host has {units} units")
+            for unit in range(first, first + size):
+                if unit in taken:
+                    raise ScenarioError(path, f'"{spelling}" overlaps "{taken[unit]}" on unit {unit}',
+                                        "workers on a host need separate units")
+                taken[unit] = spelling
+            slots.append(WorkerSlot(model=model, first_unit=first))
+        groups.append(HostGroup(count=count, units=units, workers=tuple(slots)))
+    return tuple(groups)
+
+
+def _faults(raw: Any, scenario: Scenario) -> tuple[Fault, ...]:
+    if not isinstance(raw, list):
+        raise ScenarioError("faults", f"{_show(raw)} is not a list of [[faults]] tables")
+    faults: list[Fault] = []
+    for fi, body in enumerate(raw):
+        t = _Table(body, f"faults[{fi}]", ("at_s",) + FAULT_ACTIONS)
+        at_s = t.number("at_s", low=0.0)
+        if at_s > scenario.duration_s:
+            raise ScenarioError(t.key("at_s"), f"{_show(at_s)} is after the end of the run "
+                                f"(duration_s = {_show(scenario.duration_s)})",
+                                "move the fault earlier or lengthen duration_s")
+        actions = [a for a in FAULT_ACTIONS if t.has(a)]
+        if len(actions) != 1:
+            raise ScenarioError(t.path, "needs exactly one of kill or restore",
+                                'write kill = "host:2" or restore = "host:2"')
+        action = actions[0]
+        target = t.text(action)
+        check_target(target, scenario, t.key(action))
+        faults.append(Fault(at_s=at_s, action=action, target=target))
+    # Stable: faults at the same time keep their file order.
+    return tuple(sorted(faults, key=lambda f: f.at_s))
+
+
+def check_target(target: str, scenario: Scenario, path: str) -> None:
+    """Check a fault target (``host:2``, ``dispatcher:small``, ``worker:big:3``)."""
+    parts = target.split(":")
+    kind = parts[0]
+    hint = "targets are host:INDEX, dispatcher:MODEL or worker:MODEL:INDEX"
+    if kind == "host" and len(parts) == 2:
+        hosts = len(scenario.expanded_hosts())
+        if not parts[1].isdigit() or int(parts[1]) >= hosts:
+            raise ScenarioError(path, f'"{target}" names no host',
+                                f"hosts are numbered 0-{hosts - 1}")
+        return
+    if kind == "dispatcher" and len(parts) == 2:
+        if parts[1] not in scenario.models:
+            raise ScenarioError(path, f'"{target}" names no model "{parts[1]}"',
+                                f"models are {', '.join(scenario.models)}")
+        return
+    if kind == "worker" and len(parts) == 3:
+        if parts[1] not in scenario.models:
+            raise ScenarioError(path, f'"{target}" names no model "{parts[1]}"',
+                                f"models are {', '.join(scenario.models)}")
+        count = scenario.worker_count(parts[1])
+        if count == 0:
+            raise ScenarioError(path, f'"{target}" names no worker',
+                                f"the hosts carry no {parts[1]} workers")
+        if not parts[2].isdigit() or int(parts[2]) >= count:
+            raise ScenarioError(path, f'"{target}" names no worker',
+                                f"{parts[1]} workers are numbered 0-{count - 1}")
+        return
+    raise ScenarioError(path, f'"{target}" is not a fault target', hint)
