@@ -1,5 +1,10 @@
 """Websocket routes (Channels)."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-websocket_urlpatterns: list = []
+from reviewer.consumers import RunConsumer, SessionConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
+    path("ws/sessions/<int:session_id>/", SessionConsumer.as_asgi()),
+]

@@ -1,0 +1,212 @@
+"""Websocket consumers: a run's frames, and a review session's live events.
+
+Both are thin: they check access, join their group, relay group messages, and
+leave. Database work goes through ``database_sync_to_async``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from reviewer import presence, realtime
+
+log = logging.getLogger(__name__)
+
+# Websocket close codes for refusals (4000-4999 are the application's).
+CLOSE_NOT_LOGGED_IN = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+@database_sync_to_async
+def _run_for_user(run_id: int, user: Any) -> tuple[Any, int]:
+    """The run and 0, or None and the close code that refuses the viewer."""
+    from reviewer.models import EmulatorRun
+    from reviewer.services.runs import runs_reap_stale
+
+    run = EmulatorRun.objects.select_related("session").filter(pk=run_id).first()
+    if run is None:
+        return None, CLOSE_NOT_FOUND
+    if not run.viewable_by(user):
+        return None, CLOSE_FORBIDDEN
+    if run.status == "running":
+        runs_reap_stale()
+        run.refresh_from_db()
+    return run, 0
+
+
+@database_sync_to_async
+def _frames_after(run_id: int, after: int) -> list[dict[str, Any]]:
+    from reviewer.services.runs import frames_after
+
+    return frames_after(run_id, after)
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/runs/<id>/?after=N``: layout, stored frames after N, live frames, status, summary.
+
+    The consumer joins the run's group before it reads the stored frames, so a
+    frame published meanwhile arrives as a group message too; ``last_i`` drops
+    such duplicates, and a gap in the live sequence is filled from the database.
+    """
+
+    async def connect(self) -> None:
+        """Check access, join the group, then send everything stored so far."""
+        self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        self.group = realtime.run_group(self.run_id)
+        self.last_i = self._after_from_query()
+        self.final_sent = False
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            return
+        run, refusal = await _run_for_user(self.run_id, user)
+        if run is None:
+            await self.close(code=refusal)
+            return
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        # Read the run again after joining: a final status read now is final
+        # for every frame, since frames are committed before the status.
+        run, _ = await _run_for_user(self.run_id, user)
+        from reviewer.services.runs import run_for_json
+
+        await self.send_json({"type": "layout", "layout": run.layout, "run": run_for_json(run)})
+        await self._send_stored()
+        if run.is_final:
+            await self._send_final(run.status, run.reason or None, run.summary)
+        else:
+            await self.send_json({"type": "status", "status": run.status, "reason": None})
+
+    def _after_from_query(self) -> int:
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            return int(query.get("after", ["-1"])[0])
+        except ValueError:
+            return -1
+
+    async def _send_stored(self) -> None:
+        """Send stored frames after ``last_i``, page by page."""
+        while True:
+            frames = await _frames_after(self.run_id, self.last_i)
+            for frame in frames:
+                await self.send_json({"type": "frame", "frame": frame})
+                self.last_i = frame["i"]
+            if len(frames) < 500:
+                return
+
+    async def _send_final(self, status: str, reason: str | None, summary: Any) -> None:
+        if self.final_sent:
+            return
+        self.final_sent = True
+        await self.send_json({"type": "status", "status": status, "reason": reason})
+        if summary is not None:
+            await self.send_json({"type": "summary", "summary": summary})
+
+    async def disconnect(self, code: int) -> None:
+        """Leave the group."""
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Viewers only listen; commands go through the REST API."""
+
+    async def run_frame(self, event: dict[str, Any]) -> None:
+        """A live frame: send it unless already sent; fill a gap from the database."""
+        frame = event["frame"]
+        if frame["i"] <= self.last_i or self.final_sent:
+            return
+        if frame["i"] > self.last_i + 1:
+            await self._send_stored()
+            if frame["i"] <= self.last_i:
+                return
+        await self.send_json({"type": "frame", "frame": frame, "created": event.get("created")})
+        self.last_i = frame["i"]
+
+    async def run_status(self, event: dict[str, Any]) -> None:
+        """A status change; the final one carries the summary."""
+        if event["status"] in ("done", "cancelled", "failed"):
+            # Frames are published before the status; catch up on any dropped.
+            await self._send_stored()
+            await self._send_final(event["status"], event.get("reason"), event.get("summary"))
+        elif not self.final_sent:
+            await self.send_json({"type": "status", "status": event["status"], "reason": event.get("reason")})
+
+
+@database_sync_to_async
+def _session_access(session_id: int, user: Any) -> int:
+    """0 when ``user`` may watch the session, else the close code."""
+    from reviewer.models import ReviewSession
+
+    session = ReviewSession.objects.filter(pk=session_id).first()
+    if session is None:
+        return CLOSE_NOT_FOUND
+    if not (user.is_staff or session.is_participant(user)):
+        return CLOSE_FORBIDDEN
+    return 0
+
+
+class SessionConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/sessions/<id>/``: findings, the current pass and presence, live.
+
+    Presence (who views which pass) is kept in Redis with a time to live, so a
+    viewer whose server died drops out of the list by itself.
+    """
+
+    async def connect(self) -> None:
+        """Check access, join the group, announce the viewer."""
+        self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
+        self.group = realtime.session_group(self.session_id)
+        self.presence: presence.Presence | None = None
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            return
+        refusal = await _session_access(self.session_id, user)
+        if refusal:
+            await self.close(code=refusal)
+            return
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        self.presence = presence.Presence(self.session_id, self.channel_name, user)
+        await self.presence.join()
+        await self._broadcast_presence()
+
+    async def disconnect(self, code: int) -> None:
+        """Leave the group and the viewer list."""
+        if getattr(self, "presence", None) is not None:
+            try:
+                await self.presence.leave()
+                await self._broadcast_presence()
+            except Exception:
+                log.warning("could not remove presence", exc_info=True)
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """``{"type": "presence", "pass": "numbers"}`` says which pass this viewer is on."""
+        if not isinstance(content, dict) or content.get("type") != "presence" or self.presence is None:
+            await self.send_json({"type": "error", "error": 'send {"type": "presence", "pass": NAME}'})
+            return
+        review_pass = content.get("pass")
+        if not isinstance(review_pass, str) or review_pass not in presence.PASSES:
+            await self.send_json({"type": "error",
+                                  "error": f"pass: use one of {', '.join(presence.PASSES)}"})
+            return
+        await self.presence.set_pass(review_pass)
+        await self._broadcast_presence()
+
+    async def _broadcast_presence(self) -> None:
+        viewers = await presence.viewers(self.session_id)
+        await self.channel_layer.group_send(
+            self.group, {"type": "session.event", "event": "presence", "data": {"viewers": viewers}}
+        )
+
+    async def session_event(self, event: dict[str, Any]) -> None:
+        """Relay an event published by ``realtime.session_event`` as ``{"type": event, **data}``."""
+        await self.send_json({"type": event["event"], **event.get("data", {})})

@@ -1,0 +1,395 @@
+"""Starting, steering and watching emulator runs.
+
+Plain functions shared by the REST API, the websocket consumers and the Celery
+tasks. Playing a run (the loop inside the worker) is in
+:mod:`reviewer.services.run_player`; sweeps are in :mod:`reviewer.services.sweeps`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from reviewer import realtime
+from reviewer.models import (
+    CommandKind,
+    EmulatorRun,
+    FleetConfigVersion,
+    ReviewSession,
+    RunCommand,
+    RunFrame,
+    RunStatus,
+)
+from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
+
+log = logging.getLogger(__name__)
+
+# A worker playing a run beats at least once a second; a run whose heartbeat is
+# older than this has lost its worker.
+STALE_AFTER_S = 20.0
+
+# Time limits of the run task: the paced wall time plus this margin, and a hard
+# kill this long after the soft limit.
+TIME_LIMIT_MARGIN_S = 120.0
+HARD_LIMIT_EXTRA_S = 30.0
+MAX_SPEED_LIMIT_S = 3600.0
+
+
+class RunRequestError(ValueError):
+    """A request for a run that cannot be met as asked (HTTP 400).
+
+    ``field`` names the request field or setting to change.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class RunLimitError(RunRequestError):
+    """The user already has as many runs going as allowed (HTTP 429)."""
+
+
+class RunStateError(RunRequestError):
+    """The run is not in a state that takes the request (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """A scenario ready to run, with the config version it came from."""
+
+    scenario: Any  # emulator.scenario.Scenario
+    config_version: FleetConfigVersion | None
+
+
+def parse_speed(speed: Any) -> str:
+    """Normalise 1, 10, 100, "10" or "max" to the stored spelling."""
+    text = str(speed).strip().lower()
+    if text.endswith(".0"):
+        text = text[:-2]
+    if text not in SPEEDS:
+        raise RunRequestError("speed", f"speed: {speed!r} is not one of 1, 10, 100 or \"max\"")
+    return text
+
+
+def resolve_scenario(
+    *,
+    config_version: FleetConfigVersion | None = None,
+    scenario: str | dict[str, Any] | None = None,
+    session: ReviewSession | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> ResolvedScenario:
+    """The scenario a run or sweep asks for, with ``overrides`` applied.
+
+    The source is, in order: ``scenario`` (TOML text, a preset name, or a dict in
+    the TOML spelling), ``config_version``, or the session's fleet config.
+    """
+    from emulator.scenario import ScenarioError
+
+    try:
+        if scenario is not None:
+            loaded = _load_given(scenario)
+        elif config_version is not None:
+            loaded = _load_text(config_version.toml)
+        elif session is not None and session.fleet_config_id is not None:
+            config_version = session.fleet_config.latest_version()
+            if config_version is None:
+                raise RunRequestError("session", "session: its fleet config has no saved version yet; save it first")
+            loaded = _load_text(config_version.toml)
+        else:
+            raise RunRequestError(
+                "config_version",
+                "config_version: give a fleet config version, a scenario (TOML text or a preset "
+                "name), or a session that has a fleet config",
+            )
+    except ScenarioError as exc:
+        raise RunRequestError("scenario", f"scenario: {exc}") from None
+    if overrides:
+        if not isinstance(overrides, list | tuple) or not all(isinstance(o, str) for o in overrides):
+            raise RunRequestError("overrides", 'overrides: give a list of "key=value" strings')
+        try:
+            # The budget is checked by check_request_budget against the setting.
+            loaded = loaded.with_overrides(list(overrides), max_requests=None)
+        except ScenarioError as exc:
+            raise RunRequestError("overrides", f"overrides: {exc}") from None
+    return ResolvedScenario(scenario=loaded, config_version=config_version)
+
+
+def _load_text(text: str) -> Any:
+    from emulator.scenario import load_scenario
+
+    # No cap here: check_request_budget applies the RUN_REQUEST_BUDGET setting.
+    return load_scenario(text, max_requests=None)
+
+
+def _load_given(scenario: str | dict[str, Any]) -> Any:
+    """A scenario sent by a user: a dict, TOML text, or a preset name, never a file path."""
+    from emulator.presets import PRESETS
+    from emulator.scenario import Scenario
+
+    if isinstance(scenario, dict):
+        return Scenario.from_dict(scenario, max_requests=None)
+    if not isinstance(scenario, str):
+        raise RunRequestError("scenario", "scenario: give TOML text, a preset name or an object")
+    if "\n" in scenario or "=" in scenario:
+        return _load_text(scenario)
+    name = scenario.strip()
+    if name not in PRESETS:
+        raise RunRequestError(
+            "scenario", f"scenario: {name!r} is not a preset; use one of {', '.join(sorted(PRESETS))} "
+            f"or give TOML text",
+        )
+    return _load_text(name)
+
+
+def expected_requests(scenario: Any) -> int:
+    """The requests a run is expected to simulate (arrivals times one plus retries)."""
+    return int(scenario.expected_requests())
+
+
+def check_request_budget(scenario: Any) -> None:
+    """Refuse a scenario that would simulate more requests than RUN_REQUEST_BUDGET allows."""
+    budget = settings.RUN_REQUEST_BUDGET
+    expected = expected_requests(scenario)
+    if expected > budget:
+        raise RunRequestError(
+            "scenario",
+            f"scenario: about {expected:,} simulated requests (traffic x duration_s x (1 + "
+            f"client.retries)) is over the "
+            f"run budget of {budget:,}; lower traffic.qps, traffic.peak_qps or duration_s, or "
+            f"raise the RUN_REQUEST_BUDGET setting",
+        )
+
+
+def active_runs_for(user: Any) -> int:
+    """Runs and sweeps of ``user`` that are queued or running; a sweep counts once."""
+    from reviewer.models import Sweep
+
+    runs = EmulatorRun.objects.filter(started_by=user, sweep__isnull=True, status__in=ACTIVE_STATUSES)
+    sweeps = Sweep.objects.filter(started_by=user, status__in=ACTIVE_STATUSES)
+    return runs.count() + sweeps.count()
+
+
+def check_run_limit(user: Any) -> None:
+    """Refuse a new run when the user already has RUNS_PER_USER going."""
+    limit = settings.RUNS_PER_USER
+    going = active_runs_for(user)
+    if going >= limit:
+        raise RunLimitError(
+            "RUNS_PER_USER",
+            f"you have {going} runs or sweeps going and the limit is {limit} (RUNS_PER_USER); "
+            f"wait for one to finish or cancel one",
+        )
+
+
+def time_limits_for(*, duration_s: float, speed: str) -> tuple[float, float]:
+    """Soft and hard time limits (seconds) for playing a run."""
+    soft = MAX_SPEED_LIMIT_S if speed == "max" else duration_s / float(speed) * 1.5 + TIME_LIMIT_MARGIN_S
+    return soft, soft + HARD_LIMIT_EXTRA_S
+
+
+def enqueue_run(run: EmulatorRun) -> None:
+    """Hand the run to a Celery worker once the current transaction commits."""
+    from reviewer.tasks import run_emulation
+
+    soft, hard = time_limits_for(duration_s=run.duration_s, speed=run.speed)
+    run_id = run.pk
+    transaction.on_commit(
+        lambda: run_emulation.apply_async(args=[run_id], soft_time_limit=soft, time_limit=hard)
+    )
+
+
+def build_run(
+    *,
+    user: Any,
+    resolved: ResolvedScenario,
+    seed: int | None,
+    speed: str,
+    session: ReviewSession | None,
+    overrides: list[str] | tuple[str, ...] = (),
+    sweep: Any = None,
+    sweep_value: float | None = None,
+) -> EmulatorRun:
+    """Create (not enqueue) a run row for a resolved scenario."""
+    from emulator.engine import Engine
+
+    scenario = resolved.scenario
+    effective_seed = int(scenario.seed if seed is None else seed)
+    layout = Engine(scenario, seed=effective_seed).layout()
+    return EmulatorRun.objects.create(
+        config_version=resolved.config_version,
+        session=session,
+        sweep=sweep,
+        sweep_value=sweep_value,
+        started_by=user,
+        scenario=scenario.to_dict(),
+        overrides=list(overrides),
+        seed=effective_seed,
+        speed=speed,
+        layout=layout,
+    )
+
+
+@transaction.atomic
+def run_start(
+    *,
+    user: Any,
+    config_version: FleetConfigVersion | None = None,
+    scenario: str | dict[str, Any] | None = None,
+    session: ReviewSession | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    seed: int | None = None,
+    speed: Any = 10,
+) -> EmulatorRun:
+    """Queue a run of a scenario and hand it to a worker on commit.
+
+    Raises RunLimitError when the user has too many runs going, and
+    RunRequestError for a scenario, override, speed or budget problem.
+    """
+    if session is not None and not session.is_participant(user) and not user.is_staff:
+        raise RunRequestError("session", "session: only its owner and reviewers can start runs in it")
+    speed_text = parse_speed(speed)
+    check_run_limit(user)
+    resolved = resolve_scenario(
+        config_version=config_version, scenario=scenario, session=session, overrides=overrides
+    )
+    check_request_budget(resolved.scenario)
+    run = build_run(
+        user=user, resolved=resolved, seed=seed, speed=speed_text, session=session, overrides=overrides
+    )
+    enqueue_run(run)
+    return run
+
+
+@transaction.atomic
+def run_cancel(*, run: EmulatorRun, user: Any) -> EmulatorRun:
+    """Cancel a run: at once if it has not started, else at the worker's next step."""
+    who = getattr(user, "username", "") or "a user"
+    now = timezone.now()
+    reason = f"cancelled by {who}"
+    cancelled_queued = EmulatorRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+        status=RunStatus.CANCELLED, reason=reason, finished_at=now
+    )
+    run.refresh_from_db()
+    if cancelled_queued:
+        publish_status(run)
+        return run
+    if run.is_final:
+        raise RunStateError("status", f"run {run.pk} is already {run.status}; nothing to cancel")
+    RunCommand.objects.create(run=run, kind=CommandKind.CANCEL, command=reason, created_by=user)
+    return run
+
+
+def parse_fault(fault: dict[str, Any] | str) -> str:
+    """A fault in the [[faults]] vocabulary as an engine command, e.g. "kill host:2".
+
+    Accepts {"kill": "host:2"}, {"restore": "host:2"}, {"action": "kill",
+    "target": "host:2"} or the command text itself.
+    """
+    if isinstance(fault, str):
+        parts = fault.split()
+        if len(parts) == 2:
+            return parse_fault({"action": parts[0], "target": parts[1]})
+        raise RunRequestError("fault", f'fault: {fault!r} is not "kill TARGET" or "restore TARGET"')
+    if "action" in fault:
+        action, target = fault.get("action"), fault.get("target")
+    else:
+        actions = [key for key in ("kill", "restore") if key in fault]
+        if len(actions) != 1:
+            raise RunRequestError(
+                "kill", 'fault: give exactly one of "kill" or "restore", e.g. {"kill": "host:2"}'
+            )
+        action, target = actions[0], fault[actions[0]]
+    if action not in ("kill", "restore"):
+        raise RunRequestError("action", f'action: {action!r} is not "kill" or "restore"')
+    if not isinstance(target, str) or not target.strip():
+        raise RunRequestError(
+            str(action), f"{action}: give a target: dispatcher:MODEL, host:INDEX or worker:MODEL:INDEX"
+        )
+    return f"{action} {target.strip()}"
+
+
+def validate_fault_target(run: EmulatorRun, command: str) -> None:
+    """Check the target against the run's scenario with the emulator's own rules."""
+    from emulator.scenario import Scenario, ScenarioError
+
+    action, target = command.split(" ", 1)
+    data = dict(run.scenario)
+    data["faults"] = [{"at_s": 0.0, action: target}]
+    try:
+        Scenario.from_dict(data, max_requests=None)
+    except ScenarioError as exc:
+        message = str(exc).split(": ", 1)[-1]
+        raise RunRequestError(action, f"{action}: {message}") from None
+
+
+@transaction.atomic
+def run_inject(*, run: EmulatorRun, user: Any, fault: dict[str, Any] | str) -> RunCommand:
+    """Queue a fault for a running run; the worker applies it at its next step."""
+    command = parse_fault(fault)
+    run.refresh_from_db()
+    if run.is_final:
+        raise RunStateError("status", f"run {run.pk} is already {run.status}; faults go to running runs")
+    validate_fault_target(run, command)
+    return RunCommand.objects.create(run=run, kind=CommandKind.FAULT, command=command, created_by=user)
+
+
+def publish_status(run: EmulatorRun) -> None:
+    """Tell the run's viewers its status and, once final, its summary."""
+    realtime.publish_on_commit(
+        realtime.run_group(run.pk),
+        {"type": "run.status", "status": run.status, "reason": run.reason or None,
+         "summary": run.summary if run.is_final else None},
+    )
+
+
+def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
+    """Mark failed every running run whose worker stopped beating; return their ids.
+
+    A worker plays a run and beats at least once a second, so a heartbeat this
+    old means the process holding the run is gone. Called periodically in every
+    worker, when a run task starts, and when a run is read.
+    """
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    stale = EmulatorRun.objects.filter(status=RunStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    )
+    reaped: list[int] = []
+    for run in stale:
+        last = run.heartbeat_at.strftime("%H:%M:%S UTC") if run.heartbeat_at else "never"
+        reason = (
+            f"the worker playing it ({run.worker or 'unknown'}) stopped: no heartbeat for "
+            f"{stale_after_s:.0f} s (last {last}); start the run again"
+        )
+        with transaction.atomic():
+            updated = EmulatorRun.objects.filter(
+                pk=run.pk, status=RunStatus.RUNNING, attempts=run.attempts
+            ).filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)).update(
+                status=RunStatus.FAILED, reason=reason, finished_at=timezone.now()
+            )
+            if updated:
+                run.refresh_from_db()
+                publish_status(run)
+                reaped.append(run.pk)
+    if reaped:
+        log.warning("marked runs %s failed: their workers stopped", reaped)
+    return reaped
+
+
+def frames_after(run_id: int, after: int, limit: int = 500) -> list[dict[str, Any]]:
+    """Stored frames of a run with index > ``after``, in order, at most ``limit``."""
+    rows = RunFrame.objects.filter(run_id=run_id, i__gt=after).order_by("i").values_list("data", flat=True)
+    return list(rows[:limit])
+
+
+def run_for_json(run: EmulatorRun) -> dict[str, Any]:
+    """The run's header as the websocket's layout message carries it."""
+    return {"id": run.pk, "status": run.status, "duration_s": run.duration_s, "speed": run.speed_for_json()}

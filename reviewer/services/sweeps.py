@@ -1,0 +1,180 @@
+"""Sweeps: one scenario run at speed max for each value of one key.
+
+The runs go out as a Celery group with a chord whose callback gathers their
+summaries into a curve (p99 latency and ok-rate against the value) and answers
+"the smallest value that meets p99 <= target". The group spreads over every
+worker there is, which is how sweeps scale past one machine.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from reviewer.models import EmulatorRun, FleetConfigVersion, ReviewSession, RunStatus, Sweep
+from reviewer.models.runs import FINAL_STATUSES
+from reviewer.services.runs import (
+    RunRequestError,
+    build_run,
+    check_request_budget,
+    check_run_limit,
+    resolve_scenario,
+    time_limits_for,
+)
+
+MAX_SWEEP_POINTS = 20
+
+
+def parse_values(values: Any) -> list[float]:
+    """The swept values as numbers; a clear error names what is wrong."""
+    if not isinstance(values, list | tuple) or not values:
+        raise RunRequestError("values", "values: give a list of numbers, e.g. [1, 2, 3, 4, 5]")
+    if len(values) > MAX_SWEEP_POINTS:
+        raise RunRequestError("values", f"values: at most {MAX_SWEEP_POINTS} points per sweep")
+    parsed: list[float] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise RunRequestError("values", f"values: {value!r} is not a number")
+        parsed.append(value)
+    if len(set(parsed)) != len(parsed):
+        raise RunRequestError("values", "values: each value may appear once")
+    return parsed
+
+
+def override_text(key: str, value: float) -> str:
+    """``key=value`` with whole numbers written without a fraction (hosts[0].count=3)."""
+    shown = int(value) if float(value).is_integer() else value
+    return f"{key}={shown}"
+
+
+@transaction.atomic
+def sweep_start(
+    *,
+    user: Any,
+    key: str,
+    values: Any,
+    config_version: FleetConfigVersion | None = None,
+    scenario: str | dict[str, Any] | None = None,
+    session: ReviewSession | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    seed: int | None = None,
+    target_p99_s: float | None = None,
+    min_ok_rate: float | None = None,
+) -> Sweep:
+    """Create a sweep and its runs, and send them to the workers on commit."""
+    if session is not None and not session.is_participant(user) and not user.is_staff:
+        raise RunRequestError("session", "session: only its owner and reviewers can start sweeps in it")
+    if not isinstance(key, str) or not key.strip():
+        raise RunRequestError("key", 'key: name the key to sweep, e.g. "hosts[0].count" or "traffic.qps"')
+    key = key.strip()
+    points = parse_values(values)
+    if target_p99_s is not None and not (isinstance(target_p99_s, int | float) and target_p99_s > 0):
+        raise RunRequestError("target_p99_s", "target_p99_s: give a positive number of seconds")
+    check_run_limit(user)
+    base = resolve_scenario(config_version=config_version, scenario=scenario, session=session,
+                            overrides=overrides)
+    effective_seed = int(base.scenario.seed if seed is None else seed)
+    sweep = Sweep.objects.create(
+        session=session, config_version=base.config_version, started_by=user,
+        scenario=base.scenario.to_dict(), key=key, values=points, seed=effective_seed,
+        target_p99_s=target_p99_s, min_ok_rate=min_ok_rate, status=RunStatus.RUNNING,
+    )
+    runs: list[EmulatorRun] = []
+    for value in points:
+        point_overrides = [*overrides, override_text(key, value)]
+        try:
+            resolved = resolve_scenario(config_version=config_version, scenario=scenario,
+                                        session=session, overrides=point_overrides)
+        except RunRequestError as exc:
+            raise RunRequestError("values", f"values: at {override_text(key, value)}: {exc.message}") from None
+        check_request_budget(resolved.scenario)
+        runs.append(build_run(user=user, resolved=resolved, seed=effective_seed, speed="max",
+                              session=session, overrides=point_overrides, sweep=sweep,
+                              sweep_value=value))
+    run_ids = [run.pk for run in runs]
+    soft, hard = max(time_limits_for(duration_s=run.duration_s, speed="max") for run in runs)
+    sweep_id = sweep.pk
+    transaction.on_commit(lambda: enqueue_sweep(sweep_id, run_ids, soft, hard))
+    return sweep
+
+
+def enqueue_sweep(sweep_id: int, run_ids: list[int], soft: float, hard: float) -> None:
+    """Send the runs as a group with a chord that finishes the sweep."""
+    from celery import chord
+
+    from reviewer.tasks import run_emulation, sweep_finish
+
+    header = [run_emulation.si(run_id).set(soft_time_limit=soft, time_limit=hard) for run_id in run_ids]
+    chord(header)(sweep_finish.si(sweep_id))
+
+
+def ok_rate(summary: dict[str, Any]) -> float | None:
+    """ok / offered, or None when nothing was offered."""
+    offered = summary.get("offered") or 0
+    return summary.get("ok", 0) / offered if offered else None
+
+
+def sweep_curve(sweep: Sweep) -> list[dict[str, Any]]:
+    """One point per value, in value order, from the runs that have finished."""
+    points = []
+    for run in sweep.runs.order_by("sweep_value", "id"):
+        summary = run.summary or {}
+        points.append({
+            "value": run.sweep_value,
+            "run_id": run.pk,
+            "status": run.status,
+            "p99_s": (summary.get("latency_s") or {}).get("p99"),
+            "ok_rate": ok_rate(summary) if summary else None,
+            "served_qps": summary.get("served_qps"),
+        })
+    return points
+
+
+def sweep_answer(sweep: Sweep, curve: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The smallest value whose run is done and meets p99 <= target (and the ok-rate floor)."""
+    if sweep.target_p99_s is None:
+        return None
+    for point in curve:
+        meets_p99 = point["status"] == RunStatus.DONE and point["p99_s"] is not None \
+            and point["p99_s"] <= sweep.target_p99_s
+        meets_ok = sweep.min_ok_rate is None or (
+            point["ok_rate"] is not None and point["ok_rate"] >= sweep.min_ok_rate)
+        if meets_p99 and meets_ok:
+            return {"value": point["value"], "p99_s": point["p99_s"], "ok_rate": point["ok_rate"],
+                    "text": f"{override_text(sweep.key, point['value'])} is the smallest value with "
+                            f"p99 <= {sweep.target_p99_s:g} s"}
+    return {"value": None, "p99_s": None, "ok_rate": None,
+            "text": f"no swept value of {sweep.key} meets p99 <= {sweep.target_p99_s:g} s; "
+                    f"sweep larger values"}
+
+
+@transaction.atomic
+def sweep_finish(*, sweep_id: int) -> Sweep:
+    """Gather the runs' summaries into the curve and the answer. Idempotent."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep_id)
+    if sweep.is_final:
+        return sweep
+    curve = sweep_curve(sweep)
+    sweep.curve = curve
+    sweep.answer = sweep_answer(sweep, curve)
+    if any(point["status"] == RunStatus.DONE for point in curve):
+        sweep.status = RunStatus.DONE
+    else:
+        sweep.status = RunStatus.FAILED
+        sweep.reason = "no run of the sweep finished; see the runs' reasons"
+    sweep.finished_at = timezone.now()
+    sweep.save(update_fields=["curve", "answer", "status", "reason", "finished_at"])
+    return sweep
+
+
+def sweep_progress(sweep: Sweep) -> dict[str, Any]:
+    """Points done out of the total; finishes the sweep if its chord never fired."""
+    statuses = list(sweep.runs.values_list("status", flat=True))
+    done = sum(1 for status in statuses if status in FINAL_STATUSES)
+    if not sweep.is_final and statuses and done == len(statuses):
+        # The chord callback is lost when a worker dies with it; the last read finishes it.
+        sweep = sweep_finish(sweep_id=sweep.pk)
+    return {"done": done, "total": len(statuses)}

@@ -1,0 +1,86 @@
+"""Celery tasks: each takes ids and calls a service.
+
+Run tasks are acknowledged late and rejected when their worker dies, so the
+broker hands a run whose worker was killed to another worker, which resumes it
+(see :mod:`reviewer.services.run_player`). Every worker also runs the stale-run
+watchdog every few seconds, so a run whose worker vanished without the broker
+noticing is marked failed within half a minute.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import bootsteps, shared_task
+
+from reviewer.celery import app
+
+log = logging.getLogger(__name__)
+
+WATCHDOG_EVERY_S = 5.0
+
+
+@shared_task(
+    name="reviewer.run_emulation",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=3600,
+    time_limit=3630,
+)
+def run_emulation(self: Any, run_id: int) -> str:
+    """Play emulator run ``run_id`` to its end; return its final status."""
+    from reviewer.services.run_player import run_play
+
+    return run_play(run_id=run_id, worker=self.request.hostname or "")
+
+
+@shared_task(name="reviewer.sweep_finish", acks_late=True, soft_time_limit=60, time_limit=90)
+def sweep_finish(sweep_id: int) -> str:
+    """Gather a sweep's runs into its curve (the chord's callback)."""
+    from reviewer.services.sweeps import sweep_finish as finish
+
+    return finish(sweep_id=sweep_id).status
+
+
+@shared_task(name="reviewer.reap_stale_runs", soft_time_limit=30, time_limit=60)
+def reap_stale_runs() -> list[int]:
+    """Mark failed the running runs whose worker stopped beating."""
+    from reviewer.services.runs import runs_reap_stale
+
+    return runs_reap_stale()
+
+
+class StaleRunWatchdog(bootsteps.StartStopStep):
+    """Checks for runs whose worker died, every few seconds, in every worker."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        self.tref = None
+
+    def start(self, worker: Any) -> None:
+        """Schedule the check on the worker's timer."""
+        self.tref = worker.timer.call_repeatedly(WATCHDOG_EVERY_S, self.check, priority=10)
+
+    def stop(self, worker: Any) -> None:
+        """Stop checking."""
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
+
+    def check(self) -> None:
+        """One pass of the watchdog; errors are logged so the timer keeps running."""
+        from django.db import close_old_connections
+
+        from reviewer.services.runs import runs_reap_stale
+
+        try:
+            close_old_connections()
+            runs_reap_stale()
+        except Exception:
+            log.warning("stale-run check failed", exc_info=True)
+
+
+app.steps["worker"].add(StaleRunWatchdog)
