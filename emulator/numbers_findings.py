@@ -1,0 +1,128 @@
+"""Suggested findings of the numbers pass, drawn from the computed figures.
+
+Each finding is a plain dict ``{"pass": "numbers", "severity", "title", "body",
+"figures"}`` (``figures``: the keys, as ``model.key``, it rests on), ready to be
+offered as a one-click finding. Severities: ``fix_now`` (the design cannot meet
+its goal as written), ``clarify`` (a question the doc must answer),
+``mention`` (worth a note).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from emulator.numbers import show
+
+if TYPE_CHECKING:
+    from emulator.numbers import NumbersReport
+    from emulator.scenario import Scenario
+
+__all__ = ["suggest"]
+
+
+def _finding(severity: str, title: str, body: str, figures: list[str]) -> dict[str, Any]:
+    return {"pass": "numbers", "severity": severity, "title": title, "body": body, "figures": figures}
+
+
+def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
+    """Findings the figures support, most severe first."""
+    out: list[dict[str, Any]] = []
+    v = report.value
+    names = list(scenario.models)
+    has_peak = any(f.key == "gap_peak" for f in report.figures)
+
+    most_cap = v("most_capacity_qps")
+    if has_peak and (gap := v("gap_peak")) is not None and gap > 1:
+        out.append(_finding(
+            "fix_now",
+            f"Capacity is about {show(gap, '')}x short of the peak goal",
+            f"Peak {show(v('offered_peak_qps'), 'QPS')} needs {show(v('workers_needed_peak'), '')} workers; "
+            f"these hosts hold at most {show(v('most_workers'), '')} ({show(most_cap, 'QPS')}), and the placed "
+            f"workers give {show(v('capacity_qps'), 'QPS')}. Is the hardware fixed or the target?",
+            ["fleet.gap_peak", "fleet.workers_needed_peak", "fleet.most_capacity_qps"],
+        ))
+
+    overloaded = [n for n in names if (u := v("utilisation_avg", n)) is None or u >= 1]
+    if overloaded:
+        growth = v("queue_growth_avg")
+        limit = scenario.dispatcher.queue_limit
+        tail = ("nothing sheds load (dispatcher.queue_limit = 0), so the queue grows until memory runs out"
+                if limit == 0 else f"beyond {limit} queued requests the excess is shed, i.e. refused")
+        out.append(_finding(
+            "fix_now",
+            f"At average traffic the queue grows by {show(growth, '')} requests a second",
+            f"Utilisation at {show(v('offered_avg_qps'), 'QPS')} is at or above 1 for {', '.join(overloaded)} "
+            f"(placed capacity {show(v('capacity_qps'), 'QPS')}); even the most workers these hosts could hold "
+            f"leave {show(v('queue_growth_most_avg'), 'requests/s')} unserved; {tail}.",
+            ["fleet.queue_growth_avg", "fleet.queue_growth_most_avg"] + [f"{n}.utilisation_avg" for n in overloaded],
+        ))
+
+    for name in names:
+        if scenario.models[name].share > 0 and v("workers_placed", name) == 0:
+            out.append(_finding(
+                "fix_now", f"No {name} workers are placed",
+                f"{name} takes {scenario.models[name].share:g} of the traffic but no host carries a {name} worker: "
+                "every one of its requests waits forever.", [f"{name}.workers_placed"]))
+        elif v("requests_per_batch", name) == 0:
+            out.append(_finding(
+                "fix_now", f"A {name} request does not fit in a batch",
+                f"{scenario.models[name].tokens} tokens per request is more than max_batch_tokens "
+                f"{scenario.dispatcher.max_batch_tokens}.", [f"{name}.requests_per_batch"]))
+
+    out.extend(_host_loss_findings(scenario))
+
+    if scenario.dispatcher.close_after_s is None:
+        slow = max(names, key=lambda n: v("fill_time_quiet_s", n) or Fraction(0))
+        out.append(_finding(
+            "clarify", "No rule says when a partial batch closes",
+            f"A batch closes only when full. At 1 request a second a {show(v('requests_per_batch', slow), '')}-request "
+            f"{slow} batch takes {show(v('fill_time_quiet_s', slow), 's')} to fill (at average traffic "
+            f"{show(v('fill_time_avg_s', slow), 's')}). A maximum wait (dispatcher.close_after_s) bounds it.",
+            [f"{slow}.fill_time_quiet_s", f"{slow}.fill_time_avg_s"],
+        ))
+
+    floor = v("latency_floor_s")
+    if floor is not None and floor >= 1:
+        out.append(_finding(
+            "clarify", f"\"Low latency\" cannot mean sub-second: the floor is {show(floor, 's')}",
+            f"Every request spends one batch's service time ({show(floor, 's')}) in a worker, plus the wait for "
+            "its batch to fill and for a free worker. What latency target does the doc mean?",
+            ["fleet.latency_floor_s"] + [f"{n}.latency_floor_avg_s" for n in names],
+        ))
+
+    wasted = sum(units - sum(scenario.models[w.model].worker_units for w in slots if w.model in scenario.models)
+                 for _, units, slots in scenario.expanded_hosts())
+    if wasted > 0:
+        out.append(_finding(
+            "mention", f"{wasted} GPU units are left idle by the placement",
+            "Free units that no worker uses; python -m emulator place shows the layouts and what each wastes.",
+            ["fleet.workers_placed"]))
+    for name in names:
+        if scenario.models[name].tokens_cv > 0:
+            out.append(_finding(
+                "mention", f"{name} requests per batch is an average",
+                f"Request sizes vary (tokens_cv {scenario.models[name].tokens_cv:g}); larger requests make "
+                f"batches of fewer than {show(v('requests_per_batch', name), '')} requests and lower throughput.",
+                [f"{name}.requests_per_batch"]))
+    return out
+
+
+def _host_loss_findings(scenario: Scenario) -> list[dict[str, Any]]:
+    out = []
+    hosts = scenario.expanded_hosts()
+    for name, spec in scenario.models.items():
+        total = scenario.worker_count(name)
+        if total == 0 or spec.share == 0 or len(hosts) < 2:
+            continue
+        for index, _, slots in hosts:
+            here = sum(1 for w in slots if w.model == name)
+            if here == total:
+                out.append(_finding(
+                    "fix_now", f"Losing host:{index} takes {name} down",
+                    f"All {total} {name} workers are on host:{index}; a single host failure leaves the model with "
+                    "no workers, and a dispatcher standby does nothing about it. Spread them over hosts "
+                    "(python -m emulator place ranks layouts by the worst single-host loss).",
+                    [f"{name}.workers_placed"]))
+                break
+    return out

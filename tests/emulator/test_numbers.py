@@ -1,0 +1,141 @@
+"""The numbers pass on doc-as-written, the rounding rule, and the suggested findings."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from emulator.numbers import compute, show
+from emulator.scenario import load_scenario
+
+EXAMPLE = Path("/work/shared/examples/doc-as-written.toml")
+if not EXAMPLE.exists():  # the preset is the same file, shipped with the package
+    EXAMPLE = Path(__file__).resolve().parents[2] / "emulator" / "presets" / "doc-as-written.toml"
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return compute(load_scenario(EXAMPLE, max_requests=None))
+
+
+def test_it_makes_20_requests_a_batch(doc):
+    assert doc.value("requests_per_batch", "small") == 20
+    assert doc.value("requests_per_batch", "fleet") == 20
+
+
+def test_it_gives_about_13_3_qps_per_worker(doc):
+    assert doc.value("worker_qps", "big") == Fraction(40, 3)
+    assert doc.get("worker_qps", "big").display == "13.3 QPS"
+
+
+def test_it_needs_about_750_workers_at_peak_and_75_at_average(doc):
+    assert doc.value("workers_needed_peak") == 750
+    assert doc.value("workers_needed_avg") == 75
+    # Whole workers per model: 37.5 rounds up to 38 for each of the two models.
+    assert doc.value("whole_workers_avg") == 76
+    assert doc.value("whole_workers_avg", "small") == 38
+
+
+def test_it_finds_30_units_hold_at_most_15_small_workers_about_200_qps(doc):
+    assert doc.value("most_workers") == 15
+    assert doc.value("most_capacity_qps") == 200
+    assert "small" in doc.get("most_workers").explain
+    # Per model the answer differs: big workers alone would be 6.
+    assert doc.value("most_workers", "big") == 6
+    assert doc.value("most_workers", "small") == 15
+
+
+def test_it_finds_a_gap_of_50_at_peak_and_5_at_average(doc):
+    assert doc.value("gap_peak") == 50
+    assert doc.value("gap_avg") == 5
+    assert doc.value("gap_placed_avg") == Fraction(1000, 120)
+
+
+def test_it_shows_the_queue_growing_by_800_a_second_even_with_the_most_workers(doc):
+    assert doc.value("queue_growth_most_avg") == 800
+    placed = doc.value("queue_growth_avg")
+    assert placed == 1000 - 120 and placed > 800
+    assert doc.value("capacity_qps") == 120
+
+
+def test_it_fills_a_20_request_batch_in_20_ms_at_1k_qps(doc):
+    assert doc.value("fill_time_avg_s") == Fraction(1, 50)
+    assert doc.get("fill_time_avg_s").display == "20 ms"
+    # Each model's dispatcher sees half the traffic, so its batches take twice as long.
+    assert doc.value("fill_time_avg_s", "small") == Fraction(1, 25)
+
+
+def test_it_computes_the_latency_floor_batch_wait_and_littles_law(doc):
+    assert doc.value("latency_floor_avg_s", "small") == Fraction(1, 25) + Fraction(3, 2)
+    assert doc.value("batch_wait_avg_s", "small") == Fraction(19, 1000)
+    assert doc.value("in_system_avg", "small") == 500 * (Fraction(1, 25) + Fraction(3, 2))
+    assert doc.value("latency_floor_quiet_s", "big") == 20 + Fraction(3, 2)
+    assert doc.value("latency_floor_s") == Fraction(3, 2)
+
+
+def test_it_reports_utilisation_and_the_best_mix(doc):
+    assert doc.value("utilisation_avg", "small") == Fraction(500) / (5 * Fraction(40, 3))
+    assert doc.value("best_mix_qps") == 4 * Fraction(40, 3) / Fraction(1, 2)
+    assert doc.value("best_mix_one_host_lost_qps") == 2 * Fraction(40, 3) / Fraction(1, 2)
+
+
+def test_every_figure_has_a_one_line_explanation_and_a_display(doc):
+    data = doc.to_dict()
+    assert len(data["figures"]) > 50
+    for fig in data["figures"]:
+        assert fig["explain"] and "\n" not in fig["explain"]
+        assert fig["display"] and set(fig) == {"key", "label", "model", "value", "display", "unit", "explain"}
+
+
+def test_it_suggests_the_seed_findings(doc):
+    by_title = {f["title"]: f for f in doc.findings}
+    assert all(f["pass"] == "numbers" for f in doc.findings)
+    assert by_title["Capacity is about 50x short of the peak goal"]["severity"] == "fix_now"
+    growth = next(f for f in doc.findings if f["title"].startswith("At average traffic the queue grows by 880"))
+    assert growth["severity"] == "fix_now" and "nothing sheds load" in growth["body"]
+    close = by_title["No rule says when a partial batch closes"]
+    assert close["severity"] == "clarify" and "20 s" in close["body"]
+    floor = next(f for f in doc.findings if f["title"].startswith('"Low latency" cannot mean sub-second'))
+    assert floor["severity"] == "clarify" and "1.5 s" in floor["title"]
+    assert by_title["Losing host:2 takes small down"]["severity"] == "fix_now"
+    assert doc.findings[0]["severity"] == "fix_now"
+
+
+def test_a_sized_fleet_with_a_close_rule_draws_no_capacity_or_close_findings():
+    base = load_scenario(EXAMPLE, max_requests=None)
+    sized = base.with_overrides(["hosts[0].count=188", "hosts[1].count=75", "dispatcher.close_after_s=0.05"])
+    report = compute(sized)
+    titles = " ".join(f["title"] for f in report.findings)
+    assert "short of the peak" not in titles and "queue grows" not in titles
+    assert "partial batch" not in titles
+    assert report.value("queue_growth_avg", "big") == 0
+    # The close rule caps the fill wait at quiet hours.
+    assert report.value("latency_floor_quiet_s", "big") == Fraction(1, 20) + Fraction(3, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (Fraction(40, 3), "QPS", "13.3 QPS"),
+        (Fraction(750), "workers", "750 workers"),
+        (Fraction(320, 3), "QPS", "107 QPS"),
+        (Fraction(14800, 3), "requests/s", "4933 requests/s"),
+        (Fraction(1, 50), "s", "20 ms"),
+        (Fraction(19, 10000), "s", "1.9 ms"),
+        (Fraction(77, 50), "s", "1.54 s"),
+        (Fraction(15, 2), "x", "7.5x"),
+        (Fraction(0), "QPS", "0 QPS"),
+        (None, "x", "n/a"),
+        (Fraction(1, 8), "x", "0.125x"),
+        (Fraction(5, 2000), "x", "0.0025x"),  # half to even: 0.0025 stays as is
+    ],
+)
+def test_it_shows_figures_by_one_rounding_rule(value, unit, text):
+    assert show(value, unit) == text
+
+
+def test_it_rounds_half_to_even():
+    assert show(Fraction(12345, 1000), "") == "12.3"  # 12.345 -> 12.3 (3 s.f.)
+    assert show(Fraction(1225, 100), "") == "12.2"  # 12.25 -> 12.2, not 12.3
