@@ -48,9 +48,9 @@ class Command(BaseCommand):
         log_dir.mkdir(parents=True, exist_ok=True)
 
         call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_admin()
         if not options["no_example"]:
             call_command("load_example", verbosity=0)
-        self._ensure_admin()
 
         env = dict(os.environ)
         env.setdefault("DJANGO_SETTINGS_MODULE", "reviewer.settings")

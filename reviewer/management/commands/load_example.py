@@ -1,0 +1,95 @@
+"""``manage.py load_example``: the example design doc, its fleet config and a review session.
+
+Idempotent: a second run finds the example doc by its title and changes nothing.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from reviewer.models import DesignDoc, ReviewPass, Severity
+from reviewer.services import review as review_services
+
+EXAMPLE_TITLE = "Chat inference serving: gateway, dispatchers and GPU workers"
+FLEET_NAME = "doc-as-written (Part 2 hosts: 2 big / 2 big / 5 small)"
+
+# A few findings so that a new user sees what a review looks like; each quotes
+# the example doc and is written in the dashboard's own words.
+EXAMPLE_FINDINGS: list[dict[str, Any]] = [
+    {
+        "review_pass": ReviewPass.RESTATE,
+        "severity": Severity.CLARIFY,
+        "title": "\"Low latency\" next to a 1.5 s batch time",
+        "body": "Every request spends at least one batch time (1.5 s) in a worker, plus the time "
+        "its batch takes to fill. Ask what latency target the author has in mind: it cannot be "
+        "sub-second with this engine.",
+        "anchor_exact": "Keep latency low for every user.",
+    },
+    {
+        "review_pass": ReviewPass.NUMBERS,
+        "severity": Severity.FIX_NOW,
+        "title": "The fleet is about 50 times too small for the peak goal",
+        "body": "A batch holds 10,000 / 500 = 20 requests, so one worker serves 20 / 1.5 s, about "
+        "13.3 QPS. 10k QPS needs about 750 workers; 1k QPS about 75. Three 10-unit hosts hold at "
+        "most 15 small workers, about 200 QPS.",
+        "anchor_exact": "Sustain 10,000 QPS at peak.",
+    },
+    {
+        "review_pass": ReviewPass.TRACE,
+        "severity": Severity.FIX_NOW,
+        "trace_hop": "dispatcher",
+        "title": "Round-robin pushes batches to workers that are still busy",
+        "body": "Workers take one batch at a time, yet batches are handed out in rotation "
+        "whatever each worker is doing. A batch can wait behind a busy worker while the next one "
+        "sits idle. Let idle workers pull the oldest closed batch instead.",
+        "anchor_exact": "That queue hands each batch to the next worker, in round-robin order.",
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Load the example review (design doc, fleet config, review session); safe to run twice."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--owner", help="username that owns the example (default: the first superuser)"
+        )
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        if DesignDoc.objects.filter(title=EXAMPLE_TITLE).exists():
+            self.stdout.write("load_example: the example review is already loaded")
+            return
+        owner = self._owner(options.get("owner"))
+        body = resources.files("reviewer.example").joinpath("design-doc.md").read_text("utf-8")
+        toml = resources.files("emulator.presets").joinpath("doc-as-written.toml").read_text("utf-8")
+        doc = review_services.doc_create(owner=owner, title=EXAMPLE_TITLE, body=body)
+        fleet = review_services.fleet_config_create(owner=owner, name=FLEET_NAME, toml=toml, doc=doc)
+        session = review_services.session_create(
+            owner=owner, doc=doc, fleet_config=fleet, title="Example review: chat inference serving"
+        )
+        for finding in EXAMPLE_FINDINGS:
+            review_services.finding_create(session=session, author=owner, **finding)
+        self.stdout.write(
+            f"load_example: loaded doc {doc.pk}, fleet config {fleet.pk} and review session {session.pk}"
+        )
+
+    def _owner(self, username: str | None) -> Any:
+        users = get_user_model().objects
+        if username:
+            try:
+                return users.get(username=username)
+            except users.model.DoesNotExist:
+                raise CommandError(f"--owner: no user named {username!r}") from None
+        owner = users.filter(is_superuser=True).order_by("pk").first()
+        if owner is None:
+            raise CommandError(
+                "no superuser to own the example; create one (manage.py createsuperuser) "
+                "or pass --owner USERNAME"
+            )
+        return owner

@@ -1,0 +1,152 @@
+"""``manage.py serve`` as a user runs it: a real subprocess on loopback ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from reviewer.supervisor import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[str]
+    base_url: str
+    output_path: Path
+
+    def output(self) -> str:
+        return self.output_path.read_text()
+
+
+def _get_health(base_url: str) -> tuple[int, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(base_url + "healthz", timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _wait_health(served: Served, *, want_ok: bool, timeout_s: float = 60) -> tuple[int, dict[str, str]]:
+    deadline = time.monotonic() + timeout_s
+    last: tuple[int, dict[str, str]] = (0, {})
+    while time.monotonic() < deadline:
+        if served.process.poll() is not None:
+            pytest.fail(f"serve exited early with {served.process.returncode}:\n{served.output()}")
+        try:
+            last = _get_health(served.base_url)
+            if not want_ok or last[0] == 200:
+                return last
+        except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"/healthz did not answer as expected within {timeout_s} s; last {last}\n{served.output()}")
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@contextmanager
+def serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
+    port = free_port()
+    env = dict(os.environ, DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    output_path = tmp_path / f"serve-{port}.out"
+    with open(output_path, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port), *extra],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )
+    served = Served(process, f"http://127.0.0.1:{port}/", output_path)
+    try:
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_it_comes_up_healthy_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        status, report = _wait_health(served, want_ok=True)
+        assert status == 200
+        assert report == {"database": "ok", "redis": "ok", "celery": "ok"}
+        started = _descendants(served.process.pid)
+        names = " ".join(" ".join(p.cmdline()) for p in started)
+        assert "daphne" in names
+        assert "celery" in names
+        if not os.environ.get("REDIS_URL"):
+            assert "valkey-server" in names
+        output = served.output()
+        assert "Sign in as 'admin' with password" in output
+        assert served.base_url in output
+
+        served.process.send_signal(signal.SIGINT)
+        assert served.process.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [" ".join(p.cmdline()) for p in started if _alive(p)]
+        assert left == []
+
+
+def test_it_reports_celery_unhealthy_without_workers_and_keeps_its_first_account(tmp_path: Path) -> None:
+    with serve(tmp_path, "--workers", "0") as first:
+        status, report = _wait_health(first, want_ok=False)
+        assert status == 503
+        assert report["database"] == "ok"
+        assert report["redis"] == "ok"
+        assert report["celery"].startswith("error: no Celery worker answered")
+    with serve(tmp_path, "--workers", "0") as second:
+        _wait_health(second, want_ok=False)
+    assert "Sign in as 'admin' with password" in first.output()
+    assert "password" not in second.output()
+    assert "already loaded" in second.output()
+
+
+def test_it_stops_with_an_error_naming_the_worker_that_died(tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        _wait_health(served, want_ok=True)
+        workers = [
+            p for p in psutil.Process(served.process.pid).children()
+            if "celery" in " ".join(p.cmdline())
+        ]
+        assert len(workers) == 1
+        everything = _descendants(served.process.pid)
+        workers[0].kill()
+        assert served.process.wait(timeout=30) != 0
+        assert "celery worker 1" in served.output()
+        assert "exited" in served.output()
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in everything) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [p.pid for p in everything if _alive(p)] == []
