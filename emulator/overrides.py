@@ -26,7 +26,9 @@ def _steps(path: str) -> list[str | int]:
     for segment in path.split("."):
         match = _SEGMENT.match(segment)
         if not match:
-            raise ScenarioError(path, "is not a key path", "write it like traffic.qps or hosts[0].count")
+            raise ScenarioError(
+                path, "is not a key path", "write it like traffic.qps or hosts[0].count"
+            )
         steps.append(match.group(1))
         steps.extend(int(i) for i in re.findall(r"\[(\d+)\]", match.group(2)))
     return steps
@@ -54,8 +56,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]
         last = steps[-1]
         if isinstance(last, int):
             if not isinstance(node, list) or last >= len(node):
-                raise ScenarioError(_spell(steps), "no such list item",
-                                    f"{_spell(steps[:-1])} has {len(node) if isinstance(node, list) else 0} items")
+                raise ScenarioError(
+                    _spell(steps),
+                    "no such list item",
+                    f"{_spell(steps[:-1])} has {len(node) if isinstance(node, list) else 0} items",
+                )
             node[last] = parse_value(value)
         elif isinstance(node, dict):
             node[last] = parse_value(value)
@@ -69,7 +74,9 @@ def _child(node: Any, step: str | int, steps: list[str | int]) -> Any:
         if isinstance(node, list) and step < len(node):
             return node[step]
         count = len(node) if isinstance(node, list) else 0
-        raise ScenarioError(_spell(steps), "no such list item", f"{_spell(steps[:-1])} has {count} items")
+        raise ScenarioError(
+            _spell(steps), "no such list item", f"{_spell(steps[:-1])} has {count} items"
+        )
     if isinstance(node, dict):
         if step not in node:
             # A whole missing table (e.g. [gateway]) is created; unknown keys are then

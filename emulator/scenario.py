@@ -289,9 +289,7 @@ def _budget(max_requests: int | None | object) -> int | None:
     return max_requests  # type: ignore[return-value]
 
 
-def load_scenario(
-    path_or_text: str | Path, max_requests: int | None | object = ...
-) -> Scenario:
+def load_scenario(path_or_text: str | Path, max_requests: int | None | object = ...) -> Scenario:
     """Load and validate a scenario from a file path, TOML text, or a preset name.
 
     A ``Path`` or a string naming an existing file is read; a string with a newline or
@@ -321,6 +319,8 @@ def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ScenarioError(str(path), "no such file", "give a scenario file or a preset name") from None
+        raise ScenarioError(
+            str(path), "no such file", "give a scenario file or a preset name"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(str(path), f"cannot read the file ({exc})") from None

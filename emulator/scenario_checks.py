@@ -33,6 +33,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _SLOT = re.compile(r"^([^@\s]+)@(\d+)$")
 #: Frames are kept by live runs and the web app; more than this is a mistake.
 MAX_FRAMES = 200_000
+#: Shortest retry backoff the engine honours (its arrival chunks are at least this long).
+MIN_BACKOFF_S = 0.01
 
 
 class _Table:
@@ -61,8 +63,9 @@ class _Table:
             return default
         return self.data[name]
 
-    def number(self, name: str, default: Any = ..., *, low: float | None = None,
-               positive: bool = False) -> float:
+    def number(
+        self, name: str, default: Any = ..., *, low: float | None = None, positive: bool = False
+    ) -> float:
         value = self.raw(name, default)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ScenarioError(self.key(name), f"{_show(value)} is not a number")
@@ -71,7 +74,9 @@ class _Table:
         if positive and value <= 0:
             raise ScenarioError(self.key(name), f"must be greater than 0, not {_show(value)}")
         if low is not None and value < low:
-            raise ScenarioError(self.key(name), f"must be at least {_show(low)}, not {_show(value)}")
+            raise ScenarioError(
+                self.key(name), f"must be at least {_show(low)}, not {_show(value)}"
+            )
         return float(value)
 
     def integer(self, name: str, default: Any = ..., *, low: int | None = None) -> int:
@@ -134,8 +139,20 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-_TOP = ("name", "duration_s", "seed", "sample_s", "traffic", "models", "dispatcher",
-        "worker", "client", "gateway", "hosts", "faults")
+_TOP = (
+    "name",
+    "duration_s",
+    "seed",
+    "sample_s",
+    "traffic",
+    "models",
+    "dispatcher",
+    "worker",
+    "client",
+    "gateway",
+    "hosts",
+    "faults",
+)
 
 
 def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
@@ -145,8 +162,11 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     sample_s = top.number("sample_s", 1.0, positive=True)
     if duration_s / sample_s > MAX_FRAMES:
         raise ScenarioError(
-            "sample_s", f"{_show(sample_s)} gives {math.ceil(duration_s / sample_s):,} frames, "
-            f"more than {MAX_FRAMES:,}", "raise sample_s or shorten duration_s")
+            "sample_s",
+            f"{_show(sample_s)} gives {math.ceil(duration_s / sample_s):,} frames, "
+            f"more than {MAX_FRAMES:,}",
+            "raise sample_s or shorten duration_s",
+        )
     traffic = _traffic(_Table(top.raw("traffic"), "traffic", tuple(Traffic.__dataclass_fields__)))
     models = _models(top.raw("models"))
     dispatcher = _dispatcher(top.raw("dispatcher", {}))
@@ -155,7 +175,8 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
             raise ScenarioError(
                 f"models.{m.name}.tokens",
                 f"{m.tokens} is more than dispatcher.max_batch_tokens ({dispatcher.max_batch_tokens})",
-                "a request must fit in a batch")
+                "a request must fit in a batch",
+            )
     worker = _worker(top.raw("worker", {}))
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))
@@ -183,7 +204,8 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                 "duration_s",
                 f"the run would simulate about {expected:,.0f} requests (traffic x duration_s x "
                 f"(1 + client.retries)), over the run budget of {max_requests:,}",
-                "shorten duration_s or lower traffic.qps")
+                "shorten duration_s or lower traffic.qps",
+            )
     return scenario
 
 
@@ -192,7 +214,9 @@ def _traffic(t: _Table) -> Traffic:
     shape = t.choice("shape", SHAPES, "constant")
     peak = t.number("peak_qps", 0.0, low=0.0)
     traffic = Traffic(
-        qps=qps, shape=shape, peak_qps=peak,
+        qps=qps,
+        shape=shape,
+        peak_qps=peak,
         ramp_s=t.number("ramp_s", 60.0, low=0.0),
         step_at_s=t.number("step_at_s", 60.0, low=0.0),
         period_s=t.number("period_s", 300.0, positive=True),
@@ -209,14 +233,16 @@ def _models(raw: Any) -> dict[str, ModelSpec]:
     for name, body in raw.items():
         path = f"models.{name}"
         if not _NAME.match(name):
-            raise ScenarioError(path, f'"{name}" is not a usable model name',
-                                "use letters, digits, _ and - only")
+            raise ScenarioError(
+                path, f'"{name}" is not a usable model name', "use letters, digits, _ and - only"
+            )
         t = _Table(body, path, ("share", "worker_units", "tokens", "tokens_cv"))
         share = t.number("share", low=0.0)
         if share > 1:
             raise ScenarioError(t.key("share"), f"{_show(share)} is more than 1")
         models[name] = ModelSpec(
-            name=name, share=share,
+            name=name,
+            share=share,
             worker_units=t.integer("worker_units", low=1),
             tokens=t.integer("tokens", low=1),
             tokens_cv=t.number("tokens_cv", 0.0, low=0.0),
@@ -244,25 +270,38 @@ def _worker(raw: Any) -> WorkerSpec:
     t = _Table(raw, "worker", tuple(WorkerSpec.__dataclass_fields__))
     service = t.choice("service", SERVICES, "constant")
     cv = t.number("service_cv", 0.0, low=0.0)
-    return WorkerSpec(batch_s=t.number("batch_s", 1.5, positive=True), service=service,
-                      service_cv=cv)
+    return WorkerSpec(
+        batch_s=t.number("batch_s", 1.5, positive=True), service=service, service_cv=cv
+    )
 
 
 def _client(raw: Any) -> ClientSpec:
     t = _Table(raw, "client", tuple(ClientSpec.__dataclass_fields__))
-    return ClientSpec(
+    client = ClientSpec(
         timeout_s=t.seconds_or("timeout_s", "none", 60.0),
         retries=t.integer("retries", 0, low=0),
         retry_backoff_s=t.number("retry_backoff_s", 1.0, low=0.0),
     )
+    if client.retries > 0 and client.retry_backoff_s < MIN_BACKOFF_S:
+        # Retries are merged into the arrival stream one chunk ahead; a chunk is at
+        # least this long, so a shorter backoff could not be honoured.
+        raise ScenarioError(
+            t.key("retry_backoff_s"),
+            f"{_show(client.retry_backoff_s)} is below {MIN_BACKOFF_S} s while client.retries > 0",
+            f"use at least {MIN_BACKOFF_S}",
+        )
+    return client
 
 
 def _gateway(raw: Any) -> GatewaySpec:
     t = _Table(raw, "gateway", tuple(GatewaySpec.__dataclass_fields__))
     rate = t.number("rate_limit_qps", 0.0, low=0.0)
     if 0 < rate < 1:
-        raise ScenarioError(t.key("rate_limit_qps"), f"{_show(rate)} is below 1 request a second",
-                            "use 0 (off) or at least 1; the counter window is one second")
+        raise ScenarioError(
+            t.key("rate_limit_qps"),
+            f"{_show(rate)} is below 1 request a second",
+            "use 0 (off) or at least 1; the counter window is one second",
+        )
     return GatewaySpec(
         instances=t.integer("instances", 2, low=1),
         rate_limit_qps=rate,
@@ -281,29 +320,41 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
         units = t.integer("units", low=1)
         spelled = t.raw("workers", [])
         if not isinstance(spelled, list):
-            raise ScenarioError(t.key("workers"), f"{_show(spelled)} is not a list",
-                                'write workers = ["big@0", "small@5"]')
+            raise ScenarioError(
+                t.key("workers"),
+                f"{_show(spelled)} is not a list",
+                'write workers = ["big@0", "small@5"]',
+            )
         slots: list[WorkerSlot] = []
         taken: dict[int, str] = {}
         for wi, spelling in enumerate(spelled):
             path = f"hosts[{gi}].workers[{wi}]"
             match = _SLOT.match(spelling) if isinstance(spelling, str) else None
             if not match:
-                raise ScenarioError(path, f"{_show(spelling)} is not MODEL@FIRST_UNIT",
-                                    'write it like "big@0"')
+                raise ScenarioError(
+                    path, f"{_show(spelling)} is not MODEL@FIRST_UNIT", 'write it like "big@0"'
+                )
             model, first = match.group(1), int(match.group(2))
             if model not in models:
-                raise ScenarioError(path, f'"{spelling}" names no model "{model}"',
-                                    f"models are {', '.join(models)}")
+                raise ScenarioError(
+                    path,
+                    f'"{spelling}" names no model "{model}"',
+                    f"models are {', '.join(models)}",
+                )
             size = models[model].worker_units
             if first + size > units:
                 raise ScenarioError(
-                    path, f'"{spelling}" needs units {first}-{first + size - 1} '
-                    f"but the host has {units} units")
+                    path,
+                    f'"{spelling}" needs units {first}-{first + size - 1} '
+                    f"but the host has {units} units",
+                )
             for unit in range(first, first + size):
                 if unit in taken:
-                    raise ScenarioError(path, f'"{spelling}" overlaps "{taken[unit]}" on unit {unit}',
-                                        "workers on a host need separate units")
+                    raise ScenarioError(
+                        path,
+                        f'"{spelling}" overlaps "{taken[unit]}" on unit {unit}',
+                        "workers on a host need separate units",
+                    )
                 taken[unit] = spelling
             slots.append(WorkerSlot(model=model, first_unit=first))
         groups.append(HostGroup(count=count, units=units, workers=tuple(slots)))
@@ -318,13 +369,19 @@ def _faults(raw: Any, scenario: Scenario) -> tuple[Fault, ...]:
         t = _Table(body, f"faults[{fi}]", ("at_s",) + FAULT_ACTIONS)
         at_s = t.number("at_s", low=0.0)
         if at_s > scenario.duration_s:
-            raise ScenarioError(t.key("at_s"), f"{_show(at_s)} is after the end of the run "
-                                f"(duration_s = {_show(scenario.duration_s)})",
-                                "move the fault earlier or lengthen duration_s")
+            raise ScenarioError(
+                t.key("at_s"),
+                f"{_show(at_s)} is after the end of the run "
+                f"(duration_s = {_show(scenario.duration_s)})",
+                "move the fault earlier or lengthen duration_s",
+            )
         actions = [a for a in FAULT_ACTIONS if t.has(a)]
         if len(actions) != 1:
-            raise ScenarioError(t.path, "needs exactly one of kill or restore",
-                                'write kill = "host:2" or restore = "host:2"')
+            raise ScenarioError(
+                t.path,
+                "needs exactly one of kill or restore",
+                'write kill = "host:2" or restore = "host:2"',
+            )
         action = actions[0]
         target = t.text(action)
         check_target(target, scenario, t.key(action))
@@ -341,24 +398,35 @@ def check_target(target: str, scenario: Scenario, path: str) -> None:
     if kind == "host" and len(parts) == 2:
         hosts = len(scenario.expanded_hosts())
         if not parts[1].isdigit() or int(parts[1]) >= hosts:
-            raise ScenarioError(path, f'"{target}" names no host',
-                                f"hosts are numbered 0-{hosts - 1}")
+            raise ScenarioError(
+                path, f'"{target}" names no host', f"hosts are numbered 0-{hosts - 1}"
+            )
         return
     if kind == "dispatcher" and len(parts) == 2:
         if parts[1] not in scenario.models:
-            raise ScenarioError(path, f'"{target}" names no model "{parts[1]}"',
-                                f"models are {', '.join(scenario.models)}")
+            raise ScenarioError(
+                path,
+                f'"{target}" names no model "{parts[1]}"',
+                f"models are {', '.join(scenario.models)}",
+            )
         return
     if kind == "worker" and len(parts) == 3:
         if parts[1] not in scenario.models:
-            raise ScenarioError(path, f'"{target}" names no model "{parts[1]}"',
-                                f"models are {', '.join(scenario.models)}")
+            raise ScenarioError(
+                path,
+                f'"{target}" names no model "{parts[1]}"',
+                f"models are {', '.join(scenario.models)}",
+            )
         count = scenario.worker_count(parts[1])
         if count == 0:
-            raise ScenarioError(path, f'"{target}" names no worker',
-                                f"the hosts carry no {parts[1]} workers")
+            raise ScenarioError(
+                path, f'"{target}" names no worker', f"the hosts carry no {parts[1]} workers"
+            )
         if not parts[2].isdigit() or int(parts[2]) >= count:
-            raise ScenarioError(path, f'"{target}" names no worker',
-                                f"{parts[1]} workers are numbered 0-{count - 1}")
+            raise ScenarioError(
+                path,
+                f'"{target}" names no worker',
+                f"{parts[1]} workers are numbered 0-{count - 1}",
+            )
         return
     raise ScenarioError(path, f'"{target}" is not a fault target', hint)

@@ -1,0 +1,207 @@
+"""Arrivals at the gateway, generated in bulk a chunk of simulated time ahead.
+
+Fresh requests are a Poisson process at ``traffic.rate_at(t)`` (thinning when the
+shape varies), split among models by share, each with its token count. Retries are
+merged in at their re-send time. The gateway's per-key rate limit is a fixed one-second
+window: with ``shared_counter`` one counter per key, otherwise one per key and gateway
+instance (a client lands on a random instance), so a key gets up to ``instances``
+times the limit. Requests over the limit are shed at admission.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from emulator.scenario import Scenario
+
+
+@dataclass
+class Arrivals:
+    """One chunk of attempts at the gateway, in time order."""
+
+    time: np.ndarray
+    model: np.ndarray
+    tokens: np.ndarray
+    key: np.ndarray
+    attempt: np.ndarray
+    ctr: np.ndarray
+    admitted: np.ndarray
+
+    def select(self, mask: np.ndarray) -> Arrivals:
+        """The attempts where ``mask`` is true."""
+        return Arrivals(
+            self.time[mask],
+            self.model[mask],
+            self.tokens[mask],
+            self.key[mask],
+            self.attempt[mask],
+            self.ctr[mask],
+            self.admitted[mask],
+        )
+
+
+def chunk_length(scenario: Scenario) -> float:
+    """Length of an arrival chunk: a divisor of one second, and no longer than the retry
+    backoff, so every retry is known before the chunk it lands in is generated."""
+    span = 1.0
+    if scenario.client.retries > 0:
+        span = min(span, scenario.client.retry_backoff_s)
+    return 1.0 / math.ceil(1.0 / span - 1e-9)
+
+
+class ArrivalSource:
+    """Generates attempts chunk by chunk and keeps the rate limiter's counters."""
+
+    def __init__(self, scenario: Scenario, rng: np.random.Generator) -> None:
+        self.traffic = scenario.traffic
+        self.qps_override: float | None = None
+        self.rng = rng
+        models = list(scenario.models.values())
+        self.n_models = len(models)
+        self.cum_share = np.cumsum([m.share for m in models])
+        self.tokens = np.array([m.tokens for m in models], dtype=np.int64)
+        self.tokens_cv = np.array([m.tokens_cv for m in models])
+        gw = scenario.gateway
+        self.limit = int(gw.rate_limit_qps)
+        self.keys = gw.keys
+        self.instances = 1 if gw.shared_counter else gw.instances
+        self.counts = np.zeros(self.keys * self.instances, dtype=np.int64)
+        self.window = -1
+        self._retry: list[Arrivals] = []
+
+    # -- fresh traffic -------------------------------------------------------------
+    def rate_of(self, times: np.ndarray) -> np.ndarray:
+        """Offered rate (all models) at each of ``times``."""
+        if self.qps_override is not None:
+            return np.full(times.shape, self.qps_override)
+        t = self.traffic
+        low, high = t.qps, t.peak_qps
+        if t.shape == "ramp":
+            frac = np.ones_like(times) if t.ramp_s <= 0 else np.clip(times / t.ramp_s, 0.0, 1.0)
+            return low + (high - low) * frac
+        if t.shape == "step":
+            return np.where(times >= t.step_at_s, high, low)
+        if t.shape == "diurnal":
+            return low + (high - low) * (1.0 - np.cos(2.0 * np.pi * times / t.period_s)) / 2.0
+        if t.shape == "burst":
+            inside = (times >= t.burst_at_s) & (times < t.burst_at_s + t.burst_s)
+            return np.where(inside, high, low)
+        return np.full(times.shape, low)
+
+    def fresh(self, t0: float, t1: float) -> Arrivals:
+        """Fresh (first-attempt) requests arriving in ``[t0, t1)``."""
+        rng = self.rng
+        if self.qps_override is not None:
+            top, varying = self.qps_override, False
+        else:
+            top, varying = self.traffic.max_rate(), self.traffic.shape != "constant"
+        n = int(rng.poisson(top * (t1 - t0))) if top > 0 and t1 > t0 else 0
+        times = np.sort(t0 + (t1 - t0) * rng.random(n))
+        if varying and n:
+            times = times[rng.random(n) * top < self.rate_of(times)]
+            n = times.size
+        model = (
+            np.minimum(
+                np.searchsorted(self.cum_share, rng.random(n), side="right"), self.n_models - 1
+            )
+            if self.n_models > 1
+            else np.zeros(n, dtype=np.int64)
+        )
+        tokens = self.tokens[model]
+        if self.tokens_cv.any() and n:
+            cv = self.tokens_cv[model]
+            sigma = np.sqrt(np.log1p(cv * cv))
+            mu = np.log(tokens) - sigma * sigma / 2.0
+            varied = np.maximum(1, np.rint(np.exp(mu + sigma * rng.standard_normal(n))))
+            tokens = np.where(cv > 0, varied.astype(np.int64), tokens)
+        key = rng.integers(0, self.keys, n) if self.limit else np.zeros(n, dtype=np.int64)
+        return Arrivals(
+            time=times,
+            model=model,
+            tokens=tokens,
+            key=key,
+            attempt=np.zeros(n, dtype=np.int16),
+            ctr=np.zeros(n, dtype=np.int64),
+            admitted=np.ones(n, dtype=bool),
+        )
+
+    # -- retries -------------------------------------------------------------------
+    def add_retries(
+        self, time: np.ndarray, model: int, tokens: np.ndarray, key: np.ndarray, attempt: np.ndarray
+    ) -> None:
+        """Queue re-sends (``attempt`` already counts this one) for their chunk."""
+        if time.size == 0:
+            return
+        n = time.size
+        self._retry.append(
+            Arrivals(
+                time=time.astype(np.float64),
+                model=np.full(n, model, dtype=np.int64),
+                tokens=tokens.astype(np.int64),
+                key=key.astype(np.int64),
+                attempt=attempt.astype(np.int16),
+                ctr=np.zeros(n, dtype=np.int64),
+                admitted=np.ones(n, dtype=bool),
+            )
+        )
+
+    def _take_retries(self, t1: float) -> Arrivals | None:
+        if not self._retry:
+            return None
+        pool = _concat(self._retry)
+        due = pool.time < t1
+        rest = pool.select(~due)
+        self._retry = [rest] if rest.time.size else []
+        return pool.select(due) if due.any() else None
+
+    # -- a chunk -------------------------------------------------------------------
+    def chunk(self, t0: float, t1: float, window: int, fresh: Arrivals | None = None) -> Arrivals:
+        """All attempts in ``[t0, t1)`` (fresh and retries), rate-limited in ``window``."""
+        parts = [fresh if fresh is not None else self.fresh(t0, t1)]
+        retries = self._take_retries(t1)
+        if retries is not None:
+            parts.append(retries)
+        arr = _concat(parts)
+        if len(parts) > 1:
+            order = np.argsort(arr.time, kind="stable")
+            arr = arr.select(order)
+        if self.limit:
+            self._rate_limit(arr, window)
+        return arr
+
+    def _rate_limit(self, arr: Arrivals, window: int) -> None:
+        if window != self.window:
+            self.counts[:] = 0
+            self.window = window
+        n = arr.time.size
+        if n == 0:
+            return
+        instance = self.rng.integers(0, self.instances, n) if self.instances > 1 else 0
+        arr.ctr = arr.key * self.instances + instance
+        order = np.argsort(arr.ctr, kind="stable")  # keeps time order within a counter
+        sorted_ctr = arr.ctr[order]
+        starts = np.flatnonzero(np.r_[True, sorted_ctr[1:] != sorted_ctr[:-1]])
+        first = np.repeat(starts, np.diff(np.r_[starts, n]))
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - first + self.counts[sorted_ctr]
+        arr.admitted = rank < self.limit
+        self.counts += np.bincount(arr.ctr[arr.admitted], minlength=self.counts.size)
+
+    def release(self, ctr: np.ndarray) -> None:
+        """Give back rate-limit slots of admitted attempts that were withdrawn."""
+        if self.limit and ctr.size:
+            self.counts -= np.bincount(ctr, minlength=self.counts.size)
+
+
+def _concat(parts: list[Arrivals]) -> Arrivals:
+    if len(parts) == 1:
+        return parts[0]
+    return Arrivals(
+        *(
+            np.concatenate([getattr(p, f) for p in parts])
+            for f in ("time", "model", "tokens", "key", "attempt", "ctr", "admitted")
+        )
+    )

@@ -1,0 +1,351 @@
+"""One model's dispatcher: the requests it has seen, its open batch, its queue of closed
+batches, its books (outcome counts) and its plan for closing the open batch.
+
+Requests reach the dispatcher lazily: the store holds arrivals a chunk ahead, and
+``ingest(t)`` admits those up to ``t`` (shedding beyond ``queue_limit``). Between two
+events that lower the queue's depth, the depth only grows, so admitting in bulk is
+exact. A batch is a contiguous range of store rows; rows shed by the queue limit
+inside that range are skipped by their outcome code.
+
+Outcomes are decided by what happens first. A request's client gives up at
+``arrival + timeout_s``; ``sweep(t)`` marks every still-pending request whose deadline
+has passed as ``timed_out``. Completions, losses and orphans only claim requests
+that are still pending and within their deadline, so no request is counted twice.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from emulator.arrivals import Arrivals, ArrivalSource
+from emulator.histogram import LatencyHistogram
+from emulator.requests import LOST, OK, ORPHANED, PENDING, SHED, TIMED_OUT, RequestStore
+from emulator.scenario import ModelSpec, Scenario
+
+#: A batch: (first row, end row, requests, tokens, dispatcher epoch, model index).
+Batch = tuple[int, int, int, int, int, int]
+
+
+@dataclass
+class Counts:
+    """Outcome counts of one model over some interval."""
+
+    offered: int = 0
+    ok: int = 0
+    shed: int = 0
+    lost: int = 0
+    timed_out: int = 0
+    orphaned: int = 0
+    retried: int = 0
+    wasted_batches: int = 0
+    batches: int = 0
+    fill_sum: float = 0.0
+
+    def add(self, other: Counts) -> None:
+        """Add another interval's counts to these."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass
+class ClosePlan:
+    """When the open batch closes: by fullness (cut at ``cut``) or by its timer."""
+
+    time_s: float
+    full: bool
+    take_to: int = 0
+    cut: int = 0
+
+
+class Dispatcher:
+    """The active dispatcher of one model and everything counted about that model."""
+
+    def __init__(
+        self, index: int, spec: ModelSpec, scenario: Scenario, source: ArrivalSource
+    ) -> None:
+        self.index = index
+        self.name = spec.name
+        self.source = source
+        disp, client = scenario.dispatcher, scenario.client
+        self.max_tokens = disp.max_batch_tokens
+        self.tokens = spec.tokens
+        self.varied = spec.tokens_cv > 0
+        self.batch_n = max(1, disp.max_batch_tokens // spec.tokens)
+        self.close_after = disp.close_after_s
+        self.queue_limit = disp.queue_limit
+        self.timeout = client.timeout_s
+        self.retries = client.retries
+        self.backoff = client.retry_backoff_s
+
+        self.store = RequestStore()
+        self.gw_shed: Arrivals | None = None  # shed by the rate limit, not yet offered
+        self.gw_pos = 0
+        self.ingested = 0  # rows before this have reached the dispatcher (or were shed)
+        self.open_start = 0
+        self.open_count = 0
+        self.open_tokens = 0
+        self.open_first_s = 0.0
+        self.closed: deque[Batch] = deque()  # closed batches held by the dispatcher
+        self.closed_reqs = 0
+        self.epoch = 0  # bumped when a cold standby takes over: older batches are orphans
+        self.paused = False  # failing over: no dispatching
+        self.paused_until = 0.0
+        self.plan_version = 0
+        self.plan: ClosePlan | None = None
+        self.swept = 0  # rows before this are past their client's deadline (if any)
+        self.done: list[tuple[int, int, float, int]] = []  # completions not yet booked
+
+        self.frame = Counts()
+        self.total = Counts()
+        self.latencies: list[np.ndarray] = []
+        self.hist = LatencyHistogram()
+        # Worker bookkeeping, maintained by the engine.
+        self.workers: list[int] = []
+        self.idle: deque[int] = deque()
+        self.rotation: list[int] = []
+        self.rr_next = 0
+        self.ll_out = np.zeros(0)
+        self.busy = 0
+        self.alive = 0
+        self.in_service = 0
+        self.backlog_reqs = 0
+
+    # -- arrivals ------------------------------------------------------------------
+    def depth(self) -> int:
+        """Requests at the dispatcher: its open batch and the closed batches it holds."""
+        return self.open_count + self.closed_reqs
+
+    def add_arrivals(self, arr: Arrivals) -> None:
+        """Take this model's share of an arrival chunk (not yet offered)."""
+        ok = arr.admitted
+        if ok.all():
+            self.store.append(arr.time, arr.tokens, arr.attempt, arr.key, arr.ctr)
+        else:
+            a = arr.select(ok)
+            self.store.append(a.time, a.tokens, a.attempt, a.key, a.ctr)
+            shed = arr.select(~ok)
+            if self.gw_shed is not None and self.gw_pos < self.gw_shed.time.size:
+                rest = self.gw_shed.select(np.arange(self.gw_pos, self.gw_shed.time.size))
+                shed = Arrivals(
+                    *(
+                        np.concatenate([getattr(rest, f), getattr(shed, f)])
+                        for f in ("time", "model", "tokens", "key", "attempt", "ctr", "admitted")
+                    )
+                )
+                shed = shed.select(np.argsort(shed.time, kind="stable"))
+            self.gw_shed, self.gw_pos = shed, 0
+
+    def ingest(self, t: float) -> None:
+        """Offer every arrival up to ``t``: count it, shed it or admit it."""
+        gs = self.gw_shed
+        if gs is not None and self.gw_pos < gs.time.size and gs.time[self.gw_pos] <= t:
+            j = int(np.searchsorted(gs.time, t, side="right"))
+            lo, k = self.gw_pos, j - self.gw_pos
+            self.frame.offered += k
+            self.frame.shed += k
+            self.gw_pos = j
+            if self.retries:
+                att = gs.attempt[lo:j]
+                self.frame.retried += int(np.count_nonzero(att))
+                again = att < self.retries
+                self.source.add_retries(
+                    gs.time[lo:j][again] + self.backoff,
+                    self.index,
+                    gs.tokens[lo:j][again],
+                    gs.key[lo:j][again],
+                    att[again] + 1,
+                )
+        st = self.store
+        if self.ingested >= st.end or st.arrival[self.ingested - st.base] > t:
+            return
+        lo = self.ingested - st.base
+        j = int(np.searchsorted(st.arrival[lo : st.end - st.base], t, side="right"))
+        self.take(self.ingested + j)
+
+    def take(self, upto: int) -> None:
+        """Offer store rows up to ``upto`` (all known to have arrived)."""
+        st, b = self.store, self.store.base
+        start = self.ingested
+        n = upto - start
+        if n <= 0:
+            return
+        self.frame.offered += n
+        if self.retries:
+            self.frame.retried += int(np.count_nonzero(st.attempt[start - b : upto - b]))
+        admit = n
+        if self.queue_limit:
+            admit = min(n, max(0, self.queue_limit - self.depth()))
+            if admit < n:
+                lo, hi = start + admit - b, upto - b
+                st.outcome[lo:hi] = SHED
+                self.frame.shed += n - admit
+                if self.retries:
+                    att = st.attempt[lo:hi]
+                    again = att < self.retries
+                    self.source.add_retries(
+                        st.arrival[lo:hi][again] + self.backoff,
+                        self.index,
+                        st.tokens[lo:hi][again],
+                        st.key[lo:hi][again],
+                        att[again] + 1,
+                    )
+        if admit:
+            if self.open_count == 0:
+                self.open_first_s = float(st.arrival[start - b])
+            self.open_count += admit
+            self.open_tokens += (
+                st.tokens_between(start, start + admit) if self.varied else admit * self.tokens
+            )
+        self.ingested = upto
+
+    # -- batching ------------------------------------------------------------------
+    def make_plan(self) -> ClosePlan | None:
+        """Work out when the open batch closes, from the arrivals already generated.
+
+        Fullness counts only arrivals the queue limit will admit before the next drop
+        in depth (the plan is redone after any such drop); without enough generated
+        arrivals the plan waits for the next chunk, unless the timer decides first.
+        """
+        self.plan_version += 1
+        st, b = self.store, self.store.base
+        avail = st.end - self.ingested
+        cap = avail
+        if self.queue_limit:
+            cap = min(cap, max(0, self.queue_limit - self.depth()))
+        plan: ClosePlan | None = None
+        if not self.varied:
+            k = self.batch_n - self.open_count
+            if 1 <= k <= cap:
+                idx = self.ingested + k - 1
+                plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx + 1)
+        elif cap >= 1:
+            need = self.max_tokens - self.open_tokens
+            lo = self.ingested - b
+            before = st.cum_before(self.ingested)
+            j = int(np.searchsorted(st.cum_tokens[lo : lo + cap], before + need, side="left"))
+            if j < cap:
+                idx = self.ingested + j
+                exact = int(st.cum_tokens[lo + j]) - before == need
+                if exact or (self.open_count == 0 and j == 0):
+                    plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx + 1)
+                elif j + 1 <= cap:
+                    # The request that does not fit closes the batch and opens the next.
+                    plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx)
+        if self.close_after is not None:
+            first = None
+            if self.open_count:
+                first = self.open_first_s
+            elif cap >= 1:
+                first = float(st.arrival[self.ingested - b])
+            if first is not None and (plan is None or first + self.close_after < plan.time_s):
+                plan = ClosePlan(first + self.close_after, False)
+        self.plan = plan
+        return plan
+
+    def cut(self, end: int) -> Batch:
+        """Close the open batch at row ``end`` (the rest stays open) and return it."""
+        st, b = self.store, self.store.base
+        count, tokens = self.open_count, self.open_tokens
+        rest_count = rest_tokens = 0
+        if end < self.ingested:  # exactly one admitted row stays: the one that did not fit
+            rest_count = 1
+            rest_tokens = int(st.tokens[end - b])
+            self.open_first_s = float(st.arrival[end - b])
+        batch = (
+            self.open_start,
+            end,
+            count - rest_count,
+            tokens - rest_tokens,
+            self.epoch,
+            self.index,
+        )
+        self.open_start, self.open_count, self.open_tokens = end, rest_count, rest_tokens
+        self.frame.batches += 1
+        self.frame.fill_sum += (tokens - rest_tokens) / self.max_tokens
+        return batch
+
+    # -- outcomes ------------------------------------------------------------------
+    def lose(self, start: int, end: int, now: float) -> None:
+        """Rows ``[start, end)`` were dropped by a failure at ``now``."""
+        b = self.store.base
+        out = self.store.outcome[start - b : end - b]
+        claim = out == PENDING
+        if self.timeout is not None:
+            claim &= self.store.arrival[start - b : end - b] + self.timeout >= now
+        out[claim] = LOST
+        self.frame.lost += int(np.count_nonzero(claim))
+
+    def book_done(self) -> None:
+        """Book the completions recorded since the last call, in bulk."""
+        if not self.done:
+            return
+        recs = np.array(self.done, dtype=np.float64)
+        self.done.clear()
+        st, b = self.store, self.store.base
+        starts = recs[:, 0].astype(np.int64)
+        lengths = recs[:, 1].astype(np.int64) - starts
+        offs = np.cumsum(lengths) - lengths
+        rows = np.arange(int(lengths.sum())) + np.repeat(starts - b - offs, lengths)
+        t_done = np.repeat(recs[:, 2], lengths)
+        code = np.repeat(recs[:, 3].astype(np.int8), lengths)
+        arrival = st.arrival[rows]
+        claim = st.outcome[rows] == PENDING
+        if self.timeout is not None:
+            claim &= arrival + self.timeout >= t_done
+        st.outcome[rows[claim]] = code[claim]
+        delivered = claim & (code == OK)
+        n_ok = int(np.count_nonzero(delivered))
+        self.frame.ok += n_ok
+        self.frame.orphaned += int(np.count_nonzero(claim)) - n_ok
+        if n_ok:
+            self.latencies.append((t_done - arrival)[delivered])
+        per_batch = np.add.reduceat(delivered.astype(np.int64), offs)
+        self.frame.wasted_batches += int(np.count_nonzero(per_batch == 0))
+
+    def sweep(self, t: float) -> None:
+        """Requests whose client's deadline passed by ``t`` and still pending time out;
+        clients whose request timed out, was lost or orphaned may re-send it."""
+        if self.timeout is None:
+            return
+        st, b = self.store, self.store.base
+        lo = self.swept - b
+        hi = (
+            int(np.searchsorted(st.arrival[lo : self.ingested - b], t - self.timeout, side="right"))
+            + lo
+        )
+        if hi <= lo:
+            return
+        out = st.outcome[lo:hi]
+        late = out == PENDING
+        out[late] = TIMED_OUT
+        self.frame.timed_out += int(np.count_nonzero(late))
+        if self.retries:
+            att = st.attempt[lo:hi]
+            again = (late | (out == LOST) | (out == ORPHANED)) & (att < self.retries)
+            if again.any():
+                self.source.add_retries(
+                    st.arrival[lo:hi][again] + self.timeout + self.backoff,
+                    self.index,
+                    st.tokens[lo:hi][again],
+                    st.key[lo:hi][again],
+                    att[again] + 1,
+                )
+        self.swept = hi + b
+
+    def in_system(self) -> int:
+        """Offered requests without an outcome yet."""
+        st = self.store
+        return int(np.count_nonzero(st.outcome[: self.ingested - st.base] == PENDING))
+
+    def next_frame(self) -> tuple[Counts, np.ndarray]:
+        """Close the frame's books: its counts and latencies, added to the totals."""
+        counts = self.frame
+        lat = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
+        self.total.add(counts)
+        self.hist.add(lat)
+        self.frame = Counts()
+        self.latencies = []
+        return counts, lat

@@ -1,0 +1,143 @@
+"""What a run reports: a Frame every ``sample_s`` of simulated time, and a Summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Per-model counts of one frame (requests whose outcome fell in the frame).
+COUNT_KEYS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned")
+#: Per-model quantities read at the frame's end.
+DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
+#: Per-model statistics of the requests completed (and batches closed) in the frame.
+STAT_KEYS = ("p50_s", "p95_s", "p99_s", "batch_fill")
+
+IDLE, BUSY, DEAD = 0, 1, 2
+
+
+@dataclass
+class Frame:
+    """One sample of the running system, cheap to build: arrays are converted to lists
+    only by ``to_dict``.
+
+    ``m`` maps each per-model key to a list (one value per model, in ``models`` order);
+    ``w_state`` (0 idle, 1 busy, 2 dead) and ``w_backlog`` (batches queued) are per
+    worker in layout order; ``h_alive`` is 1/0 per host.
+    """
+
+    i: int
+    t_s: float
+    models: list[str]
+    m: dict[str, list[Any]]
+    w_state: np.ndarray
+    w_backlog: np.ndarray
+    h_alive: np.ndarray
+    events: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-safe, compact form sent to browsers and stored with a run."""
+        return {
+            "i": self.i,
+            "t_s": self.t_s,
+            "models": list(self.models),
+            "m": {k: list(v) for k, v in self.m.items()},
+            "w": {"state": self.w_state.tolist(), "backlog": self.w_backlog.tolist()},
+            "h": {"alive": self.h_alive.tolist()},
+            "events": list(self.events),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Frame:
+        """Rebuild a frame from ``to_dict`` output."""
+        return cls(
+            i=int(data["i"]),
+            t_s=float(data["t_s"]),
+            models=list(data["models"]),
+            m={k: list(v) for k, v in data["m"].items()},
+            w_state=np.asarray(data["w"]["state"], dtype=np.int8),
+            w_backlog=np.asarray(data["w"]["backlog"], dtype=np.int32),
+            h_alive=np.asarray(data["h"]["alive"], dtype=np.int8),
+            events=list(data.get("events", [])),
+        )
+
+
+@dataclass
+class Outcomes:
+    """Totals by outcome plus latency statistics, for the fleet or one model.
+
+    ``wasted_batches`` counts batches that a worker completed without delivering a
+    single response (every request in it had timed out, or its responses were
+    orphaned). ``retried`` counts offered requests that were retries: a retry is a
+    new offered request, so the books balance with or without retries.
+    """
+
+    offered: int = 0
+    ok: int = 0
+    timed_out: int = 0
+    shed: int = 0
+    lost: int = 0
+    orphaned: int = 0
+    in_system_end: int = 0
+    wasted_batches: int = 0
+    retried: int = 0
+    served_qps: float = 0.0
+    latency_s: dict[str, float | None] = field(default_factory=dict)
+
+    def balanced(self) -> bool:
+        """The conservation law: every offered request has exactly one outcome."""
+        return self.offered == (
+            self.ok + self.timed_out + self.shed + self.lost + self.orphaned + self.in_system_end
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of the totals."""
+        return {
+            "offered": self.offered,
+            "ok": self.ok,
+            "timed_out": self.timed_out,
+            "shed": self.shed,
+            "lost": self.lost,
+            "orphaned": self.orphaned,
+            "in_system_end": self.in_system_end,
+            "wasted_batches": self.wasted_batches,
+            "retried": self.retried,
+            "served_qps": self.served_qps,
+            "latency_s": dict(self.latency_s),
+        }
+
+
+@dataclass
+class Summary(Outcomes):
+    """A run's totals (fleet-wide), the same per model, and the run's own figures."""
+
+    per_model: dict[str, Outcomes] = field(default_factory=dict)
+    sim_s: float = 0.0
+    wall_s: float = 0.0
+    events: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict: totals, ``per_model``, ``sim_s``, ``wall_s``, ``events``."""
+        out = super().to_dict()
+        out["per_model"] = {name: o.to_dict() for name, o in self.per_model.items()}
+        out["sim_s"] = self.sim_s
+        out["wall_s"] = self.wall_s
+        out["events"] = self.events
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Summary:
+        """Rebuild a summary from ``to_dict`` output."""
+        keys = [k for k in Outcomes.__dataclass_fields__ if k != "latency_s"]
+
+        def outcomes(d: dict[str, Any]) -> dict[str, Any]:
+            return {**{k: d.get(k, 0) for k in keys}, "latency_s": dict(d.get("latency_s", {}))}
+
+        return cls(
+            **outcomes(data),
+            per_model={n: Outcomes(**outcomes(d)) for n, d in data.get("per_model", {}).items()},
+            sim_s=float(data.get("sim_s", 0.0)),
+            wall_s=float(data.get("wall_s", 0.0)),
+            events=int(data.get("events", 0)),
+        )
