@@ -4,9 +4,12 @@ from django.contrib import admin
 from django.urls import include, path
 
 from reviewer.views_health import healthz
+from reviewer.views_tokens import tokens_page
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("account/tokens/", tokens_page, name="tokens"),
+    path("api/", include("reviewer.api.urls")),
 ]

@@ -1,19 +1,545 @@
-"""Review workflows: docs, fleet configs, sessions and findings."""
+"""Review workflows: docs, fleet configs, sessions and findings.
+
+Plain functions with keyword-only arguments, shared by the REST API, the admin,
+the pages and the management commands. Writes are atomic; live events for a
+session's viewers go out through :func:`reviewer.realtime.session_event` once
+the transaction commits.
+"""
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
+
+from emulator.scenario import Scenario, ScenarioError
+from reviewer import realtime
+from reviewer.anchoring import Anchor, anchor_at, locate_quote, reanchor
+from reviewer.models.review import (
+    SEVERITY_ORDER,
+    DesignDoc,
+    DocRevision,
+    Finding,
+    FindingReply,
+    FindingStatus,
+    FleetConfig,
+    FleetConfigVersion,
+    ReviewPass,
+    ReviewSession,
+    Severity,
+)
+
+
+class Conflict(Exception):
+    """A write carried a stale version; ``current`` is the row's version now."""
+
+    def __init__(self, message: str, *, current: int) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+# --- fleet configs ---------------------------------------------------------
 
 
 def validate_scenario_toml(text: str) -> dict[str, Any]:
-    """Parse and validate a scenario given as TOML; return it as a JSON-safe dict.
+    """Validate a scenario given as TOML with the emulator; return it as a JSON-safe dict.
 
-    Raises ``ValidationError`` whose message names the key and the fix.
+    Raises ``ValidationError`` whose message is the emulator's one-line error,
+    naming the key path and the fix.
     """
+    if not text or not text.strip():
+        raise ValidationError("scenario: empty; paste a scenario in the emulator's TOML format")
+    # Parsed here rather than by load_scenario, which would also take a file
+    # path or a preset name: user input is only ever TOML text.
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ValidationError(f"TOML syntax: {exc}") from None
+        raise ValidationError(f"scenario: not valid TOML: {exc}") from None
+    try:
+        return Scenario.from_dict(data).to_dict()
+    except ScenarioError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def scenario_dict_to_toml(data: dict[str, Any]) -> str:
+    """TOML text for a scenario given as a dict (the JSON form); errors name the key."""
+    try:
+        return Scenario.from_dict(data).to_toml()
+    except ScenarioError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+@transaction.atomic
+def fleet_config_create(
+    *, owner: AbstractBaseUser, name: str, toml: str, doc: DesignDoc | None = None
+) -> FleetConfig:
+    """Create a fleet config with its first version; the TOML is validated first."""
+    config = FleetConfig(owner=owner, name=name, toml=toml, doc=doc)
+    config.save()
+    FleetConfigVersion.objects.create(config=config, number=1, toml=config.toml, author=owner)
+    return config
+
+
+@transaction.atomic
+def fleet_config_save(
+    *,
+    config: FleetConfig,
+    author: AbstractBaseUser | None,
+    name: str | None = None,
+    toml: str | None = None,
+    doc: DesignDoc | None | type[Ellipsis] = ...,
+) -> FleetConfig:
+    """Change a fleet config; a changed scenario becomes a new version.
+
+    ``doc=...`` (the default) leaves the link as it is; ``None`` removes it.
+    """
+    config = FleetConfig.objects.select_for_update().get(pk=config.pk)
+    if name is not None:
+        config.name = name
+    if doc is not ...:
+        config.doc = doc  # type: ignore[assignment]
+    latest = config.latest_version()
+    new_version = toml is not None and (latest is None or toml != latest.toml)
+    if toml is not None:
+        config.toml = toml
+    config.save()
+    if new_version:
+        number = (latest.number if latest else 0) + 1
+        FleetConfigVersion.objects.create(config=config, number=number, toml=config.toml, author=author)
+    return config
+
+
+# --- docs ------------------------------------------------------------------
+
+
+@dataclass
+class ReviseResult:
+    """What a doc revision did to the findings anchored on the doc."""
+
+    revision: DocRevision
+    moved: list[Finding] = field(default_factory=list)
+    orphaned: list[Finding] = field(default_factory=list)
+
+
+@transaction.atomic
+def doc_create(*, owner: AbstractBaseUser, title: str, body: str = "") -> DesignDoc:
+    """Create a doc and its first revision."""
+    doc = DesignDoc.objects.create(owner=owner, title=title, body=body)
+    DocRevision.objects.create(doc=doc, number=1, title=title, body=body, author=owner)
+    return doc
+
+
+@transaction.atomic
+def doc_revise(
+    *,
+    doc: DesignDoc,
+    author: AbstractBaseUser | None,
+    title: str | None = None,
+    body: str | None = None,
+    base_revision: int | None = None,
+) -> ReviseResult:
+    """Save a new revision of ``doc`` and move its open findings onto it.
+
+    ``base_revision`` is the revision number the editor started from; when a
+    newer one exists the edit is refused with :class:`Conflict`. Findings that
+    cannot be placed in the new text are marked orphaned (and keep their
+    anchor on the revision they were made on).
+    """
+    doc = DesignDoc.objects.select_for_update().get(pk=doc.pk)
+    latest = doc.latest_revision()
+    latest_number = latest.number if latest else 0
+    if base_revision is not None and base_revision != latest_number:
+        raise Conflict(
+            f"The doc was revised meanwhile (revision {latest_number}, you edited {base_revision}).",
+            current=latest_number,
+        )
+    new_title = doc.title if title is None else title
+    new_body = doc.body if body is None else body
+    if latest is not None and new_title == latest.title and new_body == latest.body:
+        return ReviseResult(revision=latest)
+    doc.title, doc.body = new_title, new_body
+    doc.save()
+    revision = DocRevision.objects.create(
+        doc=doc, number=latest_number + 1, title=new_title, body=new_body, author=author
+    )
+    result = ReviseResult(revision=revision)
+    if latest is None or new_body == latest.body:
+        _move_unchanged(doc, revision, result)
+        return result
+    findings = (
+        Finding.objects.select_for_update()
+        .filter(session__doc=doc, status=FindingStatus.OPEN, revision__isnull=False)
+        .exclude(anchor_exact="")
+        .select_related("revision")
+    )
+    for finding in findings:
+        old_text = finding.revision.body
+        anchor = Anchor(
+            exact=finding.anchor_exact,
+            prefix=finding.anchor_prefix,
+            suffix=finding.anchor_suffix,
+            start=finding.anchor_start or 0,
+            end=finding.anchor_end or 0,
+        )
+        placed = reanchor(anchor, old_text, new_body)
+        if placed is None:
+            if not finding.orphaned:
+                finding.orphaned = True
+                finding.version += 1
+                finding.save(update_fields=["orphaned", "version", "updated_at"])
+                _publish_finding(finding, "finding.updated")
+            result.orphaned.append(finding)
+            continue
+        _set_anchor(finding, revision, placed.anchor)
+        finding.orphaned = False
+        finding.version += 1
+        finding.save()
+        _publish_finding(finding, "finding.updated")
+        result.moved.append(finding)
+    return result
+
+
+def _move_unchanged(doc: DesignDoc, revision: DocRevision, result: ReviseResult) -> None:
+    """Only the title changed: open, placed findings move without searching."""
+    findings = Finding.objects.filter(
+        session__doc=doc, status=FindingStatus.OPEN, orphaned=False, revision__isnull=False
+    )
+    for finding in findings:
+        finding.revision = revision
+        finding.version += 1
+        finding.save(update_fields=["revision", "version", "updated_at"])
+        _publish_finding(finding, "finding.updated")
+        result.moved.append(finding)
+
+
+def orphaned_findings(doc: DesignDoc) -> QuerySet[Finding]:
+    """Open findings on ``doc`` whose quote could not be placed in its latest revision."""
+    return Finding.objects.filter(session__doc=doc, status=FindingStatus.OPEN, orphaned=True).order_by(
+        "session_id", "id"
+    )
+
+
+# --- sessions --------------------------------------------------------------
+
+
+@transaction.atomic
+def session_create(
+    *,
+    owner: AbstractBaseUser,
+    doc: DesignDoc,
+    fleet_config: FleetConfig | None = None,
+    title: str = "",
+    reviewers: Iterable[AbstractBaseUser] = (),
+) -> ReviewSession:
+    """Open a review session on ``doc`` owned by ``owner``."""
+    session = ReviewSession.objects.create(owner=owner, doc=doc, fleet_config=fleet_config, title=title)
+    session.reviewers.set([r for r in reviewers if r.pk != owner.pk])
+    return session
+
+
+@transaction.atomic
+def session_update(
+    *,
+    session: ReviewSession,
+    title: str | None = None,
+    fleet_config: FleetConfig | None | type[Ellipsis] = ...,
+    current_pass: str | None = None,
+    status: str | None = None,
+    reviewers: Iterable[AbstractBaseUser] | None = None,
+) -> ReviewSession:
+    """Change a session's settings; a pass change is announced to its viewers."""
+    pass_changed = current_pass is not None and current_pass != session.current_pass
+    if title is not None:
+        session.title = title
+    if fleet_config is not ...:
+        session.fleet_config = fleet_config  # type: ignore[assignment]
+    if current_pass is not None:
+        session.current_pass = current_pass
+    if status is not None:
+        session.status = status
+    session.save()
+    if reviewers is not None:
+        session.reviewers.set([r for r in reviewers if r.pk != session.owner_id])
+    if pass_changed:
+        realtime.session_event(session.pk, "pass.changed", {"pass": session.current_pass})
+    return session
+
+
+# --- findings --------------------------------------------------------------
+
+
+def findings_in_report_order(qs: QuerySet[Finding]) -> QuerySet[Finding]:
+    """Findings ordered by bucket (fix now, clarify, mention), then position."""
+    bucket = Case(
+        *[When(severity=s, then=Value(i)) for s, i in SEVERITY_ORDER.items()],
+        output_field=IntegerField(),
+    )
+    return qs.annotate(bucket_order=bucket).order_by("bucket_order", "position", "id")
+
+
+def _next_position(session: ReviewSession, severity: str) -> int:
+    top = Finding.objects.filter(session=session, severity=severity).aggregate(m=Max("position"))["m"]
+    return 0 if top is None else top + 1
+
+
+def _set_anchor(finding: Finding, revision: DocRevision, anchor: Anchor) -> None:
+    finding.revision = revision
+    finding.anchor_exact = anchor.exact
+    finding.anchor_prefix = anchor.prefix
+    finding.anchor_suffix = anchor.suffix
+    finding.anchor_start = anchor.start
+    finding.anchor_end = anchor.end
+
+
+def resolve_anchor(
+    *,
+    revision: DocRevision,
+    exact: str = "",
+    prefix: str = "",
+    suffix: str = "",
+    start: int | None = None,
+    end: int | None = None,
+) -> Anchor | None:
+    """An anchor in ``revision`` from whatever part of the selectors the client gave.
+
+    Offsets alone cut the quote from the text; a quote alone is searched for
+    (context picks among repeats); both must agree. Errors name the field.
+    """
+    text = revision.body
+    if start is None and end is None and not exact:
+        return None
+    if (start is None) != (end is None):
+        raise ValidationError({"anchor_end" if end is None else "anchor_start": "Give both anchor_start and anchor_end."})
+    if start is not None and end is not None:
+        if not 0 <= start <= end <= len(text):
+            raise ValidationError(
+                {"anchor_end": f"Offsets {start}..{end} are outside revision {revision.number} (0..{len(text)})."}
+            )
+        anchor = anchor_at(text, start, end)
+        if exact and anchor.exact != exact:
+            raise ValidationError(
+                {"anchor_exact": f"The quote does not match revision {revision.number} at {start}..{end}."}
+            )
+        return anchor
+    found = locate_quote(text, exact, prefix, suffix)
+    if found is None:
+        raise ValidationError({"anchor_exact": f"The quote does not occur in revision {revision.number}."})
+    return found
+
+
+FINDING_FIELDS = (
+    "review_pass",
+    "title",
+    "body",
+    "severity",
+    "status",
+    "trace_hop",
+    "evidence_run_id",
+    "evidence_t_from_s",
+    "evidence_t_to_s",
+    "evidence_metric",
+)
+ANCHOR_FIELDS = ("anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end")
+
+
+@transaction.atomic
+def finding_create(
+    *,
+    session: ReviewSession,
+    author: AbstractBaseUser,
+    review_pass: str,
+    title: str,
+    body: str = "",
+    severity: str = Severity.MENTION,
+    position: int | None = None,
+    status: str = FindingStatus.OPEN,
+    anchor_exact: str = "",
+    anchor_prefix: str = "",
+    anchor_suffix: str = "",
+    anchor_start: int | None = None,
+    anchor_end: int | None = None,
+    trace_hop: str = "",
+    evidence_run_id: int | None = None,
+    evidence_t_from_s: float | None = None,
+    evidence_t_to_s: float | None = None,
+    evidence_metric: str = "",
+) -> Finding:
+    """Record a finding; a quote is anchored on the doc's latest revision."""
+    if not session.is_open:
+        raise ValidationError({"session": "The session is closed; reopen it to add findings."})
+    finding = Finding(
+        session=session,
+        author=author,
+        review_pass=review_pass,
+        title=title,
+        body=body,
+        severity=severity,
+        status=status,
+        trace_hop=trace_hop,
+        evidence_run_id=evidence_run_id,
+        evidence_t_from_s=evidence_t_from_s,
+        evidence_t_to_s=evidence_t_to_s,
+        evidence_metric=evidence_metric,
+    )
+    revision = session.doc.latest_revision()
+    if revision is not None:
+        anchor = resolve_anchor(
+            revision=revision,
+            exact=anchor_exact,
+            prefix=anchor_prefix,
+            suffix=anchor_suffix,
+            start=anchor_start,
+            end=anchor_end,
+        )
+        if anchor is not None:
+            _set_anchor(finding, revision, anchor)
+    elif anchor_exact or anchor_start is not None:
+        raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})
+    finding.position = _next_position(session, severity) if position is None else position
+    finding.full_clean(exclude=["session", "author", "revision"])
+    finding.save()
+    _publish_finding(finding, "finding.created")
+    return finding
+
+
+@transaction.atomic
+def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding:
+    """Change a finding if ``version`` is still its current version.
+
+    Raises :class:`Conflict` carrying the current version otherwise. Moving
+    a finding to another bucket puts it last there unless ``position`` is
+    given. Changing the anchor re-anchors on the doc's latest revision.
+    """
+    finding = Finding.objects.select_for_update().select_related("session__doc").get(pk=finding.pk)
+    if version != finding.version:
+        raise Conflict(
+            f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",
+            current=finding.version,
+        )
+    unknown = set(changes) - set(FINDING_FIELDS) - set(ANCHOR_FIELDS) - {"position"}
+    if unknown:
+        raise ValidationError({name: "This field cannot be changed." for name in sorted(unknown)})
+    old_severity = finding.severity
+    for name in FINDING_FIELDS:
+        if name in changes:
+            setattr(finding, name, changes[name])
+    if "position" in changes and changes["position"] is not None:
+        finding.position = changes["position"]
+    elif finding.severity != old_severity:
+        finding.position = _next_position(finding.session, finding.severity)
+    if any(name in changes for name in ANCHOR_FIELDS):
+        revision = finding.session.doc.latest_revision()
+        if revision is None:
+            raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})
+        anchor = resolve_anchor(
+            revision=revision,
+            exact=changes.get("anchor_exact", ""),
+            prefix=changes.get("anchor_prefix", ""),
+            suffix=changes.get("anchor_suffix", ""),
+            start=changes.get("anchor_start"),
+            end=changes.get("anchor_end"),
+        )
+        if anchor is None:
+            finding.revision = None
+            finding.anchor_exact = finding.anchor_prefix = finding.anchor_suffix = ""
+            finding.anchor_start = finding.anchor_end = None
+        else:
+            _set_anchor(finding, revision, anchor)
+        finding.orphaned = False
+    finding.full_clean(exclude=["session", "author", "revision"])
+    finding.version += 1
+    finding.save()
+    _publish_finding(finding, "finding.updated")
+    return finding
+
+
+@transaction.atomic
+def finding_delete(*, finding: Finding, version: int | None = None) -> None:
+    """Delete a finding (and its replies); with ``version``, only if it is current."""
+    finding = Finding.objects.select_for_update().get(pk=finding.pk)
+    if version is not None and version != finding.version:
+        raise Conflict(
+            f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",
+            current=finding.version,
+        )
+    session_id, finding_id = finding.session_id, finding.pk
+    finding.delete()
+    realtime.session_event(session_id, "finding.deleted", {"finding": {"id": finding_id, "session": session_id}})
+
+
+@transaction.atomic
+def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequence[int]) -> list[Finding]:
+    """Put the findings of one bucket in the given order (the rank pass).
+
+    ``ordered_ids`` may move findings into the bucket from another one; the
+    bucket's findings left out keep their relative order after the listed ones.
+    """
+    if severity not in SEVERITY_ORDER:
+        raise ValidationError({"severity": f"Unknown bucket {severity!r}; use one of {', '.join(SEVERITY_ORDER)}."})
+    if len(set(ordered_ids)) != len(ordered_ids):
+        raise ValidationError({"ids": "An id is listed twice."})
+    listed = {f.pk: f for f in Finding.objects.select_for_update().filter(session=session, pk__in=ordered_ids)}
+    missing = [i for i in ordered_ids if i not in listed]
+    if missing:
+        raise ValidationError({"ids": f"Not findings of this session: {', '.join(map(str, missing))}."})
+    rest = Finding.objects.filter(session=session, severity=severity).exclude(pk__in=ordered_ids).order_by(
+        "position", "id"
+    )
+    ordered = [listed[i] for i in ordered_ids] + list(rest)
+    changed: list[Finding] = []
+    for position, finding in enumerate(ordered):
+        if finding.position != position or finding.severity != severity:
+            finding.position = position
+            finding.severity = severity
+            finding.version += 1
+            finding.save(update_fields=["position", "severity", "version", "updated_at"])
+            _publish_finding(finding, "finding.updated")
+            changed.append(finding)
+    return ordered
+
+
+@transaction.atomic
+def reply_create(*, finding: Finding, author: AbstractBaseUser, body: str) -> FindingReply:
+    """Add a reply to a finding's thread; viewers see the finding updated."""
+    if not body.strip():
+        raise ValidationError({"body": "A reply needs some text."})
+    reply = FindingReply.objects.create(finding=finding, author=author, body=body)
+    _publish_finding(finding, "finding.updated")
+    return reply
+
+
+def _publish_finding(finding: Finding, event: str) -> None:
+    # The API representation is what browsers already render; imported here
+    # because the serializers import this module's models and services.
+    from reviewer.api.serializers import finding_representation
+
+    realtime.session_event(finding.session_id, event, {"finding": finding_representation(finding)})
+
+
+__all__ = [
+    "Conflict",
+    "ReviewPass",
+    "ReviseResult",
+    "doc_create",
+    "doc_revise",
+    "finding_create",
+    "finding_delete",
+    "finding_update",
+    "findings_in_report_order",
+    "findings_reorder",
+    "fleet_config_create",
+    "fleet_config_save",
+    "orphaned_findings",
+    "reply_create",
+    "resolve_anchor",
+    "scenario_dict_to_toml",
+    "session_create",
+    "session_update",
+    "validate_scenario_toml",
+]

@@ -1,0 +1,80 @@
+"""/api/docs/: design docs and their revisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import ProtectedError, QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions as drf_permissions
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from reviewer import permissions
+from reviewer.api.common import ConflictError, service_errors
+from reviewer.api.serializers import DesignDocSerializer, DocRevisionSerializer
+from reviewer.models.review import DesignDoc
+from reviewer.services import review as services
+
+
+class DesignDocViewSet(viewsets.ModelViewSet):
+    """Design docs you own or review. Every change of title or body is a new revision;
+    the open findings on the doc move to it, and those that cannot be placed are
+    listed in ``orphaned_findings``."""
+
+    serializer_class = DesignDocSerializer
+    permission_classes = [drf_permissions.IsAuthenticated, permissions.IsOwnerOrReadOnly]
+
+    def get_queryset(self) -> QuerySet[DesignDoc]:
+        return permissions.docs_visible_to(self.request.user).select_related("owner")
+
+    def perform_create(self, serializer: DesignDocSerializer) -> None:
+        data = serializer.validated_data
+        with service_errors():
+            serializer.instance = services.doc_create(
+                owner=self.request.user, title=data["title"], body=data.get("body", "")
+            )
+
+    def perform_update(self, serializer: DesignDocSerializer) -> None:
+        data = serializer.validated_data
+        with service_errors():
+            result = services.doc_revise(
+                doc=serializer.instance,
+                author=self.request.user,
+                title=data.get("title"),
+                body=data.get("body"),
+                base_revision=data.get("base_revision"),
+            )
+        serializer.instance = result.revision.doc
+
+    def perform_destroy(self, instance: DesignDoc) -> None:
+        try:
+            instance.delete()
+        except ProtectedError:
+            raise ConflictError(
+                "The doc has review sessions or findings; delete those first."
+            ) from None
+
+    @extend_schema(responses=DocRevisionSerializer(many=True))
+    @action(detail=True, methods=["get"], serializer_class=DocRevisionSerializer)
+    def revisions(self, request: Request, pk: Any = None) -> Response:
+        """The doc's revisions, oldest first."""
+        doc = self.get_object()
+        page = self.paginate_queryset(doc.revisions.select_related("author").order_by("number"))
+        return self.get_paginated_response(DocRevisionSerializer(page, many=True).data)
+
+    @extend_schema(responses=DocRevisionSerializer)
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"revisions/(?P<number>[0-9]+)",
+        serializer_class=DocRevisionSerializer,
+    )
+    def revision(self, request: Request, pk: Any = None, number: str = "") -> Response:
+        """One revision of the doc, by number (the target of exported annotations)."""
+        doc = self.get_object()
+        revision = get_object_or_404(doc.revisions.select_related("author"), number=int(number))
+        return Response(DocRevisionSerializer(revision).data)

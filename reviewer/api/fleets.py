@@ -1,0 +1,64 @@
+"""/api/fleets/: fleet configs (emulator scenarios) and their versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import ProtectedError, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions as drf_permissions
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from reviewer import permissions
+from reviewer.api.common import ConflictError, service_errors
+from reviewer.api.serializers import FleetConfigSerializer, FleetConfigVersionSerializer
+from reviewer.models.review import FleetConfig
+from reviewer.services import review as services
+
+
+class FleetConfigViewSet(viewsets.ModelViewSet):
+    """Fleet configs you own or that your sessions use. A changed scenario is a
+    new version; errors name the scenario's key path and the fix."""
+
+    serializer_class = FleetConfigSerializer
+    permission_classes = [drf_permissions.IsAuthenticated, permissions.IsOwnerOrReadOnly]
+
+    def get_queryset(self) -> QuerySet[FleetConfig]:
+        return permissions.fleet_configs_visible_to(self.request.user).select_related("owner")
+
+    def perform_create(self, serializer: FleetConfigSerializer) -> None:
+        data = serializer.validated_data
+        with service_errors(default_field="toml"):
+            serializer.instance = services.fleet_config_create(
+                owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc")
+            )
+
+    def perform_update(self, serializer: FleetConfigSerializer) -> None:
+        data = serializer.validated_data
+        with service_errors(default_field="toml"):
+            serializer.instance = services.fleet_config_save(
+                config=serializer.instance,
+                author=self.request.user,
+                name=data.get("name"),
+                toml=data.get("toml"),
+                doc=data.get("doc", ...),
+            )
+
+    def perform_destroy(self, instance: FleetConfig) -> None:
+        try:
+            instance.delete()
+        except ProtectedError:
+            raise ConflictError(
+                "Review sessions or emulator runs use this fleet config; remove them first."
+            ) from None
+
+    @extend_schema(responses=FleetConfigVersionSerializer(many=True))
+    @action(detail=True, methods=["get"], serializer_class=FleetConfigVersionSerializer)
+    def versions(self, request: Request, pk: Any = None) -> Response:
+        """The config's versions, oldest first."""
+        config = self.get_object()
+        page = self.paginate_queryset(config.versions.select_related("author").order_by("number"))
+        return self.get_paginated_response(FleetConfigVersionSerializer(page, many=True).data)

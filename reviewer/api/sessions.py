@@ -1,0 +1,65 @@
+"""/api/sessions/: review sessions and their participants."""
+
+from __future__ import annotations
+
+from django.db.models import ProtectedError, QuerySet
+from rest_framework import viewsets
+from rest_framework.exceptions import PermissionDenied
+
+from reviewer import permissions
+from reviewer.api.common import ConflictError, service_errors
+from reviewer.api.serializers import ReviewSessionSerializer
+from reviewer.models.review import ReviewSession
+from reviewer.services import review as services
+
+
+class ReviewSessionViewSet(viewsets.ModelViewSet):
+    """Review sessions you take part in (staff see all). The owner changes the
+    session's settings and participants; someone else's session answers 404."""
+
+    serializer_class = ReviewSessionSerializer
+
+    def get_queryset(self) -> QuerySet[ReviewSession]:
+        return (
+            permissions.sessions_visible_to(self.request.user)
+            .select_related("owner", "doc", "fleet_config")
+            .prefetch_related("reviewers")
+        )
+
+    def perform_create(self, serializer: ReviewSessionSerializer) -> None:
+        data = serializer.validated_data
+        with service_errors():
+            serializer.instance = services.session_create(
+                owner=self.request.user,
+                doc=data["doc"],
+                fleet_config=data.get("fleet_config"),
+                title=data.get("title", ""),
+                reviewers=data.get("reviewers", []),
+            )
+
+    def perform_update(self, serializer: ReviewSessionSerializer) -> None:
+        session = serializer.instance
+        if not permissions.can_manage_session(self.request.user, session):
+            raise PermissionDenied("Only the session's owner changes its settings and participants.")
+        data = serializer.validated_data
+        if "doc" in data and data["doc"] != session.doc:
+            from rest_framework.exceptions import ValidationError
+
+            raise ValidationError({"doc": ["A session's doc cannot be changed; open a new session."]})
+        with service_errors():
+            serializer.instance = services.session_update(
+                session=session,
+                title=data.get("title"),
+                fleet_config=data.get("fleet_config", ...),
+                current_pass=data.get("current_pass"),
+                status=data.get("status"),
+                reviewers=data.get("reviewers"),
+            )
+
+    def perform_destroy(self, instance: ReviewSession) -> None:
+        if not permissions.can_manage_session(self.request.user, instance):
+            raise PermissionDenied("Only the session's owner deletes it.")
+        try:
+            instance.delete()
+        except ProtectedError:
+            raise ConflictError("Emulator runs refer to this session; delete them first.") from None

@@ -1,0 +1,42 @@
+"""Routes of the REST API, included at /api/ by ``reviewer.urls``."""
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from reviewer.api import exports, findings, runs
+from reviewer.api.docs import DesignDocViewSet
+from reviewer.api.fleets import FleetConfigViewSet
+from reviewer.api.sessions import ReviewSessionViewSet
+
+router = SimpleRouter()
+router.register("docs", DesignDocViewSet, basename="api-doc")
+router.register("fleets", FleetConfigViewSet, basename="api-fleet")
+router.register("sessions", ReviewSessionViewSet, basename="api-session")
+
+urlpatterns = [
+    # /api/docs/ is the design-doc collection; the API's own documentation
+    # lives under /api/schema/.
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-schema-docs"),
+    path("schema/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-schema-redoc"),
+    path("context.jsonld", exports.AnnotationContext.as_view(), name="api-context"),
+    path(
+        "sessions/<int:session_pk>/findings/",
+        findings.SessionFindingList.as_view(),
+        name="api-session-findings",
+    ),
+    path(
+        "sessions/<int:session_pk>/findings/reorder/",
+        findings.SessionFindingReorder.as_view(),
+        name="api-session-findings-reorder",
+    ),
+    path("sessions/<int:pk>/export.json", exports.ExportJSON.as_view(), name="api-session-export-json"),
+    path("sessions/<int:pk>/export.csv", exports.ExportCSV.as_view(), name="api-session-export-csv"),
+    path("sessions/<int:pk>/export.md", exports.ExportMarkdown.as_view(), name="api-session-export-md"),
+    path("sessions/<int:pk>/export.jsonld", exports.ExportJSONLD.as_view(), name="api-session-export-jsonld"),
+    path("findings/<int:pk>/", findings.FindingDetail.as_view(), name="api-finding"),
+    path("findings/<int:pk>/replies/", findings.FindingReplyList.as_view(), name="api-finding-replies"),
+    *runs.urlpatterns,
+    *router.urls,
+]

@@ -1,0 +1,270 @@
+"""A review session's findings as JSON, CSV, a Markdown report and W3C Web Annotations.
+
+Each builder takes a session and returns text (or a JSON-safe dict); the API
+serves them under /api/sessions/<id>/export.<format>. Findings come in report
+order: fix now, clarify, mention, each bucket by position.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from typing import Any
+
+from django.utils import timezone
+
+from reviewer.api.serializers import (
+    FindingReplySerializer,
+    ReviewSessionSerializer,
+    finding_representation,
+)
+from reviewer.models.review import Finding, FindingStatus, ReviewPass, ReviewSession, Severity
+from reviewer.services.review import findings_in_report_order
+
+ANNO_CONTEXT = "http://www.w3.org/ns/anno.jsonld"
+
+# Our terms, published at /api/context.jsonld; "review:" expands to that
+# document's URL + "#", so each term has a dereferenceable IRI.
+CONTEXT_TERMS: dict[str, Any] = {
+    "title": "http://purl.org/dc/terms/title",
+    "pass": {"@id": "review:pass"},
+    "severity": {"@id": "review:severity"},
+    "rank": {"@id": "review:rank", "@type": "http://www.w3.org/2001/XMLSchema#integer"},
+    "position": {"@id": "review:position", "@type": "http://www.w3.org/2001/XMLSchema#integer"},
+    "findingStatus": {"@id": "review:findingStatus"},
+    "orphaned": {"@id": "review:orphaned", "@type": "http://www.w3.org/2001/XMLSchema#boolean"},
+    "traceHop": {"@id": "review:traceHop"},
+    "evidence": {"@id": "review:evidence"},
+    "run": {"@id": "review:run", "@type": "http://www.w3.org/2001/XMLSchema#integer"},
+    "fromSeconds": {"@id": "review:fromSeconds", "@type": "http://www.w3.org/2001/XMLSchema#double"},
+    "toSeconds": {"@id": "review:toSeconds", "@type": "http://www.w3.org/2001/XMLSchema#double"},
+    "metric": {"@id": "review:metric"},
+    "revision": {"@id": "review:revision", "@type": "http://www.w3.org/2001/XMLSchema#integer"},
+}
+
+CSV_COLUMNS = [
+    "id", "rank", "pass", "severity", "position", "status", "title", "body", "author",
+    "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end", "revision",
+    "orphaned", "trace_hop", "evidence_run_id", "evidence_t_from_s", "evidence_t_to_s",
+    "evidence_metric", "created_at", "updated_at", "version",
+]
+
+SEVERITY_HEADINGS = {Severity.FIX_NOW: "Fix now", Severity.CLARIFY: "Clarify", Severity.MENTION: "Mention"}
+
+# Builds an absolute URL from a path (request.build_absolute_uri in the API).
+UrlBuilder = Callable[[str], str]
+
+
+def ordered_findings(session: ReviewSession) -> list[Finding]:
+    """The session's findings in report order."""
+    qs = session.findings.select_related("author", "revision")
+    return list(findings_in_report_order(qs))
+
+
+def export_json(session: ReviewSession) -> dict[str, Any]:
+    """Everything about the session's findings, replies included."""
+    doc = session.doc
+    latest = doc.latest_revision()
+    config = session.fleet_config
+    config_version = config.latest_version() if config else None
+    findings = []
+    for rank, finding in enumerate(ordered_findings(session), start=1):
+        data = finding_representation(finding)
+        data["rank"] = rank
+        data["replies"] = [dict(r) for r in FindingReplySerializer(finding.replies.all(), many=True).data]
+        findings.append(data)
+    return {
+        "session": dict(ReviewSessionSerializer(session).data),
+        "doc": {"id": doc.pk, "title": doc.title, "revision": latest.number if latest else None},
+        "fleet_config": (
+            {"id": config.pk, "name": config.name, "version": config_version.number if config_version else None}
+            if config
+            else None
+        ),
+        "exported_at": timezone.now().isoformat(),
+        "findings": findings,
+    }
+
+
+def export_csv(session: ReviewSession) -> str:
+    """One row per finding, columns as ``CSV_COLUMNS``."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\r\n")
+    writer.writeheader()
+    for rank, finding in enumerate(ordered_findings(session), start=1):
+        data = finding_representation(finding)
+        data["rank"] = rank
+        row = {name: data.get(name) for name in CSV_COLUMNS}
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return out.getvalue()
+
+
+def _evidence_line(finding: Finding) -> str | None:
+    if finding.evidence_run_id is None:
+        return None
+    parts = [f"emulator run {finding.evidence_run_id}"]
+    if finding.evidence_t_from_s is not None or finding.evidence_t_to_s is not None:
+        start = "start" if finding.evidence_t_from_s is None else f"{finding.evidence_t_from_s:g} s"
+        end = "end" if finding.evidence_t_to_s is None else f"{finding.evidence_t_to_s:g} s"
+        parts.append(f"{start} to {end}")
+    if finding.evidence_metric:
+        parts.append(f"metric `{finding.evidence_metric}`")
+    return "Evidence: " + ", ".join(parts) + "."
+
+
+def _quote_block(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.strip().splitlines())
+
+
+def _finding_markdown(finding: Finding, heading: str) -> list[str]:
+    meta = [f"pass: {finding.get_review_pass_display().lower()}", f"by {finding.author.get_username()}"]
+    if finding.status != FindingStatus.OPEN:
+        meta.append(f"status: {finding.status}")
+    if finding.trace_hop:
+        meta.append(f"hop: {finding.get_trace_hop_display().lower()}")
+    lines = [heading, "", "*" + " · ".join(meta) + "*", ""]
+    if finding.anchor_exact:
+        where = f"revision {finding.revision.number}" if finding.revision_id else "the doc"
+        if finding.orphaned:
+            where += "; this passage is no longer in the latest revision"
+        lines += [_quote_block(finding.anchor_exact), f"> — {where}", ""]
+    if finding.body.strip():
+        lines += [finding.body.strip(), ""]
+    evidence = _evidence_line(finding)
+    if evidence:
+        lines += [evidence, ""]
+    return lines
+
+
+def export_markdown(session: ReviewSession) -> str:
+    """The review as a report: restatement, the numbers headline, then the buckets.
+
+    Dropped findings are left out; restate-pass findings form the restatement.
+    """
+    findings = [f for f in ordered_findings(session) if f.status != FindingStatus.DROPPED]
+    restate = [f for f in findings if f.review_pass == ReviewPass.RESTATE]
+    ranked = [f for f in findings if f.review_pass != ReviewPass.RESTATE]
+    numbers = [f for f in ranked if f.review_pass == ReviewPass.NUMBERS]
+    doc = session.doc
+    latest = doc.latest_revision()
+    lines = [f"# Review: {session}", ""]
+    facts = [f"Doc: {doc.title}" + (f" (revision {latest.number})" if latest else "")]
+    if session.fleet_config:
+        version = session.fleet_config.latest_version()
+        facts.append(
+            f"Fleet config: {session.fleet_config.name}" + (f" (version {version.number})" if version else "")
+        )
+    reviewers = [session.owner.get_username()] + [u.get_username() for u in session.reviewers.all()]
+    facts.append("Reviewers: " + ", ".join(reviewers))
+    counts = {s: sum(1 for f in ranked if f.severity == s) for s in Severity}
+    facts.append(
+        f"Findings: {counts[Severity.FIX_NOW]} to fix now, {counts[Severity.CLARIFY]} to clarify, "
+        f"{counts[Severity.MENTION]} to mention."
+    )
+    lines += [f"- {fact}" for fact in facts] + [""]
+
+    lines += ["## Restatement", ""]
+    if restate:
+        for finding in restate:
+            lines += _finding_markdown(finding, f"### {finding.title}")
+    else:
+        lines += ["No restatement recorded.", ""]
+
+    lines += ["## The numbers", ""]
+    if numbers:
+        headline = numbers[0]
+        bucket = SEVERITY_HEADINGS[Severity(headline.severity)].lower()
+        lines += [f"**{headline.title}** (ranked under {bucket}).", ""]
+        if headline.body.strip():
+            lines += [headline.body.strip().split("\n\n")[0], ""]
+        for other in numbers[1:]:
+            lines.append(f"- {other.title}")
+        if len(numbers) > 1:
+            lines.append("")
+    else:
+        lines += ["No numbers finding recorded.", ""]
+
+    rank = 0
+    for severity in Severity:
+        lines += [f"## {SEVERITY_HEADINGS[severity]}", ""]
+        bucket = [f for f in ranked if f.severity == severity]
+        if not bucket:
+            lines += ["Nothing here.", ""]
+        for finding in bucket:
+            rank += 1
+            lines += _finding_markdown(finding, f"### {rank}. {finding.title}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def context_document(context_url: str) -> dict[str, Any]:
+    """The published JSON-LD @context for our terms."""
+    return {"@context": {"review": context_url + "#", **CONTEXT_TERMS}}
+
+
+def _annotation(finding: Finding, rank: int, url: UrlBuilder) -> dict[str, Any]:
+    target: dict[str, Any]
+    if finding.revision_id:
+        source = url(f"/api/docs/{finding.session.doc_id}/revisions/{finding.revision.number}/")
+    else:
+        source = url(f"/api/docs/{finding.session.doc_id}/")
+    target = {"source": source}
+    if finding.anchor_exact:
+        target["selector"] = [
+            {
+                "type": "TextQuoteSelector",
+                "exact": finding.anchor_exact,
+                "prefix": finding.anchor_prefix,
+                "suffix": finding.anchor_suffix,
+            },
+            {"type": "TextPositionSelector", "start": finding.anchor_start, "end": finding.anchor_end},
+        ]
+    annotation: dict[str, Any] = {
+        "id": url(f"/api/findings/{finding.pk}/"),
+        "type": "Annotation",
+        "motivation": "assessing",
+        "created": finding.created_at.isoformat(),
+        "modified": finding.updated_at.isoformat(),
+        "creator": {"type": "Person", "nickname": finding.author.get_username()},
+        "title": finding.title,
+        "body": {
+            "type": "TextualBody",
+            "value": finding.body,
+            "format": "text/markdown",
+            "purpose": "assessing",
+        },
+        "target": target,
+        "pass": finding.review_pass,
+        "severity": finding.severity,
+        "rank": rank,
+        "position": finding.position,
+        "findingStatus": finding.status,
+        "orphaned": finding.orphaned,
+    }
+    if finding.revision_id:
+        annotation["revision"] = finding.revision.number
+    if finding.trace_hop:
+        annotation["traceHop"] = finding.trace_hop
+    if finding.evidence_run_id is not None:
+        evidence: dict[str, Any] = {"run": finding.evidence_run_id}
+        if finding.evidence_t_from_s is not None:
+            evidence["fromSeconds"] = finding.evidence_t_from_s
+        if finding.evidence_t_to_s is not None:
+            evidence["toSeconds"] = finding.evidence_t_to_s
+        if finding.evidence_metric:
+            evidence["metric"] = finding.evidence_metric
+        annotation["evidence"] = evidence
+    return annotation
+
+
+def export_jsonld(session: ReviewSession, url: UrlBuilder) -> dict[str, Any]:
+    """The findings as a W3C Web Annotation collection, one Annotation per finding."""
+    items = [_annotation(f, rank, url) for rank, f in enumerate(ordered_findings(session), start=1)]
+    return {
+        "@context": [ANNO_CONTEXT, url("/api/context.jsonld")],
+        "id": url(f"/api/sessions/{session.pk}/export.jsonld"),
+        "type": "AnnotationCollection",
+        "label": str(session),
+        "total": len(items),
+        "first": {"type": "AnnotationPage", "startIndex": 0, "items": items},
+    }
