@@ -1,0 +1,235 @@
+"""The browser pages: home, session creation and the session page, plus the
+small JSON helpers those pages read (the numbers pass, the placement solver)
+and plotly.js served from the plotly package.
+
+Data changes go through the REST API (reviewer/api) from the page's scripts;
+these views only render pages and read-only figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q, QuerySet
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from reviewer import permissions
+from reviewer.markdown import render_markdown
+from reviewer.models import (
+    EmulatorRun,
+    ReviewPass,
+    ReviewSession,
+    Severity,
+    TraceHop,
+)
+from reviewer.pass_guides import PASS_GUIDES
+
+
+def _sessions_for(user: Any) -> QuerySet[ReviewSession]:
+    """Review sessions the user takes part in (all of them for staff)."""
+    return permissions.sessions_visible_to(user).select_related("doc", "fleet_config", "owner")
+
+
+def _get_session_for_user(user: Any, session_id: int) -> ReviewSession:
+    """The session if the user may see it; 404 otherwise (never reveal it exists)."""
+    return get_object_or_404(_sessions_for(user), pk=session_id)
+
+
+def _recent_runs_for(user: Any, limit: int = 10) -> list[EmulatorRun]:
+    """The latest emulator runs the user started or can watch in a session, newest first."""
+    sessions = _sessions_for(user).values("pk")
+    return list(
+        EmulatorRun.objects.filter(Q(started_by=user) | Q(session__in=sessions), sweep__isnull=True)
+        .select_related("session", "session__doc")
+        .order_by("-id")[:limit]
+    )
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """The signed-in user's sessions, docs, fleet configs and recent runs."""
+    user = request.user
+    context = {
+        "sessions": _sessions_for(user)[:50],
+        "docs": permissions.docs_visible_to(user)[:50],
+        "fleets": permissions.fleet_configs_visible_to(user).select_related("doc")[:50],
+        "runs": _recent_runs_for(user),
+    }
+    return render(request, "reviewer/home.html", context)
+
+
+@login_required
+@require_POST
+def session_create(request: HttpRequest) -> HttpResponse:
+    """Start a review of a doc with a fleet config; the creator owns it."""
+    from reviewer.services import review as review_services
+
+    errors = []
+    doc = permissions.docs_visible_to(request.user).filter(pk=_int_or_none(request.POST.get("doc"))).first()
+    if doc is None:
+        errors.append("doc: choose one of your docs.")
+    fleet = None
+    fleet_id = _int_or_none(request.POST.get("fleet_config"))
+    if fleet_id is not None:
+        fleet = permissions.fleet_configs_visible_to(request.user).filter(pk=fleet_id).first()
+        if fleet is None:
+            errors.append("fleet_config: choose one of your fleet configs, or none.")
+    title = (request.POST.get("title") or "").strip()[:200]
+    if errors:
+        for error in errors:
+            messages.error(request, error)
+        return redirect("home")
+    session = review_services.session_create(
+        owner=request.user, doc=doc, fleet_config=fleet, title=title
+    )
+    return redirect("session", session_id=session.pk)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+@login_required
+@require_GET
+def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The review itself: the doc on one side, the five passes on the other."""
+    session = _get_session_for_user(request.user, session_id)
+    revision = session.doc.latest_revision()
+    source = revision.body if revision else session.doc.body
+    fleet = session.fleet_config
+    fleet_version = fleet.latest_version() if fleet else None
+    page_config = {
+        "sessionId": session.pk,
+        "user": {"id": request.user.pk, "username": request.user.get_username()},
+        "currentPass": session.current_pass,
+        "isOpen": session.is_open,
+        "canManage": permissions.can_manage_session(request.user, session),
+        "revisionId": revision.pk if revision else None,
+        "docSource": source,
+        "fleet": {
+            "id": fleet.pk,
+            "name": fleet.name,
+            "versionId": fleet_version.pk if fleet_version else None,
+            "scenario": fleet.scenario,
+        }
+        if fleet
+        else None,
+        "passes": [{"key": p.value, "label": p.label} for p in ReviewPass],
+        "severities": [{"key": s.value, "label": s.label} for s in Severity],
+        "hops": [{"key": h.value, "label": h.label} for h in TraceHop],
+        "urls": {
+            "findings": f"/api/sessions/{session.pk}/findings/",
+            "reorder": f"/api/sessions/{session.pk}/findings/reorder/",
+            "finding": "/api/findings/{id}/",
+            "session": f"/api/sessions/{session.pk}/",
+            "runs": "/api/runs/",
+            "run": "/api/runs/{id}/",
+            "numbers": f"/sessions/{session.pk}/numbers.json",
+            "placement": f"/sessions/{session.pk}/placement.json",
+            "wsSession": f"/ws/sessions/{session.pk}/",
+            "wsRun": "/ws/runs/{id}/",
+        },
+    }
+    context = {
+        "session": session,
+        "revision": revision,
+        "doc_html": render_markdown(source),
+        "fleet": fleet,
+        "passes": [
+            {"key": p.value, "label": p.label, "guide": PASS_GUIDES[p.value]} for p in ReviewPass
+        ],
+        "severities": list(Severity),
+        "hops": list(TraceHop),
+        "export_formats": ["md", "json", "csv", "jsonld"],
+        "page_config": page_config,
+        "can_manage": page_config["canManage"],
+    }
+    return render(request, "reviewer/session.html", context)
+
+
+def _scenario_for_session(user: Any, session_id: int) -> Any:
+    """The emulator Scenario of the session's fleet config; 404 when it has none."""
+    from emulator.scenario import Scenario
+
+    session = _get_session_for_user(user, session_id)
+    if session.fleet_config is None:
+        raise Http404("This session has no fleet config.")
+    return Scenario.from_dict(session.fleet_config.scenario)
+
+
+@login_required
+@require_GET
+def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
+    """The numbers pass computed from the session's fleet config."""
+    from emulator import numbers
+
+    scenario = _scenario_for_session(request.user, session_id)
+    return JsonResponse(numbers.compute(scenario).to_dict())
+
+
+@login_required
+@require_GET
+def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
+    """The placement solver's ranked layouts for the session's fleet.
+
+    The host count and size come from the fleet config; ``?hosts=N`` asks
+    about a different number of hosts. Each ranked layout carries the host
+    groups that would make it a fleet config (``host_groups``).
+    """
+    from emulator import placement
+
+    scenario = _scenario_for_session(request.user, session_id)
+    hosts = scenario.expanded_hosts()
+    host_count = len(hosts)
+    requested = _int_or_none(request.GET.get("hosts"))
+    if requested is not None:
+        if not 1 <= requested <= 64:
+            return JsonResponse({"error": "hosts: give a whole number from 1 to 64."}, status=400)
+        host_count = requested
+    units = hosts[0][1] if hosts else 10
+    workers = {name: spec.worker_units for name, spec in scenario.models.items()}
+    split = {name: spec.share for name, spec in scenario.models.items()}
+    try:
+        result = placement.solve(
+            host_count, units, workers, split,
+            qps_per_worker=_qps_per_worker(scenario), demand_qps=scenario.traffic.qps,
+        ).to_dict()
+    except placement.PlacementError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    # The scenario form of each ranked layout, so "use this layout" can make a
+    # fleet config without the browser knowing the TOML grammar.
+    for entry in result["ranked"]:
+        entry["host_groups"] = placement.placement_to_hosts(entry, units)
+    return JsonResponse(result)
+
+
+def _qps_per_worker(scenario: Any) -> dict[str, float]:
+    """Requests a worker of each model serves per second with full batches."""
+    per_batch_s = scenario.worker.batch_s
+    out = {}
+    for name, spec in scenario.models.items():
+        per_batch = max(1, scenario.dispatcher.max_batch_tokens // max(1, spec.tokens))
+        out[name] = per_batch / per_batch_s
+    return out
+
+
+@require_http_methods(["GET", "HEAD"])
+@cache_control(max_age=86400, public=True)
+def plotly_js(request: HttpRequest) -> FileResponse:
+    """plotly.min.js from the installed plotly package: no CDN, works offline."""
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.exists():
+        raise Http404("plotly.min.js is missing from the plotly package; reinstall plotly.")
+    return FileResponse(path.open("rb"), content_type="text/javascript")

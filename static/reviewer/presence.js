@@ -1,0 +1,70 @@
+// The session's live socket: findings made by others, the session's current
+// pass, and who is looking at which pass. Reconnects with backoff.
+
+import { el, wsUrl } from "./api.js";
+
+function renderPresence(ctx, viewers) {
+  const box = document.getElementById("presence");
+  const byUser = new Map();
+  for (const v of viewers || []) byUser.set(v.user_id, v); // one chip per person
+  const chips = [...byUser.values()].map((v) => el("span", {
+    class: `viewer${Number(v.user_id) === Number(ctx.config.user.id) ? " me" : ""}`,
+    title: `${v.username} is on the ${v.pass} pass`,
+    dataset: { userId: v.user_id },
+  }, `${v.username} · ${v.pass}`));
+  box.replaceChildren(...(chips.length ? [el("span", { class: "muted" }, "Here now:"), ...chips] : []));
+}
+
+/**
+ * Open /ws/sessions/<id>/ and keep it open.
+ * handlers.onFinding(kind, finding) gets "created" | "updated" | "deleted";
+ * handlers.onReconnect() runs after a dropped socket reconnects (to catch up).
+ */
+export function connectSession(ctx, handlers) {
+  let socket = null;
+  let attempts = 0;
+  let everOpen = false;
+
+  function sendPresence() {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({ type: "presence", pass: ctx.currentView || ctx.config.currentPass }));
+    }
+  }
+
+  function open() {
+    socket = new WebSocket(wsUrl(ctx.config.urls.wsSession));
+    socket.addEventListener("open", () => {
+      if (everOpen) handlers.onReconnect();
+      if (attempts) ctx.say("Live updates resumed.");
+      everOpen = true;
+      attempts = 0;
+      sendPresence();
+    });
+    socket.addEventListener("message", (event) => {
+      let msg;
+      try { msg = JSON.parse(event.data); } catch { return; }
+      if (msg.type && msg.type.startsWith("finding.")) {
+        handlers.onFinding(msg.type.slice("finding.".length), msg.finding);
+      } else if (msg.type === "pass.changed") {
+        ctx.events.dispatchEvent(new CustomEvent("pass-changed", { detail: msg.pass }));
+      } else if (msg.type === "presence") {
+        renderPresence(ctx, msg.viewers);
+      }
+    });
+    socket.addEventListener("close", (event) => {
+      // 4403/4404: not allowed or no such session; retrying will not help.
+      if (event.code === 4403 || event.code === 4404 || event.code === 4401) {
+        ctx.say("Live updates are off: this account cannot follow the session.");
+        return;
+      }
+      attempts += 1;
+      const delay = Math.min(10000, 500 * 2 ** Math.min(attempts, 5));
+      ctx.say("Live updates paused; reconnecting…");
+      setTimeout(open, delay);
+    });
+  }
+
+  ctx.events.addEventListener("pass-viewed", sendPresence);
+  open();
+  return { sendPresence };
+}

@@ -1,0 +1,344 @@
+// One emulator run on screen: its progress, three live plotly charts, the
+// placement heatmap restyled every frame, the fault buttons and the
+// attach-as-evidence bar. Frames arrive on /ws/runs/<id>/?after=N.
+
+import { api, el, fill, wsUrl } from "./api.js";
+import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
+
+const MAX_POINTS = 4000;
+const CHART_LAYOUT = {
+  margin: { l: 48, r: 8, t: 26, b: 30 },
+  legend: { orientation: "h", y: -0.25, font: { size: 10 } },
+  xaxis: { title: { text: "simulated s", font: { size: 10 } } },
+  font: { size: 11 },
+  hovermode: "x unified",
+};
+const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+// Which chart a metric name belongs to, for evidence.
+const CHARTS = [
+  { key: "queue", title: "Queue depth and worker backlog", metrics: ["queue_depth", "backlog"] },
+  { key: "latency", title: "Latency of ok requests (s)", metrics: ["p50_s", "p95_s", "p99_s"] },
+  { key: "outcomes", title: "Requests per frame by outcome", metrics: ["offered", "ok", "shed", "lost", "timed_out", "orphaned"] },
+];
+
+function sum(values) {
+  return values.reduce((a, b) => a + (b || 0), 0);
+}
+
+export class RunView {
+  constructor(ctx, { label }) {
+    this.ctx = ctx;
+    this.label = label;
+    this.runId = null;
+    this.socket = null;
+    this.lastI = -1;
+    this.queue = [];
+    this.layout = null;
+    this.run = null;
+    this.closed = true;
+    this.node = this.build();
+  }
+
+  build() {
+    const c = this.ctx.config;
+    const scenario = c.fleet ? c.fleet.scenario : {};
+    this.title = el("span", { class: "title" }, `${this.label}: no run yet`);
+    this.statusBadge = el("span", { class: "badge" }, "idle");
+    this.progress = el("progress", { class: "progress", max: 1, value: 0, "aria-label": `${this.label} simulated time` });
+    this.progressText = el("span", { class: "muted" }, "");
+    this.speed = el("select", { "aria-label": `${this.label} speed` },
+      ["1", "10", "100", "max"].map((s) => el("option", { value: s, selected: s === "10" }, s === "max" ? "as fast as possible" : `${s}× real time`)));
+    this.seed = el("input", { type: "number", min: 0, value: scenario.seed ?? 1, "aria-label": `${this.label} seed` });
+    this.overrides = el("input", { type: "text", placeholder: "dispatcher.policy=pull; traffic.qps=500", "aria-label": `${this.label} overrides` });
+    this.startButton = el("button", { type: "button", class: "primary", onclick: () => this.start() }, "Start run");
+    this.cancelButton = el("button", { type: "button", disabled: true, onclick: () => this.cancel() }, "Cancel");
+    this.message = el("p", { class: "status-line", role: "status" });
+
+    this.charts = CHARTS.map((chart) => ({ ...chart, div: el("div", { class: "chart", "data-chart": chart.key }) }));
+    this.heatmapDiv = el("div", { class: "heatmap", "data-chart": "heatmap" });
+    this.faults = el("div", { class: "fault-buttons", role: "group", "aria-label": `${this.label} faults` });
+    this.events = el("div", { class: "run-events", "aria-live": "polite" });
+    this.summary = el("div", { class: "summary" });
+
+    this.metric = el("select", { "aria-label": "Metric" },
+      CHARTS.flatMap((chart) => chart.metrics.map((m) => el("option", { value: m }, m))));
+    this.target = el("select", { "aria-label": "Finding to attach to" });
+    this.attachButton = el("button", { type: "button", disabled: true, onclick: () => this.attach() }, "Attach as evidence");
+    this.evidenceBar = el("div", { class: "evidence-bar row" },
+      el("span", {}, "Visible window →"), this.metric, this.target, this.attachButton);
+
+    return el("section", { class: "run-view", "aria-label": this.label },
+      el("div", { class: "run-head" }, this.title, this.statusBadge),
+      el("div", { class: "run-controls" },
+        el("label", {}, "Speed", this.speed),
+        el("label", {}, "Seed", this.seed),
+        el("label", {}, "Overrides", this.overrides),
+        el("div", { class: "row" }, this.startButton, this.cancelButton)),
+      el("div", { class: "row" }, this.progress, this.progressText),
+      this.message,
+      this.faults,
+      this.charts.map((chart) => chart.div),
+      this.heatmapDiv,
+      el("p", { class: "muted rank-help" }, HEATMAP_LEGEND),
+      this.events,
+      this.evidenceBar,
+      this.summary);
+  }
+
+  say(text) { this.message.textContent = text; }
+
+  async start() {
+    const overrides = this.overrides.value.split(/[;\n]/).map((s) => s.trim()).filter(Boolean);
+    const speed = this.speed.value === "max" ? "max" : Number(this.speed.value);
+    this.startButton.disabled = true;
+    this.say("Starting…");
+    try {
+      const run = await api(this.ctx.config.urls.runs, {
+        method: "POST",
+        body: { session: this.ctx.config.sessionId, seed: Number(this.seed.value), speed, overrides },
+      });
+      this.open(run.id);
+      this.say(`Run ${run.id} queued.`);
+    } catch (err) {
+      this.say(`Could not start: ${err.message}`);
+      this.startButton.disabled = false;
+    }
+  }
+
+  async cancel() {
+    if (this.runId === null) return;
+    try {
+      await api(`${fill(this.ctx.config.urls.run, this.runId)}cancel/`, { method: "POST", body: {} });
+      this.say("Cancelling…");
+    } catch (err) {
+      this.say(`Could not cancel: ${err.message}`);
+    }
+  }
+
+  /** Follow a run (new or old) from its first frame. */
+  open(runId) {
+    this.closeSocket();
+    this.runId = runId;
+    this.lastI = -1;
+    this.layout = null;
+    this.queue = [];
+    this.frameCount = 0;
+    this.events.replaceChildren();
+    this.summary.replaceChildren();
+    this.title.textContent = `${this.label}: run ${runId}`;
+    this.connect();
+  }
+
+  closeSocket() {
+    this.closed = true;
+    if (this.socket) this.socket.close();
+    this.socket = null;
+  }
+
+  connect() {
+    this.closed = false;
+    const url = wsUrl(`${fill(this.ctx.config.urls.wsRun, this.runId)}?after=${this.lastI}`);
+    const socket = new WebSocket(url);
+    this.socket = socket;
+    socket.addEventListener("message", (event) => {
+      let msg;
+      try { msg = JSON.parse(event.data); } catch { return; }
+      this.onMessage(msg);
+    });
+    socket.addEventListener("close", (event) => {
+      if (socket !== this.socket || this.closed) return;
+      if (event.code >= 4400 && event.code < 4500) {
+        this.say("This account cannot watch the run.");
+        return;
+      }
+      if (this.run && ["done", "cancelled", "failed"].includes(this.run.status)) return;
+      // Resume where we were: the server sends the frames after lastI.
+      setTimeout(() => { if (socket === this.socket) this.connect(); }, 1000);
+    });
+  }
+
+  onMessage(msg) {
+    if (msg.type === "layout") {
+      this.run = msg.run;
+      if (!this.layout) this.setup(msg.layout);
+      this.setStatus(msg.run.status);
+    } else if (msg.type === "frame") {
+      if (msg.frame.i <= this.lastI) return; // never twice
+      this.lastI = msg.frame.i;
+      this.queue.push(msg.frame);
+      if (!this.pendingDraw) {
+        this.pendingDraw = true;
+        requestAnimationFrame(() => this.flush());
+      }
+    } else if (msg.type === "status") {
+      this.setStatus(msg.status, msg.reason);
+    } else if (msg.type === "summary") {
+      this.showSummary(msg.summary);
+    }
+  }
+
+  setStatus(status, reason = null) {
+    if (this.run) this.run.status = status;
+    this.statusBadge.textContent = status;
+    this.statusBadge.className = `badge status-${status}`;
+    const live = status === "queued" || status === "running";
+    this.cancelButton.disabled = !live;
+    this.startButton.disabled = live;
+    for (const b of this.faults.querySelectorAll("button")) b.disabled = status !== "running";
+    if (reason) this.say(`${status}: ${reason}`);
+    else if (status === "running") this.say("Running. Faults apply at the run's current simulated time.");
+    else if (status === "done") this.say("Done.");
+    this.node.dataset.status = status;
+  }
+
+  setup(layout) {
+    this.layout = layout;
+    const models = layout.models;
+    const empty = () => ({ x: [], y: [] });
+    const traces = {
+      queue: models.flatMap((m) => [
+        { ...empty(), name: `${m} queue`, mode: "lines" },
+        { ...empty(), name: `${m} backlog`, mode: "lines", line: { dash: "dot" } },
+      ]),
+      latency: models.flatMap((m) => ["p50", "p95", "p99"].map((p) => ({ ...empty(), name: `${m} ${p}`, mode: "lines" }))),
+      outcomes: ["offered", "ok", "shed", "lost", "timed_out", "orphaned"].map((k) => ({ ...empty(), name: k, mode: "lines" })),
+    };
+    // A finding's evidence opens the run zoomed to its window.
+    const xaxis = this.pendingWindow
+      ? { ...CHART_LAYOUT.xaxis, range: this.pendingWindow, autorange: false } : CHART_LAYOUT.xaxis;
+    this.pendingWindow = null;
+    for (const chart of this.charts) {
+      window.Plotly.newPlot(chart.div, traces[chart.key], { ...CHART_LAYOUT, xaxis, title: { text: chart.title, font: { size: 12 } } }, CONFIG);
+    }
+    this.grid = unitGrid(layout);
+    window.Plotly.newPlot(this.heatmapDiv, [heatmapTrace(this.grid, null)],
+      { margin: { l: 56, r: 8, t: 26, b: 24 }, title: { text: "Hosts × units", font: { size: 12 } }, yaxis: { autorange: "reversed" }, font: { size: 11 } },
+      { ...CONFIG, displayModeBar: false });
+    this.buildFaultButtons(layout);
+    this.fillTargets();
+    this.attachButton.disabled = false;
+  }
+
+  buildFaultButtons(layout) {
+    const buttons = [];
+    const button = (command, label) => el("button", {
+      type: "button", class: command.startsWith("restore") ? "restore" : "", disabled: true,
+      dataset: { command }, onclick: () => this.inject(command),
+    }, label);
+    for (const m of layout.models) buttons.push(button(`kill dispatcher:${m}`, `Kill ${m} dispatcher`));
+    for (const h of layout.hosts) {
+      buttons.push(button(`kill host:${h.index}`, `Kill host ${h.index}`));
+      buttons.push(button(`restore host:${h.index}`, `Restore host ${h.index}`));
+    }
+    // Workers are named per model in layout order: worker:big:0, worker:big:1 ...
+    const perModel = {};
+    const workerSelect = el("select", { "aria-label": "Worker" });
+    layout.workers.model.forEach((mi, w) => {
+      const m = layout.models[mi];
+      perModel[m] = (perModel[m] ?? -1) + 1;
+      workerSelect.append(el("option", { value: `worker:${m}:${perModel[m]}` }, `${m} worker ${perModel[m]} (host ${layout.workers.host[w]})`));
+    });
+    const killWorker = el("button", { type: "button", disabled: true, onclick: () => this.inject(`kill ${workerSelect.value}`) }, "Kill worker");
+    const restoreWorker = el("button", { type: "button", class: "restore", disabled: true, onclick: () => this.inject(`restore ${workerSelect.value}`) }, "Restore worker");
+    this.faults.replaceChildren(...buttons, workerSelect, killWorker, restoreWorker);
+    workerSelect.disabled = false;
+  }
+
+  async inject(command) {
+    const [action, target] = command.split(" ");
+    try {
+      await api(`${fill(this.ctx.config.urls.run, this.runId)}faults/`, { method: "POST", body: { [action]: target } });
+      this.say(`Sent "${command}"; it applies at the next frame.`);
+    } catch (err) {
+      this.say(`Could not ${command}: ${err.message}`);
+    }
+  }
+
+  flush() {
+    this.pendingDraw = false;
+    const frames = this.queue.splice(0);
+    if (!frames.length || !this.layout) return;
+    const P = window.Plotly;
+    const x = frames.map((f) => f.t_s);
+    const models = this.layout.models;
+    const col = (key, mi) => frames.map((f) => f.m[key][mi]);
+    const queueY = models.flatMap((_, mi) => [col("queue_depth", mi), col("backlog", mi)]);
+    const latY = models.flatMap((_, mi) => [col("p50_s", mi), col("p95_s", mi), col("p99_s", mi)]);
+    const outY = ["offered", "ok", "shed", "lost", "timed_out", "orphaned"].map((k) => frames.map((f) => sum(f.m[k])));
+    const ys = { queue: queueY, latency: latY, outcomes: outY };
+    for (const chart of this.charts) {
+      const y = ys[chart.key];
+      P.extendTraces(chart.div, { x: y.map(() => x), y }, y.map((_, i) => i), MAX_POINTS);
+    }
+    const last = frames[frames.length - 1];
+    P.restyle(this.heatmapDiv, heatmapTrace(this.grid, last, { restyle: true }), [0]);
+    this.heatmapDiv.dataset.frame = String(last.i);
+    this.heatmapDiv.dataset.deadHosts = String(last.h.alive.filter((a) => !a).length);
+    this.heatmapDiv.dataset.busy = String(last.w.state.filter((s) => s === 1).length);
+    const duration = (this.run && this.run.duration_s) || 1;
+    this.progress.max = duration;
+    this.progress.value = last.t_s;
+    this.progressText.textContent = `${last.t_s.toFixed(0)} / ${duration.toFixed(0)} s simulated${last.behind ? " (behind its speed)" : ""}`;
+    this.node.dataset.frames = String(last.i + 1);
+    for (const f of frames) {
+      for (const e of f.events || []) this.events.prepend(el("div", {}, `t=${f.t_s.toFixed(0)} s: ${e}`));
+    }
+  }
+
+  showSummary(s) {
+    if (!s) return;
+    const pct = (n) => (s.offered ? `${((100 * n) / s.offered).toFixed(1)}%` : "–");
+    const lat = s.latency_s || {};
+    const fmt = (v) => (v == null ? "–" : Number(v).toFixed(2));
+    this.summary.replaceChildren(el("table", {},
+      el("thead", {}, el("tr", {}, ["offered", "ok", "timed out", "shed", "lost", "orphaned", "p50 s", "p99 s"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, el("tr", {},
+        el("td", { class: "num" }, s.offered), el("td", { class: "num" }, pct(s.ok)), el("td", { class: "num" }, pct(s.timed_out)),
+        el("td", { class: "num" }, pct(s.shed)), el("td", { class: "num" }, pct(s.lost)), el("td", { class: "num" }, pct(s.orphaned)),
+        el("td", { class: "num" }, fmt(lat.p50)), el("td", { class: "num" }, fmt(lat.p99))))));
+  }
+
+  /** Findings the viewer may change (their own), offered as evidence targets. */
+  fillTargets() {
+    const mine = this.ctx.store.all().filter((f) => f.author === this.ctx.config.user.username);
+    const keep = this.target.value;
+    this.target.replaceChildren(el("option", { value: "" }, "a new finding"),
+      ...mine.map((f) => el("option", { value: f.id }, f.title.slice(0, 60))));
+    if (keep && [...this.target.options].some((o) => o.value === keep)) this.target.value = keep;
+  }
+
+  /** The time window the reader has zoomed the chart holding the chosen metric to. */
+  visibleWindow() {
+    const chart = this.charts.find((c) => c.metrics.includes(this.metric.value));
+    const range = chart.div.layout && chart.div.layout.xaxis && chart.div.layout.xaxis.range;
+    if (range && range.length === 2) return [Math.max(0, Number(range[0])), Number(range[1])];
+    const xs = chart.div.data && chart.div.data[0] ? chart.div.data[0].x : [];
+    return [xs.length ? xs[0] : 0, xs.length ? xs[xs.length - 1] : 0];
+  }
+
+  async attach() {
+    if (this.runId === null) return;
+    const [from, to] = this.visibleWindow();
+    const evidence = {
+      evidence_run_id: this.runId,
+      evidence_t_from_s: Math.round(from * 10) / 10,
+      evidence_t_to_s: Math.round(Math.max(from, to) * 10) / 10,
+      evidence_metric: this.metric.value,
+    };
+    const id = this.target.value;
+    if (!id) {
+      this.ctx.openFindingForm({ pass: "break", evidence });
+      return;
+    }
+    const f = this.ctx.store.get(id);
+    try {
+      const updated = await api(fill(this.ctx.config.urls.finding, id), { method: "PATCH", body: { ...evidence, version: f.version } });
+      this.ctx.updateFinding(updated);
+      this.say(`Attached ${evidence.evidence_metric}, ${evidence.evidence_t_from_s}–${evidence.evidence_t_to_s} s to "${updated.title}".`);
+    } catch (err) {
+      this.say(`Could not attach: ${err.message}`);
+    }
+  }
+
+}

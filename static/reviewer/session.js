@@ -1,0 +1,260 @@
+// The session page: wires the doc, the passes, the findings form and the live
+// session socket together. Each pass's tools live in their own module and are
+// started the first time their pass is shown.
+
+import { api, apiList, describeError, fill } from "./api.js";
+import { anchorForQuote, drawHighlights, selectionIn } from "./doc.js";
+import { FindingStore, authorName, findingItem, passOf } from "./findings.js";
+import { initPasses } from "./passes.js";
+import { connectSession } from "./presence.js";
+
+const config = JSON.parse(document.getElementById("page-config").textContent);
+const store = new FindingStore();
+const docBody = document.getElementById("doc-body");
+const originalDocHtml = docBody.innerHTML;
+const statusLine = document.getElementById("live-status");
+
+// Changes from other people wait here while the reader is selecting text or
+// writing a finding, so the doc under their cursor does not move.
+const pending = [];
+let activeFindingId = null;
+let mouseDownInDoc = false;
+
+const ctx = {
+  config,
+  store,
+  events: new EventTarget(),
+  openFindingForm,
+  showPass: null, // set by initPasses
+  say(text) { statusLine.textContent = text; },
+  updateFinding,
+  findingsForPass: (key) => store.all().filter((f) => passOf(f) === key),
+};
+window.reviewSession = ctx; // handy for debugging from the console
+
+// ---------------------------------------------------------------- rendering
+
+function selectionInProgress() {
+  return mouseDownInDoc || !document.getElementById("finding-form").hidden || selectionIn(docBody) !== null;
+}
+
+function renderDoc() {
+  const findings = store.all().filter((f) => f.status !== "dropped");
+  const unplaced = drawHighlights(docBody, originalDocHtml, findings, config.docSource.length, activate);
+  const orphanBox = document.getElementById("orphans");
+  const list = document.getElementById("orphan-list");
+  list.replaceChildren(...unplaced.map((f) => findingItem(f, { onAction, username: config.user.username })));
+  orphanBox.hidden = unplaced.length === 0;
+  if (activeFindingId !== null) markActive(activeFindingId, false);
+}
+
+function renderLists() {
+  for (const pass of config.passes) {
+    const list = document.querySelector(`[data-findings-for="${pass.key}"]`);
+    const items = ctx.findingsForPass(pass.key);
+    list.replaceChildren(...items.map((f) => findingItem(f, { onAction, username: config.user.username })));
+    const count = document.querySelector(`[data-count-for="${pass.key}"]`);
+    count.textContent = items.length ? `(${items.length})` : "";
+  }
+}
+
+function renderAll() {
+  renderDoc();
+  renderLists();
+  ctx.events.dispatchEvent(new CustomEvent("findings"));
+}
+
+function markActive(id, scroll = true) {
+  activeFindingId = Number(id);
+  for (const node of document.querySelectorAll(".active[data-finding-id]")) node.classList.remove("active");
+  for (const node of document.querySelectorAll(`[data-finding-id="${id}"]`)) node.classList.add("active");
+  if (scroll) {
+    const mark = docBody.querySelector(`mark[data-finding-id="${id}"]`);
+    if (mark) mark.scrollIntoView({ block: "center", behavior: "smooth" });
+  }
+}
+
+function activate(id) {
+  const f = store.get(id);
+  if (!f) return;
+  markActive(id, false);
+  ctx.showPass(passOf(f));
+  const item = document.querySelector(`.pass-panel:not([hidden]) #finding-${id}`);
+  if (item) item.scrollIntoView({ block: "nearest", behavior: "smooth" });
+}
+
+async function onAction(action, f) {
+  if (action === "show") markActive(f.id);
+  else if (action === "show-evidence") {
+    ctx.showPass("break");
+    ctx.events.dispatchEvent(new CustomEvent("show-evidence", { detail: f }));
+  } else if (action === "delete") {
+    if (!window.confirm(`Delete the finding "${f.title}"?`)) return;
+    try {
+      await api(`${fill(config.urls.finding, f.id)}?version=${f.version}`, { method: "DELETE" });
+      store.remove(f.id);
+    } catch (err) {
+      ctx.say(`Could not delete: ${err.message}`);
+    }
+  }
+}
+
+// ------------------------------------------------------------ live updates
+
+function applyPending() {
+  for (const change of pending.splice(0)) {
+    if (change.kind === "deleted") store.remove(change.finding.id, { quiet: true });
+    else store.upsert(change.finding, { quiet: true });
+  }
+  document.getElementById("new-banner").hidden = true;
+  renderAll();
+}
+
+function updateBanner() {
+  const banner = document.getElementById("new-banner");
+  const created = pending.filter((c) => c.kind === "created").length;
+  const other = pending.length - created;
+  const parts = [];
+  if (created) parts.push(`${created} new`);
+  if (other) parts.push(`${other} changed`);
+  document.getElementById("new-count").textContent = parts.join(", ");
+  banner.hidden = pending.length === 0;
+}
+
+function onFindingEvent(kind, finding) {
+  const mine = kind === "created" && authorName(finding) === config.user.username && store.get(finding.id);
+  if (mine) { store.upsert(finding); return; }
+  if (selectionInProgress()) {
+    pending.push({ kind, finding });
+    updateBanner();
+    return;
+  }
+  if (kind === "deleted") store.remove(finding.id);
+  else store.upsert(finding);
+}
+
+/** Apply a finding the page itself changed (rank moves, evidence) at once. */
+function updateFinding(f) {
+  store.upsert(f);
+}
+
+store.addEventListener("change", renderAll);
+
+// ------------------------------------------------------------ finding form
+
+const form = document.getElementById("finding-form");
+const fields = {
+  quote: document.getElementById("ff-quote"),
+  pass: document.getElementById("ff-pass"),
+  severity: document.getElementById("ff-severity"),
+  title: document.getElementById("ff-title"),
+  body: document.getElementById("ff-body"),
+  hop: document.getElementById("ff-hop"),
+  evidence: document.getElementById("ff-evidence"),
+  error: document.getElementById("ff-error"),
+  submit: document.getElementById("ff-submit"),
+};
+let formAnchor = null;
+let formEvidence = null;
+
+function openFindingForm({ quote = null, ratio = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
+  formAnchor = quote ? anchorForQuote(config.docSource, quote, ratio) : null;
+  formEvidence = evidence;
+  fields.quote.hidden = !quote;
+  fields.quote.textContent = quote || "";
+  fields.pass.value = pass || ctx.currentView || config.currentPass;
+  fields.hop.value = hop || "";
+  fields.title.value = title;
+  fields.body.value = body;
+  if (severity) fields.severity.value = severity;
+  fields.evidence.hidden = !evidence;
+  fields.evidence.textContent = evidence
+    ? `Evidence: run ${evidence.evidence_run_id}, ${evidence.evidence_t_from_s.toFixed(0)}–${evidence.evidence_t_to_s.toFixed(0)} s, ${evidence.evidence_metric}` : "";
+  fields.error.textContent = "";
+  form.hidden = false;
+  form.scrollIntoView({ block: "nearest" });
+  fields.title.focus({ preventScroll: true });
+}
+
+function closeForm() {
+  form.hidden = true;
+  formAnchor = null;
+  formEvidence = null;
+  if (pending.length && !selectionInProgress()) applyPending();
+}
+
+form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  if (!fields.title.value.trim()) {
+    fields.error.textContent = "title: give the finding a short title.";
+    fields.title.focus();
+    return;
+  }
+  const payload = {
+    pass: fields.pass.value,
+    severity: fields.severity.value,
+    title: fields.title.value.trim(),
+    body: fields.body.value,
+    trace_hop: fields.hop.value,
+    ...(formAnchor || {}),
+    ...(formEvidence || {}),
+  };
+  fields.submit.disabled = true;
+  try {
+    const created = await api(config.urls.findings, { method: "POST", body: payload });
+    store.upsert(created, { quiet: true });
+    window.getSelection()?.removeAllRanges();
+    closeForm();
+    renderAll();
+    markActive(created.id, false);
+    ctx.say(`Filed "${created.title}".`);
+  } catch (err) {
+    fields.error.textContent = err.message || describeError(0, null);
+  } finally {
+    fields.submit.disabled = false;
+  }
+});
+
+document.getElementById("ff-cancel").addEventListener("click", () => {
+  closeForm();
+});
+form.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") closeForm();
+});
+
+for (const button of document.querySelectorAll("button.new-finding")) {
+  button.addEventListener("click", () => openFindingForm({ pass: button.dataset.pass }));
+}
+
+// A finished selection inside the doc opens the form with the quote.
+docBody.addEventListener("mousedown", () => { mouseDownInDoc = true; });
+document.addEventListener("mouseup", () => {
+  if (!mouseDownInDoc) return;
+  mouseDownInDoc = false;
+  const picked = selectionIn(docBody);
+  if (picked) openFindingForm({ quote: picked.quote, ratio: picked.ratio });
+});
+// Keyboard selections (caret browsing, shift+arrows) are offered on Enter.
+docBody.addEventListener("keyup", (e) => {
+  if (e.key !== "Enter") return;
+  const picked = selectionIn(docBody);
+  if (picked) openFindingForm({ quote: picked.quote, ratio: picked.ratio });
+});
+document.getElementById("apply-new").addEventListener("click", applyPending);
+
+// ------------------------------------------------------------------ start
+
+async function loadFindings() {
+  try {
+    store.replaceAll(await apiList(config.urls.findings));
+  } catch (err) {
+    ctx.say(`Could not load findings: ${err.message}`);
+  }
+}
+
+initPasses(ctx);
+connectSession(ctx, {
+  onFinding: onFindingEvent,
+  onReconnect: loadFindings,
+});
+loadFindings();

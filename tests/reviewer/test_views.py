@@ -1,0 +1,166 @@
+"""The browser pages: who sees what, and the JSON the session page reads."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from reviewer.models import ReviewSession
+from reviewer.services import review as review_services
+
+pytestmark = pytest.mark.django_db
+
+DOC_BODY = """# Serving doc
+
+The gateway authenticates the caller.
+The dispatcher keeps requests in an in-memory queue.
+"""
+
+
+@pytest.fixture
+def people(django_user_model: Any) -> dict[str, Any]:
+    """An owner, a reviewer and an outsider."""
+    return {
+        name: django_user_model.objects.create_user(name, password=f"pw-{name}-123")
+        for name in ("owner", "reviewer", "outsider")
+    }
+
+
+@pytest.fixture
+def review(people: dict[str, Any]) -> ReviewSession:
+    """A session on a small doc with the doc-as-written fleet; owner + reviewer."""
+    owner = people["owner"]
+    doc = review_services.doc_create(owner=owner, title="Serving doc", body=DOC_BODY)
+    toml = resources.files("emulator.presets").joinpath("doc-as-written.toml").read_text("utf-8")
+    fleet = review_services.fleet_config_create(owner=owner, name="as written", toml=toml, doc=doc)
+    return review_services.session_create(
+        owner=owner, doc=doc, fleet_config=fleet, title="Serving review", reviewers=[people["reviewer"]]
+    )
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_it_sends_anonymous_visitors_to_sign_in(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_it_shows_the_sign_in_page(client: Client) -> None:
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b'name="username"' in response.content
+
+
+def test_it_lists_the_sessions_docs_and_fleets_of_a_participant(people: dict, review: ReviewSession) -> None:
+    page = client_for(people["reviewer"]).get("/").content.decode()
+    assert "Serving review" in page
+    assert "Serving doc" in page
+    assert "as written" in page
+
+
+def test_it_hides_other_peoples_sessions_from_the_home_page(people: dict, review: ReviewSession) -> None:
+    page = client_for(people["outsider"]).get("/").content.decode()
+    assert "Serving review" not in page
+    assert "No sessions yet" in page
+
+
+def test_it_shows_the_session_page_with_the_rendered_doc_and_five_passes(
+    people: dict, review: ReviewSession
+) -> None:
+    response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "<h1>Serving doc</h1>" in page  # the Markdown is rendered
+    for label in ("Restate", "Numbers", "Trace", "Break", "Rank"):
+        assert f'data-pass="{label.lower()}"' in page
+    assert "/vendor/plotly.min.js" in page
+
+
+def test_it_gives_the_page_script_the_doc_source_and_urls(people: dict, review: ReviewSession) -> None:
+    response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/")
+    page = response.content.decode()
+    start = page.index('<script id="page-config" type="application/json">')
+    raw = page[page.index(">", start) + 1 : page.index("</script>", start)]
+    config = json.loads(raw)
+    assert config["docSource"] == DOC_BODY
+    assert config["urls"]["findings"] == f"/api/sessions/{review.pk}/findings/"
+    assert config["user"]["username"] == "reviewer"
+    assert config["canManage"] is False
+    assert config["fleet"]["scenario"]["dispatcher"]["policy"] == "round_robin"
+
+
+def test_it_lets_the_owner_bring_everyone_to_a_pass(people: dict, review: ReviewSession) -> None:
+    owner_page = client_for(people["owner"]).get(f"/sessions/{review.pk}/").content.decode()
+    reviewer_page = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/").content.decode()
+    assert 'id="share-pass"' in owner_page
+    assert 'id="share-pass"' not in reviewer_page
+
+
+def test_it_answers_404_for_someone_elses_session(people: dict, review: ReviewSession) -> None:
+    client = client_for(people["outsider"])
+    assert client.get(f"/sessions/{review.pk}/").status_code == 404
+    assert client.get(f"/sessions/{review.pk}/numbers.json").status_code == 404
+    assert client.get(f"/sessions/{review.pk}/placement.json").status_code == 404
+
+
+def test_it_creates_a_session_from_a_doc_and_a_fleet_config(people: dict, review: ReviewSession) -> None:
+    client = client_for(people["owner"])
+    response = client.post(
+        "/sessions/new",
+        {"doc": review.doc_id, "fleet_config": review.fleet_config_id, "title": "Second look"},
+    )
+    created = ReviewSession.objects.get(title="Second look")
+    assert response.status_code == 302
+    assert response["Location"] == f"/sessions/{created.pk}/"
+    assert created.owner == people["owner"]
+    assert created.fleet_config_id == review.fleet_config_id
+
+
+def test_it_refuses_a_session_on_a_doc_the_user_cannot_see(people: dict, review: ReviewSession) -> None:
+    client = client_for(people["outsider"])
+    response = client.post("/sessions/new", {"doc": review.doc_id, "title": "Sneaky"}, follow=True)
+    assert not ReviewSession.objects.filter(title="Sneaky").exists()
+    assert "doc: choose one of your docs." in response.content.decode()
+
+
+def test_it_computes_the_numbers_pass_from_the_fleet_config(people: dict, review: ReviewSession) -> None:
+    data = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/numbers.json").json()
+    keys = {figure["key"] for figure in data["figures"]}
+    assert data["figures"] and all("explain" in figure for figure in data["figures"])
+    assert len(keys) > 3
+    assert all(s["severity"] in {"fix_now", "clarify", "mention"} for s in data["findings"])
+
+
+def test_it_ranks_placements_with_host_groups_ready_for_a_fleet_config(
+    people: dict, review: ReviewSession
+) -> None:
+    data = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json").json()
+    assert data["hosts"] == 3 and data["units"] == 10
+    best = data["ranked"][0]
+    assert sum(group["count"] for group in best["host_groups"]) == 3
+    assert all(w.split("@")[0] in {"small", "big"} for g in best["host_groups"] for w in g["workers"])
+    # One host lost is among the verdicts the page shows.
+    assert any(case["failure"].startswith("host:") for case in best["cases"])
+
+
+def test_it_refuses_a_silly_host_count_with_a_message(people: dict, review: ReviewSession) -> None:
+    response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json?hosts=0")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("hosts:")
+
+
+def test_it_serves_plotly_from_the_installed_package(client: Client) -> None:
+    response = client.get("/vendor/plotly.min.js")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/javascript"
+    head = b"".join(response.streaming_content)[:2000]
+    assert b"plotly" in head.lower()
