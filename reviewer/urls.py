@@ -12,4 +12,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/tokens/", tokens_page, name="tokens"),
     path("api/", include("reviewer.api.urls")),
+    path("", include("reviewer.urls_pages")),
 ]
