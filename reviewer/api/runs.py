@@ -1,0 +1,337 @@
+"""/api/runs/ and /api/sweeps/: live emulator runs, their frames and commands, and sweeps."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.urls import path
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from reviewer import permissions
+from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame, Sweep
+from reviewer.services import runs as run_services
+from reviewer.services import sweeps as sweep_services
+
+
+class TooManyRuns(APIException):
+    """429: the user already has as many runs going as allowed."""
+
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_runs"
+
+
+class RunConflict(APIException):
+    """409: the run is not in a state that takes the request."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+@contextmanager
+def run_errors() -> Iterator[None]:
+    """Service refusals as HTTP answers that say why: 429, 409 or 400."""
+    try:
+        yield
+    except run_services.RunLimitError as exc:
+        raise TooManyRuns({"detail": exc.message, "setting": exc.field}) from None
+    except run_services.RunStateError as exc:
+        raise RunConflict({"detail": exc.message}) from None
+    except run_services.RunRequestError as exc:
+        raise serializers.ValidationError({exc.field: [exc.message]}) from None
+
+
+def runs_visible_to(user: Any) -> QuerySet[EmulatorRun]:
+    """Runs of sessions ``user`` takes part in, and session-less runs they started."""
+    qs = EmulatorRun.objects.all()
+    if user.is_staff:
+        return qs
+    return qs.filter(
+        Q(session__in=permissions.sessions_visible_to(user)) | Q(session__isnull=True, started_by=user)
+    )
+
+
+def sweeps_visible_to(user: Any) -> QuerySet[Sweep]:
+    """The same rule for sweeps."""
+    qs = Sweep.objects.all()
+    if user.is_staff:
+        return qs
+    return qs.filter(
+        Q(session__in=permissions.sessions_visible_to(user)) | Q(session__isnull=True, started_by=user)
+    )
+
+
+class ScenarioSourceSerializer(serializers.Serializer):
+    """Where the scenario comes from, and how to change it."""
+
+    config_version = serializers.IntegerField(required=False, allow_null=True,
+                                              help_text="A fleet config version id.")
+    scenario = serializers.JSONField(required=False, allow_null=True,
+                                     help_text="TOML text, a preset name, or a scenario object.")
+    session = serializers.IntegerField(required=False, allow_null=True,
+                                       help_text="The review session the run belongs to.")
+    overrides = serializers.ListField(child=serializers.CharField(), required=False, default=list,
+                                      help_text='e.g. ["traffic.qps=2000", "hosts[0].count=3"]')
+    seed = serializers.IntegerField(required=False, allow_null=True)
+
+    def resolve(self, user: Any) -> dict[str, Any]:
+        """The service's keyword arguments, with ids looked up among what ``user`` may see."""
+        data = self.validated_data
+        session = None
+        if data.get("session") is not None:
+            session = permissions.sessions_visible_to(user).filter(pk=data["session"]).first()
+            if session is None:
+                raise serializers.ValidationError(
+                    {"session": [f"no review session {data['session']} that you take part in"]})
+        version = None
+        if data.get("config_version") is not None:
+            configs = permissions.fleet_configs_visible_to(user)
+            version = FleetConfigVersion.objects.filter(pk=data["config_version"], config__in=configs).first()
+            if version is None:
+                raise serializers.ValidationError(
+                    {"config_version": [f"no fleet config version {data['config_version']} you can see"]})
+        return {"session": session, "config_version": version, "scenario": data.get("scenario"),
+                "overrides": data.get("overrides", []), "seed": data.get("seed")}
+
+
+class RunStartSerializer(ScenarioSourceSerializer):
+    """A request for a run."""
+
+    speed = serializers.JSONField(required=False, default=10, help_text='1, 10, 100 or "max"')
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run's header: status, summary and where it came from."""
+
+    speed = serializers.SerializerMethodField()
+    duration_s = serializers.FloatField(read_only=True)
+    started_by = serializers.CharField(source="started_by.username", read_only=True)
+    commands = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EmulatorRun
+        fields = ["id", "status", "reason", "speed", "seed", "duration_s", "sim_s", "frames_stored",
+                  "behind", "summary", "session", "config_version", "sweep", "sweep_value", "overrides",
+                  "started_by", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
+                  "commands"]
+        read_only_fields = fields
+
+    def get_speed(self, run: EmulatorRun) -> int | str:
+        return run.speed_for_json()
+
+    def get_commands(self, run: EmulatorRun) -> list[dict[str, Any]]:
+        return [
+            {"id": c.pk, "kind": c.kind, "command": c.command, "applied_at_s": c.applied_at_s,
+             "applied_after_frame": c.applied_after_frame, "error": c.error or None}
+            for c in run.commands.all()
+        ]
+
+
+class RunListCreateView(generics.ListAPIView):
+    """Runs you can see (``?session=ID`` narrows to one session); POST starts one (202)."""
+
+    serializer_class = RunSerializer
+
+    def get_queryset(self) -> QuerySet[EmulatorRun]:
+        qs = runs_visible_to(self.request.user).select_related("started_by").prefetch_related("commands")
+        session = self.request.query_params.get("session")
+        if session and session.isdigit():
+            qs = qs.filter(session_id=int(session))
+        return qs
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        run_services.runs_reap_stale()
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=RunStartSerializer, responses={202: RunSerializer})
+    def post(self, request: Request) -> Response:
+        incoming = RunStartSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        with run_errors():
+            run = run_services.run_start(user=request.user, speed=incoming.validated_data.get("speed", 10),
+                                         **incoming.resolve(request.user))
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _run_for(request: Request, pk: int) -> EmulatorRun:
+    """The run if ``request.user`` may see it, else 404 (outsiders learn nothing)."""
+    return get_object_or_404(runs_visible_to(request.user), pk=pk)
+
+
+class RunDetailView(APIView):
+    """A run's status, summary and commands."""
+
+    @extend_schema(responses=RunSerializer)
+    def get(self, request: Request, pk: int) -> Response:
+        run = _run_for(request, pk)
+        if run.status == "running":
+            run_services.runs_reap_stale()
+            run.refresh_from_db()
+        return Response(RunSerializer(run).data)
+
+
+CSV_METRICS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned", "queue_depth", "backlog",
+               "in_service", "busy_workers", "alive_workers", "p50_s", "p95_s", "p99_s", "batch_fill")
+
+
+class FramesCSVRenderer(BaseRenderer):
+    """Frames as CSV: one row per frame, one column per model and metric."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: dict[str, Any] | None = None) -> bytes:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        frames = data.get("frames") if isinstance(data, dict) else None
+        if frames is None:  # an error answer
+            writer.writerow(["detail"])
+            writer.writerow([data.get("detail", data) if isinstance(data, dict) else data])
+            return out.getvalue().encode()
+        models = frames[0]["models"] if frames else []
+        writer.writerow(["i", "t_s", "behind", "hosts_alive", "events"]
+                        + [f"{model}.{metric}" for metric in CSV_METRICS for model in models])
+        for frame in frames:
+            metrics = frame.get("m", {})
+            row = [frame["i"], frame["t_s"], int(bool(frame.get("behind"))),
+                   sum(frame.get("h", {}).get("alive", [])), "; ".join(frame.get("events", []))]
+            for metric in CSV_METRICS:
+                values = metrics.get(metric, [None] * len(models))
+                row.extend("" if v is None else v for v in values)
+            writer.writerow(row)
+        return out.getvalue().encode()
+
+
+class RunFramesView(APIView):
+    """Every stored frame of a run (``?after=N`` for those after frame N); CSV with ``?format=csv``."""
+
+    renderer_classes = [JSONRenderer, FramesCSVRenderer]
+
+    def get(self, request: Request, pk: int, format: str | None = None) -> Response:
+        run = _run_for(request, pk)
+        after = request.query_params.get("after", "-1")
+        try:
+            after_i = int(after)
+        except ValueError:
+            raise serializers.ValidationError({"after": ["give a frame number"]}) from None
+        frames = list(RunFrame.objects.filter(run=run, i__gt=after_i).order_by("i").values_list("data", flat=True))
+        response = Response({"run": run.pk, "status": run.status, "frames": frames})
+        if request.accepted_renderer.format == "csv":
+            response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-frames.csv"'
+        return response
+
+
+class FaultSerializer(serializers.Serializer):
+    """A fault in the [[faults]] vocabulary: {"kill": "host:2"} or {"restore": "host:2"}."""
+
+    kill = serializers.CharField(required=False)
+    restore = serializers.CharField(required=False)
+
+
+class RunFaultsView(APIView):
+    """Inject a fault into a running run; it applies at the run's next frame boundary."""
+
+    @extend_schema(request=FaultSerializer, responses={202: dict})
+    def post(self, request: Request, pk: int) -> Response:
+        run = _run_for(request, pk)
+        fault = request.data if isinstance(request.data, dict) else {}
+        with run_errors():
+            command = run_services.run_inject(run=run, user=request.user,
+                                              fault={k: v for k, v in fault.items()})
+        return Response({"id": command.pk, "run": run.pk, "command": command.command},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class RunCancelView(APIView):
+    """Cancel a run: at once if queued, else at its next frame boundary."""
+
+    @extend_schema(request=None, responses={202: RunSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        run = _run_for(request, pk)
+        with run_errors():
+            run = run_services.run_cancel(run=run, user=request.user)
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SweepStartSerializer(ScenarioSourceSerializer):
+    """A request for a sweep over one key."""
+
+    key = serializers.CharField(help_text='"hosts[0].count", "traffic.qps", or another override key')
+    values = serializers.ListField(child=serializers.FloatField(), min_length=1)
+    target_p99_s = serializers.FloatField(required=False, allow_null=True, min_value=0.0)
+    min_ok_rate = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
+
+
+class SweepSerializer(serializers.ModelSerializer):
+    """A sweep with its progress, curve and answer."""
+
+    progress = serializers.SerializerMethodField()
+    started_by = serializers.CharField(source="started_by.username", read_only=True)
+
+    class Meta:
+        model = Sweep
+        fields = ["id", "status", "reason", "key", "values", "seed", "target_p99_s", "min_ok_rate",
+                  "progress", "curve", "answer", "session", "config_version", "started_by",
+                  "created_at", "finished_at"]
+        read_only_fields = fields
+
+    def get_progress(self, sweep: Sweep) -> dict[str, int]:
+        return sweep_services.sweep_progress(sweep)
+
+
+class SweepCreateView(APIView):
+    """Start a sweep (202): one run per value at speed max, gathered into a curve."""
+
+    @extend_schema(request=SweepStartSerializer, responses={202: SweepSerializer})
+    def post(self, request: Request) -> Response:
+        incoming = SweepStartSerializer(data=request.data)
+        incoming.is_valid(raise_exception=True)
+        data = incoming.validated_data
+        with run_errors():
+            sweep = sweep_services.sweep_start(
+                user=request.user, key=data["key"], values=data["values"],
+                target_p99_s=data.get("target_p99_s"), min_ok_rate=data.get("min_ok_rate"),
+                **incoming.resolve(request.user),
+            )
+        return Response(SweepSerializer(sweep).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SweepDetailView(APIView):
+    """A sweep's progress (points done of total), curve and answer."""
+
+    @extend_schema(responses=SweepSerializer)
+    def get(self, request: Request, pk: int) -> Response:
+        sweep = sweeps_visible_to(request.user).filter(pk=pk).first()
+        if sweep is None:
+            raise NotFound()
+        run_services.runs_reap_stale()
+        # Reading progress finishes a sweep whose chord callback was lost.
+        sweep_services.sweep_progress(sweep)
+        sweep.refresh_from_db()
+        return Response(SweepSerializer(sweep).data)
+
+
+
+# Included by reviewer.api.urls under /api/.
+urlpatterns = [
+    path("runs/", RunListCreateView.as_view(), name="run-list"),
+    path("runs/<int:pk>/", RunDetailView.as_view(), name="run-detail"),
+    path("runs/<int:pk>/frames/", RunFramesView.as_view(), name="run-frames"),
+    path("runs/<int:pk>/faults/", RunFaultsView.as_view(), name="run-faults"),
+    path("runs/<int:pk>/cancel/", RunCancelView.as_view(), name="run-cancel"),
+    path("sweeps/", SweepCreateView.as_view(), name="sweep-create"),
+    path("sweeps/<int:pk>/", SweepDetailView.as_view(), name="sweep-detail"),
+]

@@ -1,0 +1,218 @@
+"""Fixtures for the reviewer app's tests.
+
+Live runs: ``celery_workers`` starts real Celery worker processes on the test
+Redis server and the test database (they must open the same database, so tests
+that use them take ``transactional_db``); ``celery_worker_process`` is one such
+worker shared by a test module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The smallest useful scenario: one model, one host of two workers, a few
+# simulated seconds at a light load. Frames are half a second apart.
+TINY_SCENARIO = """
+name = "tiny"
+duration_s = 6
+seed = 7
+sample_s = 0.5
+
+[traffic]
+qps = 40
+shape = "constant"
+peak_qps = 40
+
+[models.small]
+share = 1.0
+worker_units = 2
+tokens = 500
+tokens_cv = 0.0
+
+[dispatcher]
+max_batch_tokens = 5000
+close_after_s = 0.2
+policy = "pull"
+queue_limit = 0
+standby = "cold"
+failover_s = 1.0
+
+[worker]
+batch_s = 0.5
+service = "constant"
+service_cv = 0.0
+
+[client]
+timeout_s = 10
+retries = 0
+retry_backoff_s = 1.0
+
+[gateway]
+instances = 1
+rate_limit_qps = 0
+keys = 10
+shared_counter = true
+
+[[hosts]]
+count = 2
+units = 10
+workers = ["small@0", "small@2"]
+"""
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL that opens the test database pytest-django set up."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    name = settings_dict["NAME"]
+    if settings_dict["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{name}"
+    user = settings_dict.get("USER") or ""
+    password = settings_dict.get("PASSWORD") or ""
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or "5432"
+    return f"postgres://{auth}{host}:{port}/{name}"
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+class CeleryWorkers:
+    """Real ``celery worker`` processes for one test module."""
+
+    def __init__(self, redis_url: str, database_url: str) -> None:
+        self.redis_url = redis_url
+        self.database_url = database_url
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[str, Path] = {}
+        self.log_dir = Path(tempfile.mkdtemp(prefix="review-test-celery-"))
+
+    def start(self, label: str = "w") -> str:
+        """Start one worker (prefork, one child); return its node name once it answers a ping."""
+        name = f"{label}-{uuid.uuid4().hex[:6]}@localhost"
+        env = {**os.environ, "REDIS_URL": self.redis_url, "DATABASE_URL": self.database_url,
+               "DJANGO_SETTINGS_MODULE": "reviewer.settings", "PYTHONUNBUFFERED": "1"}
+        log_path = self.log_dir / f"{label}.log"
+        log_file = log_path.open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-P", "prefork", "-c", "1",
+             "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", name,
+             "--loglevel", "INFO"],
+            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log_file.close()
+        self.procs[name] = proc
+        self.logs[name] = log_path
+        self.wait_for_ping(name)
+        return name
+
+    def wait_for_ping(self, name: str, timeout_s: float = 60.0) -> None:
+        """Block until the worker answers a control ping."""
+        from reviewer.celery import app
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.procs[name].poll() is not None:
+                raise RuntimeError(f"worker {name} exited:\n{self.log(name)}")
+            if app.control.ping(destination=[name], timeout=0.5):
+                return
+        raise RuntimeError(f"worker {name} did not answer a ping in {timeout_s} s:\n{self.log(name)}")
+
+    def log(self, name: str) -> str:
+        """The worker's output so far."""
+        return self.logs[name].read_text(errors="replace")
+
+    def pool_child_pids(self, name: str) -> list[int]:
+        """Process ids of the worker's pool children."""
+        parent = self.procs[name].pid
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(parent)], capture_output=True, text=True)
+        return [int(pid) for pid in out.stdout.split()]
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the worker and its pool children at once."""
+        proc = self.procs[name]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        """Kill every worker started here and its pool children (nothing outlives the module)."""
+        for proc in self.procs.values():
+            # Children orphaned by a killed parent keep the group id.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def celery_workers(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> Iterator[CeleryWorkers]:
+    """A factory of real Celery workers on the test Redis and test database."""
+    with django_db_blocker.unblock():
+        database_url = test_database_url()
+    workers = CeleryWorkers(redis_url, database_url)
+    _purge_queue()
+    try:
+        yield workers
+    finally:
+        workers.stop_all()
+        _purge_queue()
+
+
+@pytest.fixture(scope="module")
+def celery_worker_process(celery_workers: CeleryWorkers) -> str:
+    """One real Celery worker for the module; its node name."""
+    return celery_workers.start("w1")
+
+
+def _purge_queue() -> None:
+    """Drop tasks left in the queue by an earlier module (their rows are gone)."""
+    from reviewer.celery import app
+
+    app.control.purge()
+
+
+@pytest.fixture
+def tiny_scenario() -> str:
+    """TOML text of the smallest useful scenario."""
+    return TINY_SCENARIO
+
+
+@pytest.fixture
+def run_users(django_user_model: Any) -> dict[str, Any]:
+    """An owner, a reviewer, an outsider and a staff member (logged in without passwords)."""
+    make = django_user_model.objects.create_user
+    return {
+        "owner": make("owner"),
+        "reviewer": make("reviewer"),
+        "outsider": make("outsider"),
+        "staff": make("staffer", is_staff=True),
+    }
+
+
+@pytest.fixture
+def review_session(run_users: dict[str, Any]) -> Any:
+    """A review session owned by ``owner`` with ``reviewer`` taking part."""
+    from reviewer.models import DesignDoc, ReviewSession
+
+    doc = DesignDoc.objects.create(title="Inference serving", body="A doc.", owner=run_users["owner"])
+    session = ReviewSession.objects.create(title="Review", doc=doc, owner=run_users["owner"])
+    session.reviewers.add(run_users["reviewer"])
+    return session
+
