@@ -12,6 +12,16 @@ from __future__ import annotations
 #: callers pass ``max_requests`` to load/validate to use another cap (None: no cap).
 DEFAULT_REQUEST_BUDGET: int = 20_000_000
 
+from emulator.engine import Engine  # noqa: E402
+from emulator.results import Frame, Summary  # noqa: E402
 from emulator.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402
 
-__all__ = ["DEFAULT_REQUEST_BUDGET", "Scenario", "ScenarioError", "load_scenario"]
+__all__ = [
+    "DEFAULT_REQUEST_BUDGET",
+    "Engine",
+    "Frame",
+    "Scenario",
+    "ScenarioError",
+    "Summary",
+    "load_scenario",
+]

@@ -263,16 +263,16 @@ class Engine:
         low = d.open_start
         if d.timeout is not None:
             low = min(low, d.swept)
-        if d.closed:
-            low = min(low, min(batch[0] for batch in d.closed))
+        if d.closed:  # held in order of closing: the first is the oldest
+            low = min(low, d.closed[0][0])
         fleet = self.fleet
         for w in d.workers:
             batch = fleet.batch[w]
             if batch is not None and batch[0] < low:
                 low = batch[0]
             q = fleet.queue[w]
-            if q and q[0][0] < low:
-                low = min(bt[0] for bt in q)
+            if q and q[0][0] < low:  # a worker's queue is in order of pushing
+                low = q[0][0]
         return low
 
     def _replan(self, d: Dispatcher) -> None:

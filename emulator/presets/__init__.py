@@ -13,8 +13,20 @@ if TYPE_CHECKING:
     from emulator.scenario import Scenario
 
 PRESETS: dict[str, str] = {
-    "doc-as-written": "the doc's system as written on the Part 2 hosts (2 big / 2 big / 5 small) "
-    "at its average 1k QPS: a queue that grows without bound, dispatcher and host failures",
+    "doc-as-written": "the doc's system as written, on the Part 2 hosts (2 big / 2 big / 5 small) "
+    "at its average 1k QPS: a queue that grows without bound, then dispatcher and host failures",
+    "peak-sized": "10k QPS on the fleet the numbers pass sizes (800 workers, about 94% busy), "
+    "pull dispatching and a 0.1 s max-wait rule: latency stays near the 1.5 s floor",
+    "low-traffic-no-close": "night traffic (4 QPS) with close_after_s never: batches wait about "
+    "10 s to fill, so mean latency is about 6 s instead of 1.5 s",
+    "round-robin-vs-pull": "one model at about 85% load with lognormal service (cv 0.5), "
+    "round-robin; compare --set dispatcher.policy=pull for a much lower p99",
+    "dispatcher-failover": "the small dispatcher dies at 60 s with a cold standby: its queue is "
+    "lost and batches at workers are orphaned; compare --set dispatcher.standby=replicated",
+    "host-loss": "2 big / 2 big / 5 small at 80 QPS loses host 2 at 60 s: no small request is "
+    "served until it returns (the 1 big + 2 small layout keeps both models up)",
+    "retry-storm": "150 QPS on 120 QPS of workers, 10 s client timeout, 3 retries: retries "
+    "multiply the load and most completed work is wasted on clients that left",
 }
 
 

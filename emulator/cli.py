@@ -1,0 +1,198 @@
+"""``python -m emulator``: run scenarios and list presets from the command line.
+
+Subcommands are added by the functions in ``REGISTER``; each takes the argparse
+subparsers object, adds its parser and sets ``func`` (called with the parsed args,
+returning the exit status). Another module adds a subcommand by appending its register
+function to that list. A user's mistake exits with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import IO, Any, NoReturn
+
+from emulator.engine import Engine
+from emulator.presets import PRESETS
+from emulator.results import Outcomes, Summary
+from emulator.scenario import ScenarioError, load_scenario
+
+Register = Callable[[Any], None]
+
+#: Seconds of wall time after which a run shows a progress bar (unless --json).
+PROGRESS_AFTER_S = 2.0
+_STEPS = 200
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def register_run(sub: Any) -> None:
+    """``run FILE|PRESET [--seed N] [--set K=V ...] [--json] [--frames OUT.jsonl]``."""
+    p = sub.add_parser("run", help="run a scenario file or preset and print its summary")
+    p.add_argument("scenario", metavar="FILE|PRESET", help="a scenario TOML file or a preset name")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key by dotted path, e.g. traffic.qps=10000 or hosts[0].count=150",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--frames", metavar="OUT.jsonl", help="also write every frame, one JSON a line")
+    p.set_defaults(func=cmd_run)
+
+
+def register_presets(sub: Any) -> None:
+    """``presets``: one line per shipped scenario."""
+    p = sub.add_parser("presets", help="list the shipped scenarios")
+    p.set_defaults(func=cmd_presets)
+
+
+#: Subcommand registrations, in the order ``--help`` lists them.
+REGISTER: list[Register] = [register_run, register_presets]
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    """Print each preset's name and description on one line."""
+    width = max(len(n) for n in PRESETS)
+    for name, description in PRESETS.items():
+        print(f"{name:<{width}}  {description}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a scenario to its end and print the summary."""
+    scenario = load_scenario(args.scenario)
+    if args.overrides:
+        scenario = scenario.with_overrides(args.overrides)
+    engine = Engine(scenario, seed=args.seed)
+    out: IO[str] | None = None
+    if args.frames:
+        try:
+            out = open(args.frames, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise ScenarioError(
+                "--frames", f"cannot write {args.frames} ({exc.strerror})"
+            ) from None
+    bar = _Progress(enabled=not args.json)
+    try:
+        step = scenario.duration_s / _STEPS
+        k = 0
+        while not engine.done:
+            k += 1
+            frames = engine.advance_to(min(k * step, scenario.duration_s))
+            if out is not None:
+                for frame in frames:
+                    out.write(json.dumps(frame.to_dict(), separators=(",", ":")) + "\n")
+            bar.show(engine.now_s, scenario.duration_s)
+    finally:
+        bar.clear()
+        if out is not None:
+            out.close()
+    summary = engine.summary()
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    else:
+        print(format_summary(scenario.name, summary))
+    return 0
+
+
+class _Progress:
+    """A one-line progress bar on stderr, shown once a run takes a while."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty() or enabled and _force_progress()
+        self.started = time.perf_counter()
+        self.shown = False
+        self.last = -1
+
+    def show(self, now_s: float, duration_s: float) -> None:
+        if not self.enabled or time.perf_counter() - self.started < PROGRESS_AFTER_S:
+            return
+        frac = now_s / duration_s if duration_s else 1.0
+        if int(frac * 100) == self.last:
+            return
+        self.last = int(frac * 100)
+        filled = int(frac * 30)
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (30 - filled)}] {frac:4.0%} "
+            f"{now_s:,.0f}/{duration_s:,.0f} s simulated"
+        )
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+def _force_progress() -> bool:
+    import os
+
+    return os.environ.get("EMULATOR_PROGRESS") == "1"
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def format_summary(name: str, s: Summary) -> str:
+    """A readable table of the summary: outcomes and latency, fleet and per model."""
+    cols = ("offered", "ok", "timed_out", "shed", "lost", "orphaned", "in_system_end")
+    head = f"{'':<10}" + "".join(f"{c:>14}" for c in cols) + f"{'served_qps':>12}"
+    head += "".join(f"{c:>9}" for c in ("p50_s", "p99_s", "mean_s"))
+    lines = [
+        f"{name}: {s.sim_s:,.0f} s simulated in {s.wall_s:.2f} s wall, {s.events:,} events",
+        head,
+    ]
+
+    def row(label: str, o: Outcomes) -> str:
+        lat = o.latency_s
+        return (
+            f"{label:<10}"
+            + "".join(f"{getattr(o, c):>14,}" for c in cols)
+            + f"{o.served_qps:>12.1f}"
+            + "".join(f"{_fmt(lat.get(k)):>9}" for k in ("p50", "p99", "mean"))
+        )
+
+    lines.append(row("all", s))
+    for model, o in s.per_model.items():
+        lines.append(row(model[:10], o))
+    lines.append(
+        f"wasted batches: {s.wasted_batches:,}; retries offered: {s.retried:,}; "
+        f"books balance: {'yes' if s.balanced() else 'NO'}"
+    )
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m emulator`` parser with every registered subcommand."""
+    parser = _Parser(prog="python -m emulator", description="Run the serving-system emulator.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for register in REGISTER:
+        register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: parse, run the subcommand, map user errors to exit status 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
