@@ -1,0 +1,145 @@
+"""Fixtures shared by the review-data tests (docs, fleet configs, sessions, findings).
+
+Test modules import them by name (``from review_data_fixtures import *``); the
+users are an owner, a reviewer, an outsider and a staff member.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+REVIEW_DOC_BODY = """# Chat serving
+
+## Components
+A stateless API gateway authenticates and rate limits each request.
+One active dispatcher per model with a hot standby holds an in-memory queue.
+The queue sends each batch to the next worker in round-robin order.
+Each worker runs one batch at a time, in about 1.5 seconds.
+
+## Goals
+Serve 10k QPS at peak. Keep latency low.
+"""
+
+# The smallest useful scenario: one model on one host.
+SMALL_SCENARIO = """
+name = "small"
+duration_s = 6
+seed = 7
+sample_s = 0.5
+
+[traffic]
+qps = 40
+shape = "constant"
+peak_qps = 40
+
+[models.small]
+share = 1.0
+worker_units = 2
+tokens = 500
+tokens_cv = 0.0
+
+[dispatcher]
+max_batch_tokens = 5000
+close_after_s = 0.2
+policy = "pull"
+queue_limit = 0
+standby = "cold"
+failover_s = 1.0
+
+[worker]
+batch_s = 0.5
+service = "constant"
+service_cv = 0.0
+
+[client]
+timeout_s = 10
+retries = 0
+retry_backoff_s = 1.0
+
+[gateway]
+instances = 1
+rate_limit_qps = 0
+keys = 10
+shared_counter = true
+
+[[hosts]]
+count = 1
+units = 10
+workers = ["small@0", "small@2"]
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """Hash test users' passwords cheaply: PBKDF2 costs about half a second per user."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def people(django_user_model: Any) -> dict[str, Any]:
+    """An owner, a reviewer, an outsider and a staff member (passwords are their names)."""
+    make = django_user_model.objects.create_user
+    return {
+        "owner": make("owner", password="owner"),
+        "reviewer": make("reviewer", password="reviewer"),
+        "outsider": make("outsider", password="outsider"),
+        "staff": make("staffer", password="staffer", is_staff=True),
+    }
+
+
+@pytest.fixture
+def review_doc(people: dict[str, Any]) -> Any:
+    """A design doc owned by ``owner``, made through the service (so it has revision 1)."""
+    from reviewer.services import review as services
+
+    return services.doc_create(owner=people["owner"], title="Chat serving", body=REVIEW_DOC_BODY)
+
+
+@pytest.fixture
+def review_fleet(people: dict[str, Any], review_doc: Any) -> Any:
+    """A fleet config holding ``SMALL_SCENARIO``, owned by ``owner``."""
+    from reviewer.services import review as services
+
+    return services.fleet_config_create(owner=people["owner"], name="small fleet", toml=SMALL_SCENARIO, doc=review_doc)
+
+
+@pytest.fixture
+def open_review(people: dict[str, Any], review_doc: Any, review_fleet: Any) -> Any:
+    """A session on ``review_doc`` owned by ``owner`` with ``reviewer`` taking part."""
+    from reviewer.services import review as services
+
+    return services.session_create(
+        owner=people["owner"],
+        doc=review_doc,
+        fleet_config=review_fleet,
+        title="Chat serving review",
+        reviewers=[people["reviewer"]],
+    )
+
+
+@pytest.fixture
+def api_as(people: dict[str, Any]) -> Any:
+    """``api_as("owner")``: a DRF APIClient authenticated as that user (None: anonymous)."""
+    from rest_framework.test import APIClient
+
+    def make(name: str | None) -> APIClient:
+        client = APIClient()
+        if name is not None:
+            client.force_authenticate(people[name])
+        return client
+
+    return make
+
+
+__all__ = [
+    "REVIEW_DOC_BODY",
+    "SMALL_SCENARIO",
+    "_fast_password_hashing",
+    "api_as",
+    "open_review",
+    "people",
+    "review_doc",
+    "review_fleet",
+]
