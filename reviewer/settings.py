@@ -177,7 +177,14 @@ REDIS_URL = _redis_url()
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1500, "expiry": 30},
+        # redis-py 8 gives sockets a 5 s read timeout by default, shorter than
+        # the layer's blocking 5 s pop: every idle websocket would drop. None
+        # lets the server-side timeout decide, as before redis-py 8.
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+            "capacity": 1500,
+            "expiry": 30,
+        },
     }
 }
 

@@ -41,7 +41,7 @@ def redis_url() -> Iterator[str]:
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [url], "capacity": 1500, "expiry": 30},
+            "CONFIG": {"hosts": [{"address": url, "socket_timeout": None}], "capacity": 1500, "expiry": 30},
         }
     }
     celery_app.conf.broker_url = url
