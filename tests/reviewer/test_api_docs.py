@@ -1,0 +1,86 @@
+"""/api/docs/: design docs, revisions, re-anchoring on edit, permissions."""
+
+from __future__ import annotations
+
+import pytest
+from review_data_fixtures import *  # noqa: F403
+from review_data_fixtures import REVIEW_DOC_BODY
+
+from reviewer.services import review as services
+
+pytestmark = pytest.mark.django_db
+
+GONE = "The queue sends each batch to the next worker in round-robin order."
+
+
+def test_it_creates_a_doc_with_its_first_revision(api_as):
+    response = api_as("owner").post("/api/docs/", {"title": "New doc", "body": "# Hi\n\nText."}, format="json")
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["owner"] == "owner" and data["revision"] == 1
+    assert data["body_html"] == "<h1>Hi</h1>\n<p>Text.</p>"
+    revisions = api_as("owner").get(f"/api/docs/{data['id']}/revisions/").json()["results"]
+    assert [r["number"] for r in revisions] == [1]
+
+
+def test_it_requires_a_title(api_as):
+    response = api_as("owner").post("/api/docs/", {"body": "x"}, format="json")
+    assert response.status_code == 400 and "title" in response.json()
+
+
+@pytest.mark.parametrize(("who", "status"), [("owner", 200), ("reviewer", 200), ("staff", 200),
+                                             ("outsider", 404), (None, 401)])
+def test_who_may_read_a_doc(api_as, open_review, who, status):
+    assert api_as(who).get(f"/api/docs/{open_review.doc_id}/").status_code == status
+
+
+def test_lists_show_only_visible_docs(api_as, open_review, people):
+    services.doc_create(owner=people["outsider"], title="Secret", body="")
+    titles = {d["title"] for d in api_as("reviewer").get("/api/docs/").json()["results"]}
+    assert titles == {"Chat serving"}
+    assert {d["title"] for d in api_as("staff").get("/api/docs/").json()["results"]} == {"Chat serving", "Secret"}
+
+
+@pytest.mark.parametrize(("who", "status"), [("owner", 200), ("staff", 200), ("reviewer", 403),
+                                             ("outsider", 404), (None, 401)])
+def test_who_may_edit_a_doc(api_as, open_review, who, status):
+    response = api_as(who).patch(f"/api/docs/{open_review.doc_id}/", {"title": "Edited"}, format="json")
+    assert response.status_code == status
+
+
+def test_an_edit_re_anchors_findings_and_lists_orphans(api_as, open_review):
+    reviewer = api_as("reviewer")
+    url = f"/api/sessions/{open_review.pk}/findings/"
+    kept = reviewer.post(url, {"pass": "numbers", "title": "10k", "anchor_exact": "Serve 10k QPS at peak."},
+                         format="json").json()
+    lost = reviewer.post(url, {"pass": "trace", "title": "push", "anchor_exact": GONE}, format="json").json()
+    new_body = "Intro paragraph added.\n\n" + REVIEW_DOC_BODY.replace(GONE + "\n", "")
+    response = api_as("owner").patch(
+        f"/api/docs/{open_review.doc_id}/", {"body": new_body, "base_revision": 1}, format="json"
+    )
+    assert response.status_code == 200
+    data = response.json()
+    assert data["revision"] == 2
+    assert [f["id"] for f in data["orphaned_findings"]] == [lost["id"]]
+    moved = reviewer.get(f"/api/findings/{kept['id']}/").json()
+    assert moved["revision"] == 2 and new_body[moved["anchor_start"] : moved["anchor_end"]] == "Serve 10k QPS at peak."
+    orphans = reviewer.get(url + "?orphaned=true").json()["results"]
+    assert [(f["id"], f["orphaned"], f["revision"]) for f in orphans] == [(lost["id"], True, 1)]
+    assert [r["number"] for r in reviewer.get(f"/api/docs/{open_review.doc_id}/revisions/").json()["results"]] == [1, 2]
+    first = reviewer.get(f"/api/docs/{open_review.doc_id}/revisions/1/").json()
+    assert first["body"] == REVIEW_DOC_BODY
+
+
+def test_an_edit_from_a_stale_revision_gets_409(api_as, open_review):
+    client = api_as("owner")
+    url = f"/api/docs/{open_review.doc_id}/"
+    assert client.patch(url, {"body": "one", "base_revision": 1}, format="json").status_code == 200
+    stale = client.patch(url, {"body": "two", "base_revision": 1}, format="json")
+    assert stale.status_code == 409 and stale.json()["current_version"] == 2
+
+
+def test_a_doc_under_review_cannot_be_deleted_but_a_free_one_can(api_as, open_review, people):
+    assert api_as("owner").delete(f"/api/docs/{open_review.doc_id}/").status_code == 409
+    free = services.doc_create(owner=people["owner"], title="Free", body="")
+    assert api_as("reviewer").delete(f"/api/docs/{free.pk}/").status_code == 404
+    assert api_as("owner").delete(f"/api/docs/{free.pk}/").status_code == 204

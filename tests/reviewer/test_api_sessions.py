@@ -1,0 +1,96 @@
+"""/api/sessions/: review sessions, participants, permissions."""
+
+from __future__ import annotations
+
+import pytest
+from review_data_fixtures import *  # noqa: F403
+
+from reviewer.models import ReviewSession
+from reviewer.services import review as services
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_opens_a_session_with_reviewers(api_as, review_doc, review_fleet):
+    response = api_as("owner").post(
+        "/api/sessions/",
+        {"doc": review_doc.pk, "fleet_config": review_fleet.pk, "title": "R", "reviewers": ["reviewer"]},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["owner"] == "owner" and data["reviewers"] == ["reviewer"]
+    assert data["current_pass"] == "restate" and data["status"] == "open"
+    assert data["finding_counts"] == {"fix_now": 0, "clarify": 0, "mention": 0, "orphaned": 0}
+
+
+def test_it_refuses_a_doc_the_user_cannot_see(api_as, review_doc):
+    response = api_as("outsider").post("/api/sessions/", {"doc": review_doc.pk}, format="json")
+    assert response.status_code == 400 and "doc" in response.json()
+
+
+def test_it_refuses_an_unknown_reviewer(api_as, review_doc):
+    response = api_as("owner").post("/api/sessions/", {"doc": review_doc.pk, "reviewers": ["nobody"]}, format="json")
+    assert response.status_code == 400 and "reviewers" in response.json()
+
+
+@pytest.mark.parametrize(("who", "status"), [("owner", 200), ("reviewer", 200), ("staff", 200),
+                                             ("outsider", 404), (None, 401)])
+def test_who_may_see_a_session(api_as, open_review, who, status):
+    assert api_as(who).get(f"/api/sessions/{open_review.pk}/").status_code == status
+
+
+def test_lists_hold_only_the_users_sessions(api_as, open_review, people, review_doc):
+    other = services.session_create(owner=people["outsider"], doc=review_doc)
+    assert [s["id"] for s in api_as("reviewer").get("/api/sessions/").json()["results"]] == [open_review.pk]
+    assert [s["id"] for s in api_as("outsider").get("/api/sessions/").json()["results"]] == [other.pk]
+    assert {s["id"] for s in api_as("staff").get("/api/sessions/").json()["results"]} == {open_review.pk, other.pk}
+    assert api_as(None).get("/api/sessions/").status_code == 401
+
+
+@pytest.mark.parametrize(("who", "status"), [("owner", 200), ("staff", 200), ("reviewer", 403),
+                                             ("outsider", 404), (None, 401)])
+def test_only_the_owner_manages_participants(api_as, open_review, who, status):
+    response = api_as(who).patch(
+        f"/api/sessions/{open_review.pk}/", {"reviewers": ["reviewer", "outsider"]}, format="json"
+    )
+    assert response.status_code == status
+    expected = {"reviewer", "outsider"} if status == 200 else {"reviewer"}
+    assert {u.username for u in ReviewSession.objects.get(pk=open_review.pk).reviewers.all()} == expected
+
+
+def test_the_owner_moves_the_session_to_another_pass_and_closes_it(api_as, open_review):
+    url = f"/api/sessions/{open_review.pk}/"
+    data = api_as("owner").patch(url, {"current_pass": "trace", "status": "closed"}, format="json").json()
+    assert (data["current_pass"], data["status"]) == ("trace", "closed")
+    assert api_as("owner").patch(url, {"current_pass": "nap"}, format="json").status_code == 400
+
+
+def test_a_sessions_doc_cannot_be_swapped(api_as, open_review, people):
+    other = services.doc_create(owner=people["owner"], title="Other", body="")
+    response = api_as("owner").patch(f"/api/sessions/{open_review.pk}/", {"doc": other.pk}, format="json")
+    assert response.status_code == 400 and "doc" in response.json()
+
+
+@pytest.mark.parametrize(("who", "status"), [("reviewer", 403), ("outsider", 404), (None, 401), ("owner", 204)])
+def test_only_the_owner_deletes_a_session(api_as, open_review, who, status):
+    assert api_as(who).delete(f"/api/sessions/{open_review.pk}/").status_code == status
+
+
+def test_a_token_authenticates_scripts_and_no_credentials_get_401(open_review, people):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    token = Token.objects.create(user=people["reviewer"])
+    client = APIClient()
+    anonymous = client.get("/api/sessions/")
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert [s["id"] for s in client.get("/api/sessions/").json()["results"]] == [open_review.pk]
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-key")
+    assert client.get("/api/sessions/").status_code == 401
+
+
+def test_the_browser_session_authenticates_too(client, open_review, people):
+    client.force_login(people["owner"])
+    assert client.get(f"/api/sessions/{open_review.pk}/").status_code == 200
