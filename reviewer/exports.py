@@ -117,7 +117,7 @@ def _quote_block(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.strip().splitlines())
 
 
-def _finding_markdown(finding: Finding, heading: str) -> list[str]:
+def _finding_markdown(finding: Finding, heading: str, with_body: bool = True) -> list[str]:
     meta = [f"pass: {finding.get_review_pass_display().lower()}", f"by {finding.author.get_username()}"]
     if finding.status != FindingStatus.OPEN:
         meta.append(f"status: {finding.status}")
@@ -129,7 +129,9 @@ def _finding_markdown(finding: Finding, heading: str) -> list[str]:
         if finding.orphaned:
             where += "; this passage is no longer in the latest revision"
         lines += [_quote_block(finding.anchor_exact), f"> — {where}", ""]
-    if finding.body.strip():
+    if not with_body:
+        lines += ["See the restatement above.", ""]
+    elif finding.body.strip():
         lines += [finding.body.strip(), ""]
     evidence = _evidence_line(finding)
     if evidence:
@@ -140,11 +142,12 @@ def _finding_markdown(finding: Finding, heading: str) -> list[str]:
 def export_markdown(session: ReviewSession) -> str:
     """The review as a report: restatement, the numbers headline, then the buckets.
 
-    Dropped findings are left out; restate-pass findings form the restatement.
+    Dropped findings are left out. Restate-pass findings form the restatement
+    and are ranked in their buckets like the others (without repeating their text).
     """
     findings = [f for f in ordered_findings(session) if f.status != FindingStatus.DROPPED]
     restate = [f for f in findings if f.review_pass == ReviewPass.RESTATE]
-    ranked = [f for f in findings if f.review_pass != ReviewPass.RESTATE]
+    ranked = findings
     numbers = [f for f in ranked if f.review_pass == ReviewPass.NUMBERS]
     doc = session.doc
     latest = doc.latest_revision()
@@ -193,7 +196,9 @@ def export_markdown(session: ReviewSession) -> str:
             lines += ["Nothing here.", ""]
         for finding in bucket:
             rank += 1
-            lines += _finding_markdown(finding, f"### {rank}. {finding.title}")
+            lines += _finding_markdown(
+                finding, f"### {rank}. {finding.title}", with_body=finding.review_pass != ReviewPass.RESTATE
+            )
     return "\n".join(lines).rstrip() + "\n"
 
 
