@@ -1,0 +1,54 @@
+"""Helpers for the browser tests: selecting doc text, waiting, screenshots."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "test-output" / "screenshots"
+
+
+def select_text(page: Any, text: str) -> None:
+    """Select ``text`` in the rendered doc with the mouse, as a reader would."""
+    box = page.evaluate(
+        """(text) => {
+            const root = document.getElementById('doc-body');
+            const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+            for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+                const i = n.nodeValue.indexOf(text);
+                if (i < 0) continue;
+                const r = document.createRange();
+                r.setStart(n, i); r.setEnd(n, i + text.length);
+                r.startContainer.parentElement.scrollIntoView({block: 'center'});
+                const rects = [...r.getClientRects()];
+                const a = rects[0], b = rects[rects.length - 1];
+                return {x1: a.left + 1, y1: a.top + a.height / 2, x2: b.right - 1, y2: b.top + b.height / 2};
+            }
+            return null;
+        }""",
+        text,
+    )
+    assert box is not None, f"{text!r} is not in the rendered doc"
+    page.mouse.move(box["x1"], box["y1"])
+    page.mouse.down()
+    page.mouse.move(box["x2"], box["y2"], steps=8)
+    page.mouse.up()
+
+
+def wait_for(predicate: Any, timeout_s: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def screenshot(page: Any, name: str, full_page: bool = False) -> Path:
+    """Save a screenshot to test-output/screenshots/<name>.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path

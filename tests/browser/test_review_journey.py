@@ -1,0 +1,97 @@
+"""A review in the browser: findings filed from a selection reach the other
+reviewer live, are ranked, and come out in the Markdown export."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import screenshot, select_text, wait_for
+from conftest import ExampleReview, LiveServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+SENTENCE = "The dispatcher reads requests from the queue and closes a batch."
+SECOND_SENTENCE = "The gateway authenticates the caller."
+
+
+def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, tmp_path: Path
+) -> None:
+    from reviewer.models import Finding
+
+    alice = signed_in("alice")
+    bob = signed_in("bob")
+    # Sign-in lands on the home page, which lists the example session.
+    assert "Example review" in alice.inner_text("main")
+    alice.click("text=Example review: chat inference serving")
+    alice.wait_for_selector("#doc-body mark.finding")
+    bob.goto(dashboard.url + example_review.path)
+    bob.wait_for_selector("#doc-body mark.finding")
+    bob.wait_for_selector(".presence .viewer:has-text('alice')")
+
+    # Alice selects a sentence: the form opens with the quote and her pass.
+    select_text(alice, SENTENCE)
+    alice.wait_for_selector("#finding-form:not([hidden])")
+    assert alice.inner_text("#ff-quote") == SENTENCE
+    assert alice.input_value("#ff-pass") == "restate"
+    alice.fill("#ff-title", "Who closes a batch, and when?")
+    alice.fill("#ff-body", "The doc gives no rule for closing a partial batch.")
+    alice.select_option("#ff-severity", "clarify")
+    alice.click("#ff-submit")
+    alice.wait_for_selector("#doc-body mark.finding[title='Who closes a batch, and when?']")
+    filed_at = time.monotonic()
+
+    # Bob sees it within two seconds, highlighted on the same words.
+    mark = bob.wait_for_selector("#doc-body mark.finding[title='Who closes a batch, and when?']", timeout=2000)
+    assert time.monotonic() - filed_at < 2.0
+    assert mark.inner_text().strip() == SENTENCE
+    assert bob.is_visible("#panel-restate .finding-item:has-text('Who closes a batch')")
+    finding = Finding.objects.get(title="Who closes a batch, and when?")
+    assert finding.anchor_exact == SENTENCE and finding.anchor_start is not None
+
+    # While bob is selecting text, alice's next finding waits as "1 new".
+    select_text(bob, SECOND_SENTENCE)
+    bob.wait_for_selector("#finding-form:not([hidden])")
+    assert bob.inner_text("#ff-quote") == SECOND_SENTENCE
+    select_text(alice, SECOND_SENTENCE)
+    alice.fill("#ff-title", "Authentication before rate limiting")
+    alice.click("#ff-submit")
+    bob.wait_for_selector("#new-banner:not([hidden])", timeout=2000)
+    assert bob.inner_text("#new-count") == "1 new"
+    assert bob.query_selector("mark.finding[title='Authentication before rate limiting']") is None
+    assert bob.inner_text("#ff-quote") == SECOND_SENTENCE  # his selection in progress is intact
+    bob.click("#apply-new")
+    bob.wait_for_selector("mark.finding[title='Authentication before rate limiting']")
+    bob.click("#ff-cancel")
+
+    # Alice (the owner) moves the new finding to "fix now" with the keyboard.
+    alice.click("#tab-rank")
+    card = alice.wait_for_selector(".rank-col[data-severity=clarify] .rank-card:has-text('Who closes a batch')")
+    card.focus()
+    alice.keyboard.press("Space")
+    alice.keyboard.press("ArrowLeft")
+    alice.keyboard.press("ArrowUp")
+    alice.keyboard.press("Space")
+    alice.wait_for_selector(".rank-col[data-severity=fix_now] .rank-card:has-text('Who closes a batch')")
+    wait_for(lambda: Finding.objects.get(pk=finding.pk).severity == "fix_now", what="the move to be saved")
+    bob.click("#tab-rank")
+    bob.wait_for_selector(".rank-col[data-severity=fix_now] .rank-card:has-text('Who closes a batch')", timeout=3000)
+
+    # ... and another one to "mention" by drag and drop.
+    alice.drag_and_drop(
+        ".rank-card:has-text('Authentication before rate limiting')", ".rank-col[data-severity=mention]"
+    )
+    wait_for(lambda: Finding.objects.get(title="Authentication before rate limiting").severity == "mention",
+             what="the drop to be saved")
+    screenshot(alice, "session-rank")
+
+    # The Markdown export carries the finding with its quote.
+    with alice.expect_download() as download_info:
+        alice.click(".exports a[data-format=md]")
+    report = Path(download_info.value.path()).read_text()
+    assert "Who closes a batch, and when?" in report
+    assert SENTENCE in report
+    assert report.index("Who closes a batch") < report.index("Authentication before rate limiting")
