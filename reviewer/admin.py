@@ -1,0 +1,177 @@
+"""Django admin for review data (staff only, as the admin site is).
+
+Saves go through the review services, so an admin edit makes doc revisions
+and fleet config versions exactly as the API does, and re-anchors findings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from emulator.numbers import compute
+from emulator.scenario import Scenario, ScenarioError
+from reviewer.models.review import (
+    DesignDoc,
+    DocRevision,
+    Finding,
+    FindingReply,
+    FleetConfig,
+    FleetConfigVersion,
+    ReviewSession,
+)
+from reviewer.services import review as services
+
+
+class DocRevisionInline(admin.TabularInline):
+    """A doc's revisions, read-only: they are history."""
+
+    model = DocRevision
+    extra = 0
+    can_delete = False
+    fields = ["number", "title", "author", "created_at"]
+    readonly_fields = fields
+    ordering = ["-number"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DesignDoc)
+class DesignDocAdmin(admin.ModelAdmin):
+    """Docs; saving a changed title or body makes a new revision."""
+
+    list_display = ["title", "owner", "updated_at"]
+    search_fields = ["title", "body"]
+    readonly_fields = ["created_at", "updated_at"]
+    inlines = [DocRevisionInline]
+
+    def save_model(self, request: HttpRequest, obj: DesignDoc, form: Any, change: bool) -> None:
+        if not change:
+            created = services.doc_create(owner=obj.owner, title=obj.title, body=obj.body)
+            obj.pk = created.pk
+            return
+        result = services.doc_revise(doc=obj, author=request.user, title=obj.title, body=obj.body)
+        if result.orphaned:
+            titles = ", ".join(f.title for f in result.orphaned)
+            self.message_user(request, f"Findings whose quote is no longer in the doc: {titles}")
+
+
+class FleetConfigForm(forms.ModelForm):
+    """The scenario edited as TOML; the emulator's key-path errors land on the field."""
+
+    class Meta:
+        model = FleetConfig
+        fields = ["name", "owner", "doc", "toml"]
+        widgets = {"toml": forms.Textarea(attrs={"rows": 30, "cols": 90, "spellcheck": "false"})}
+
+    def clean_toml(self) -> str:
+        toml = self.cleaned_data["toml"]
+        try:
+            services.validate_scenario_toml(toml)
+        except ValidationError as exc:
+            raise forms.ValidationError(exc.messages) from None
+        return toml
+
+
+class FleetConfigVersionInline(admin.TabularInline):
+    """A config's versions, read-only."""
+
+    model = FleetConfigVersion
+    extra = 0
+    can_delete = False
+    fields = ["number", "author", "created_at"]
+    readonly_fields = fields
+    ordering = ["-number"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(FleetConfig)
+class FleetConfigAdmin(admin.ModelAdmin):
+    """Fleet configs: TOML in a textarea, validated on save; the numbers pass read-only."""
+
+    form = FleetConfigForm
+    list_display = ["name", "owner", "doc", "updated_at"]
+    search_fields = ["name"]
+    readonly_fields = ["numbers_summary", "created_at", "updated_at"]
+    fields = ["name", "owner", "doc", "toml", "numbers_summary", "created_at", "updated_at"]
+    inlines = [FleetConfigVersionInline]
+
+    @admin.display(description="Numbers pass")
+    def numbers_summary(self, obj: FleetConfig) -> str:
+        """The emulator's numbers for the saved scenario, as a table."""
+        if not obj.pk or not obj.scenario:
+            return "Save the config to see its numbers."
+        try:
+            report = compute(Scenario.from_dict(obj.scenario)).to_dict()
+        except ScenarioError as exc:
+            return f"The saved scenario no longer validates: {exc}"
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((f["model"], f["label"], f["display"], f["explain"]) for f in report["figures"]),
+        )
+        notes = format_html_join(
+            "", "<li><strong>{}</strong> ({}): {}</li>",
+            ((f["title"], f["severity"], f["body"]) for f in report["findings"]),
+        )
+        return format_html(
+            "<table><thead><tr><th>Model</th><th>Figure</th><th>Value</th><th>How</th></tr></thead>"
+            "<tbody>{}</tbody></table><ul>{}</ul>",
+            rows,
+            notes,
+        )
+
+    def save_model(self, request: HttpRequest, obj: FleetConfig, form: Any, change: bool) -> None:
+        if not change:
+            created = services.fleet_config_create(owner=obj.owner, name=obj.name, toml=obj.toml, doc=obj.doc)
+            obj.pk = created.pk
+            return
+        services.fleet_config_save(config=obj, author=request.user, name=obj.name, toml=obj.toml, doc=obj.doc)
+
+
+@admin.register(ReviewSession)
+class ReviewSessionAdmin(admin.ModelAdmin):
+    """Review sessions and their participants."""
+
+    list_display = ["__str__", "doc", "owner", "current_pass", "status", "updated_at"]
+    list_filter = ["status", "current_pass"]
+    search_fields = ["title", "doc__title"]
+    filter_horizontal = ["reviewers"]
+    readonly_fields = ["created_at", "updated_at"]
+
+
+class FindingReplyInline(admin.StackedInline):
+    """A finding's thread."""
+
+    model = FindingReply
+    extra = 0
+    fields = ["author", "body", "created_at"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(Finding)
+class FindingAdmin(admin.ModelAdmin):
+    """Findings; the anchor is shown, not edited (the API and pages anchor quotes)."""
+
+    list_display = ["title", "session", "review_pass", "severity", "position", "status", "orphaned", "author"]
+    list_filter = ["review_pass", "severity", "status", "orphaned"]
+    search_fields = ["title", "body", "anchor_exact"]
+    readonly_fields = [
+        "revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
+        "orphaned", "version", "created_at", "updated_at",
+    ]
+    inlines = [FindingReplyInline]
+
+    def save_model(self, request: HttpRequest, obj: Finding, form: Any, change: bool) -> None:
+        # Admin edits bump the version too, so an open editor elsewhere gets 409.
+        if change:
+            obj.version += 1
+        super().save_model(request, obj, form, change)
