@@ -16,7 +16,7 @@ that are still pending and within their deadline, so no request is counted twice
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,8 +46,16 @@ class Counts:
 
     def add(self, other: Counts) -> None:
         """Add another interval's counts to these."""
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        self.offered += other.offered
+        self.ok += other.ok
+        self.shed += other.shed
+        self.lost += other.lost
+        self.timed_out += other.timed_out
+        self.orphaned += other.orphaned
+        self.retried += other.retried
+        self.wasted_batches += other.wasted_batches
+        self.batches += other.batches
+        self.fill_sum += other.fill_sum
 
 
 @dataclass
@@ -140,6 +148,17 @@ class Dispatcher:
 
     def ingest(self, t: float) -> None:
         """Offer every arrival up to ``t``: count it, shed it or admit it."""
+        if self.gw_shed is not None:
+            self.ingest_gateway(t)
+        st = self.store
+        if self.ingested >= st.end or st.arrival[self.ingested - st.base] > t:
+            return
+        lo = self.ingested - st.base
+        j = int(np.searchsorted(st.arrival[lo : st.end - st.base], t, side="right"))
+        self.take(self.ingested + j)
+
+    def ingest_gateway(self, t: float) -> None:
+        """Offer the attempts the gateway's rate limit shed up to ``t``."""
         gs = self.gw_shed
         if gs is not None and self.gw_pos < gs.time.size and gs.time[self.gw_pos] <= t:
             j = int(np.searchsorted(gs.time, t, side="right"))
@@ -158,21 +177,22 @@ class Dispatcher:
                     gs.key[lo:j][again],
                     att[again] + 1,
                 )
-        st = self.store
-        if self.ingested >= st.end or st.arrival[self.ingested - st.base] > t:
-            return
-        lo = self.ingested - st.base
-        j = int(np.searchsorted(st.arrival[lo : st.end - st.base], t, side="right"))
-        self.take(self.ingested + j)
 
     def take(self, upto: int) -> None:
         """Offer store rows up to ``upto`` (all known to have arrived)."""
-        st, b = self.store, self.store.base
         start = self.ingested
         n = upto - start
         if n <= 0:
             return
         self.frame.offered += n
+        if not (self.retries or self.queue_limit or self.varied):  # the common, fast case
+            if self.open_count == 0:
+                self.open_first_s = float(self.store.arrival[start - self.store.base])
+            self.open_count += n
+            self.open_tokens += n * self.tokens
+            self.ingested = upto
+            return
+        st, b = self.store, self.store.base
         if self.retries:
             self.frame.retried += int(np.count_nonzero(st.attempt[start - b : upto - b]))
         admit = n
@@ -211,6 +231,23 @@ class Dispatcher:
         """
         self.plan_version += 1
         st, b = self.store, self.store.base
+        if not (self.varied or self.queue_limit):  # the common, fast case
+            k = self.batch_n - self.open_count
+            full_row = self.ingested + k - 1
+            plan = None
+            if full_row < st.end:
+                plan = ClosePlan(st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
+            if self.close_after is not None:
+                if self.open_count:
+                    due = self.open_first_s + self.close_after
+                elif self.ingested < st.end:
+                    due = st.arrival.item(self.ingested - b) + self.close_after
+                else:
+                    due = None
+                if due is not None and (plan is None or due < plan.time_s):
+                    plan = ClosePlan(due, False)
+            self.plan = plan
+            return plan
         avail = st.end - self.ingested
         cap = avail
         if self.queue_limit:

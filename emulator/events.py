@@ -19,25 +19,29 @@ Event = tuple[float, int, int, int, Any, Any]
 
 
 class EventQueue:
-    """A deterministic priority queue of simulation events."""
+    """A deterministic priority queue of simulation events.
+
+    ``heap`` and ``seq`` are public so the engine's hot path can push without a call;
+    entries must keep the ``(time, priority, seq, kind, a, b)`` shape.
+    """
 
     def __init__(self) -> None:
-        self._heap: list[Event] = []
-        self._seq = count()
+        self.heap: list[Event] = []
+        self.seq = count()
         self.processed = 0
 
     def push(self, time_s: float, kind: int, a: Any = None, b: Any = None) -> None:
         """Schedule an event of ``kind`` at ``time_s`` carrying two payload values."""
-        heapq.heappush(self._heap, (time_s, _PRIORITY[kind], next(self._seq), kind, a, b))
+        heapq.heappush(self.heap, (time_s, _PRIORITY[kind], next(self.seq), kind, a, b))
 
     def next_time(self) -> float:
         """Time of the earliest event (infinity when empty)."""
-        return self._heap[0][0] if self._heap else float("inf")
+        return self.heap[0][0] if self.heap else float("inf")
 
     def pop(self) -> Event:
         """Remove and return the earliest event."""
         self.processed += 1
-        return heapq.heappop(self._heap)
+        return heapq.heappop(self.heap)
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)
