@@ -105,21 +105,29 @@ class CeleryWorkers:
 
     def start(self, label: str = "w") -> str:
         """Start one worker (prefork, one child); return its node name once it answers a ping."""
+        return self.start_many([label])[0]
+
+    def start_many(self, labels: list[str]) -> list[str]:
+        """Start several workers at once (they boot in parallel); their node names."""
+        names = [self._spawn(label) for label in labels]
+        for name in names:
+            self.wait_for_ping(name)
+        return names
+
+    def _spawn(self, label: str) -> str:
         name = f"{label}-{uuid.uuid4().hex[:6]}@localhost"
         env = {**os.environ, "REDIS_URL": self.redis_url, "DATABASE_URL": self.database_url,
                "DJANGO_SETTINGS_MODULE": "reviewer.settings", "PYTHONUNBUFFERED": "1"}
         log_path = self.log_dir / f"{label}.log"
-        log_file = log_path.open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-P", "prefork", "-c", "1",
-             "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", name,
-             "--loglevel", "INFO"],
-            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        log_file.close()
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-P", "prefork", "-c", "1",
+                 "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", name,
+                 "--loglevel", "INFO"],
+                cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+            )
         self.procs[name] = proc
         self.logs[name] = log_path
-        self.wait_for_ping(name)
         return name
 
     def wait_for_ping(self, name: str, timeout_s: float = 60.0) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Any
 
@@ -70,8 +69,9 @@ async def read_until_final(communicator: WebsocketCommunicator, timeout_s: float
             return messages
         if message["type"] == "status" and message["status"] in FINAL:
             # The summary follows a final status, unless the run never started.
-            with contextlib.suppress(asyncio.TimeoutError):
-                messages.append(await communicator.receive_json_from(timeout=2))
+            # (receive_nothing, unlike a receive that times out, leaves the app running.)
+            if not await communicator.receive_nothing(timeout=1.0):
+                messages.append(await communicator.receive_json_from(timeout=5))
             return messages
 
 

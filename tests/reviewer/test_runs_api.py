@@ -1,0 +1,178 @@
+"""The runs API without a worker: starting, refusing, reading frames, commands."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from reviewer.models import EmulatorRun, RunCommand, RunFrame
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs stay queued: these tests check the API, not the worker."""
+    monkeypatch.setattr("reviewer.services.runs.enqueue_run", lambda run: None)
+
+
+def api(user: Any) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def start(user: Any, tiny_scenario: str, **extra: Any) -> Any:
+    return api(user).post("/api/runs/", {"scenario": tiny_scenario, "speed": 10, **extra}, format="json")
+
+
+def test_it_starts_a_run_and_answers_202_with_its_id(run_users: dict, tiny_scenario: str) -> None:
+    response = start(run_users["owner"], tiny_scenario, overrides=["traffic.qps=20"], seed=3)
+    assert response.status_code == 202, response.content
+    run = EmulatorRun.objects.get(pk=response.json()["id"])
+    assert run.status == "queued"
+    assert run.seed == 3
+    assert run.scenario["traffic"]["qps"] == 20.0
+    assert run.layout["models"] == ["small"]
+    assert response.json()["speed"] == 10
+
+
+def test_it_starts_a_run_from_a_preset(run_users: dict) -> None:
+    response = api(run_users["owner"]).post("/api/runs/", {"scenario": "doc-as-written", "speed": "max"},
+                                            format="json")
+    assert response.status_code == 202, response.content
+    assert response.json()["speed"] == "max"
+
+
+def test_it_never_reads_a_file_named_as_the_scenario(run_users: dict) -> None:
+    response = api(run_users["owner"]).post("/api/runs/", {"scenario": "/etc/hostname"}, format="json")
+    assert response.status_code == 400
+    assert "is not a preset" in response.json()["scenario"][0]
+
+
+def test_it_refuses_a_speed_it_does_not_offer(run_users: dict, tiny_scenario: str) -> None:
+    response = start(run_users["owner"], tiny_scenario, speed=7)
+    assert response.status_code == 400
+    assert "speed" in response.json()
+
+
+def test_it_names_the_key_of_a_bad_override(run_users: dict, tiny_scenario: str) -> None:
+    response = start(run_users["owner"], tiny_scenario, overrides=["hosts[5].count=2"])
+    assert response.status_code == 400
+    assert "hosts[5]" in response.json()["overrides"][0]
+
+
+@override_settings(RUN_REQUEST_BUDGET=100)
+def test_it_refuses_a_run_over_the_request_budget_naming_the_setting(
+    run_users: dict, tiny_scenario: str
+) -> None:
+    response = start(run_users["owner"], tiny_scenario)
+    assert response.status_code == 400
+    message = response.json()["scenario"][0]
+    assert "RUN_REQUEST_BUDGET" in message and "240" in message
+
+
+@override_settings(RUNS_PER_USER=2)
+def test_it_answers_429_when_the_user_has_too_many_runs_going(run_users: dict, tiny_scenario: str) -> None:
+    assert start(run_users["owner"], tiny_scenario).status_code == 202
+    assert start(run_users["owner"], tiny_scenario).status_code == 202
+    response = start(run_users["owner"], tiny_scenario)
+    assert response.status_code == 429
+    assert "RUNS_PER_USER" in response.json()["detail"]
+    # Someone else is not held back by the owner's runs.
+    assert start(run_users["reviewer"], tiny_scenario).status_code == 202
+
+
+def test_it_hides_a_run_from_outsiders(run_users: dict, tiny_scenario: str, review_session: Any) -> None:
+    run_id = start(run_users["owner"], tiny_scenario, session=review_session.pk).json()["id"]
+    assert api(run_users["reviewer"]).get(f"/api/runs/{run_id}/").status_code == 200
+    assert api(run_users["staff"]).get(f"/api/runs/{run_id}/").status_code == 200
+    assert api(run_users["outsider"]).get(f"/api/runs/{run_id}/").status_code == 404
+    assert api(run_users["outsider"]).post(f"/api/runs/{run_id}/cancel/").status_code == 404
+
+
+def test_it_refuses_a_session_the_user_is_not_in(run_users: dict, tiny_scenario: str,
+                                                 review_session: Any) -> None:
+    response = start(run_users["outsider"], tiny_scenario, session=review_session.pk)
+    assert response.status_code == 400
+    assert "session" in response.json()
+
+
+def test_it_cancels_a_queued_run_at_once(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    response = api(run_users["owner"]).post(f"/api/runs/{run_id}/cancel/")
+    assert response.status_code == 202
+    assert response.json()["status"] == "cancelled"
+    assert "owner" in response.json()["reason"]
+    again = api(run_users["owner"]).post(f"/api/runs/{run_id}/cancel/")
+    assert again.status_code == 409
+
+
+def test_it_records_a_fault_for_a_running_run(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    EmulatorRun.objects.filter(pk=run_id).update(status="running")
+    response = api(run_users["owner"]).post(f"/api/runs/{run_id}/faults/", {"kill": "host:1"}, format="json")
+    assert response.status_code == 202, response.content
+    command = RunCommand.objects.get(pk=response.json()["id"])
+    assert (command.kind, command.command, command.applied_after_frame) == ("fault", "kill host:1", None)
+
+
+@pytest.mark.parametrize(
+    ("fault", "field", "words"),
+    [
+        ({"kill": "host:9"}, "kill", "host"),
+        ({"explode": "host:1"}, "kill", "kill"),
+        ({"kill": "host:1", "restore": "host:1"}, "kill", "exactly one"),
+    ],
+)
+def test_it_names_what_is_wrong_with_a_fault(run_users: dict, tiny_scenario: str, fault: dict,
+                                             field: str, words: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    EmulatorRun.objects.filter(pk=run_id).update(status="running")
+    response = api(run_users["owner"]).post(f"/api/runs/{run_id}/faults/", fault, format="json")
+    assert response.status_code == 400
+    assert words in response.json()[field][0]
+
+
+def test_it_refuses_a_fault_for_a_finished_run(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    EmulatorRun.objects.filter(pk=run_id).update(status="done")
+    response = api(run_users["owner"]).post(f"/api/runs/{run_id}/faults/", {"kill": "host:1"}, format="json")
+    assert response.status_code == 409
+
+
+def _store_frames(run_id: int, count: int) -> None:
+    RunFrame.objects.bulk_create(
+        RunFrame(run_id=run_id, i=i, t_s=(i + 1) * 0.5, data={
+            "i": i, "t_s": (i + 1) * 0.5, "models": ["small"], "behind": i == 1,
+            "m": {"offered": [10 + i], "ok": [9], "p99_s": [None if i == 0 else 1.25]},
+            "h": {"alive": [1, 1]}, "events": ["kill host:1"] if i == 2 else [],
+        })
+        for i in range(count)
+    )
+
+
+def test_it_gives_the_frames_as_json_after_a_frame_number(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    _store_frames(run_id, 4)
+    body = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?after=1").json()
+    assert [frame["i"] for frame in body["frames"]] == [2, 3]
+
+
+def test_it_gives_the_frames_as_csv(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    _store_frames(run_id, 3)
+    response = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?format=csv")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [row["i"] for row in rows] == ["0", "1", "2"]
+    assert rows[1]["small.offered"] == "11" and rows[1]["behind"] == "1"
+    assert rows[0]["small.p99_s"] == "" and rows[1]["small.p99_s"] == "1.25"
+    assert rows[2]["events"] == "kill host:1"
+    assert rows[0]["hosts_alive"] == "2"
