@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from emulator import cli_numbers, cli_place
 from emulator.engine import Engine
 from emulator.presets import PRESETS
 from emulator.results import Outcomes, Summary
@@ -59,7 +60,7 @@ def register_presets(sub: Any) -> None:
 
 
 #: Subcommand registrations, in the order ``--help`` lists them.
-REGISTER: list[Register] = [register_run, register_presets]
+REGISTER: list[Register] = [register_run, register_presets, cli_numbers.register, cli_place.register]
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

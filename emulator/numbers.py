@@ -160,7 +160,7 @@ def compute(scenario: Scenario) -> NumbersReport:
                         f"{b} requests per batch / {_s(batch_s, 's')} per batch = {_s(wq, 'QPS')}")
         placed = scenario.worker_count(name)
         fig["placed"] = add("workers_placed", "Workers placed", name, placed, "workers",
-                            f"{name} workers on the {len(hosts)} hosts as configured")
+                            f"{placed} {name} workers counted on the {len(hosts)} hosts as configured")
         cap = placed * wq
         fig["cap"] = add("capacity_qps", "Capacity of the placed workers", name, cap, "QPS",
                          f"{placed} workers x {_s(wq, 'QPS')} each = {_s(cap, 'QPS')}")

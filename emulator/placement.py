@@ -350,6 +350,10 @@ class FleetPlacement:
         }
 
 
+def _times(weight: Fraction | None, count: int) -> Fraction | None:
+    return None if weight is None else weight * count
+
+
 def evaluate_fleet(
     problem: PlacementProblem, groups: Sequence[tuple[int, HostLayout]], rank: int = 0
 ) -> FleetPlacement:
@@ -365,7 +369,7 @@ def evaluate_fleet(
 
     def case(failure: str, alike: int, counts: Sequence[int]) -> FleetCase:
         capacity = tuple(problem.qps[m] * counts[m] for m in range(k))
-        ratio = tuple(None if weights[m] is None else weights[m] * counts[m] for m in range(k))
+        ratio = tuple(_times(weights[m], counts[m]) for m in range(k))
         return FleetCase(failure, alike, capacity, ratio)
 
     cases = [case("none", 0, totals)]

@@ -95,13 +95,30 @@ def _score(
     counts = x @ a.astype(dtype)  # (n, K) workers per model
     lost = np.zeros_like(counts)
     for lay_index in range(len(layouts) if failures else 0):
-        present = (x[:, lay_index] > 0).astype(dtype)[:, None]
+        present: np.ndarray = (x[:, lay_index] > 0).astype(dtype)[:, None]
         lost = np.maximum(lost, present * a[lay_index].astype(dtype)[None, :])
     after = counts - lost
     worst = np.min(np.stack([after[:, m] * w_int[i] for i, m in enumerate(live)], axis=1), axis=1)
     nominal = counts @ np.array(q_int, dtype=dtype)
     wasted = x @ np.array([lay.wasted for lay in layouts], dtype=dtype)
     return worst, nominal, wasted
+
+
+def _best_rows(x: np.ndarray, worst: np.ndarray, nominal: np.ndarray, wasted: np.ndarray, count: int) -> list[int]:
+    """Indexes of the ``count`` best rows, best first: (worst, nominal) high, wasted low.
+
+    Ties are broken by the composition itself (first layouts' counts high), so
+    every method lists tied fleets in the same order.
+    """
+    rows = np.arange(len(worst))
+    if len(rows) > count:
+        # Only rows whose worst ratio reaches the count-th largest can be among the best.
+        cutoff = np.partition(worst, len(worst) - count)[len(worst) - count]
+        rows = rows[worst >= cutoff]
+    tie_keys = tuple(-x[rows, c] for c in range(x.shape[1] - 1, -1, -1))
+    # lexsort: the last key is the primary one.
+    order = np.lexsort((*tie_keys, wasted[rows], -nominal[rows], -worst[rows]))
+    return [int(i) for i in rows[order[:count]]]
 
 
 def _select(order: list[int], keys: list[tuple[object, ...]], top: int) -> list[int]:
@@ -118,7 +135,7 @@ def _select(order: list[int], keys: list[tuple[object, ...]], top: int) -> list[
 
 
 def _dense_ranks(keys: list[tuple[object, ...]]) -> list[int]:
-    ranks = []
+    ranks: list[int] = []
     for i, key in enumerate(keys):
         ranks.append(1 if i == 0 else ranks[-1] + (key != keys[i - 1]))
     return ranks
@@ -136,10 +153,7 @@ def solve_counts(problem: PlacementProblem, *, top: int = 10) -> PlacementResult
         )
     x = compositions(problem.hosts, len(maximal))
     worst, nominal, wasted = _score(problem, maximal, x)
-    # lexsort: last key is primary; the composition itself breaks ties deterministically.
-    tie_keys = tuple(-x[:, c] for c in range(x.shape[1] - 1, -1, -1))
-    order = np.lexsort((*tie_keys, wasted, -nominal, -worst))
-    head = order[: min(len(order), top + MAX_SHOWN)].tolist()
+    head = _best_rows(x, worst, nominal, wasted, top + MAX_SHOWN)
     keys = {int(i): (worst[i], nominal[i], wasted[i]) for i in head}
     chosen = _select(head, keys, top)  # type: ignore[arg-type]
     ranks = _dense_ranks([keys[i] for i in chosen])
@@ -162,8 +176,7 @@ def best_fleet(problem: PlacementProblem, *, failures: bool = True) -> FleetPlac
         raise PlacementError(f"hosts: {problem.hosts} hosts give {n:,} fleets to score; use fewer hosts")
     x = compositions(problem.hosts, len(maximal))
     worst, nominal, wasted = _score(problem, maximal, x, failures=failures)
-    tie_keys = tuple(-x[:, c] for c in range(x.shape[1] - 1, -1, -1))
-    best = int(np.lexsort((*tie_keys, wasted, -nominal, -worst))[0])
+    best = _best_rows(x, worst, nominal, wasted, 1)[0]
     fleet = evaluate_fleet(problem, [(int(c), lay) for c, lay in zip(x[best], maximal, strict=True)], 1)
     if not failures:
         no_failure = fleet.cases[0].worst
@@ -191,7 +204,7 @@ def brute_force_fleets(problem: PlacementProblem, layouts: list[HostLayout]) -> 
         for lost_host in range(problem.hosts):
             cases.append([sum(layouts[h].counts[m] for j, h in enumerate(assignment) if j != lost_host)
                           for m in range(k)])
-        ratios = [weights[m] * case[m] for case in cases for m in range(k) if weights[m] is not None]
+        ratios = [w * case[m] for case in cases for m, w in enumerate(weights) if w is not None]
         worst = min(ratios) if ratios else None
         nominal = sum((problem.qps[m] * counts[m] for m in range(k)), Fraction(0))
         wasted = sum(layouts[h].wasted for h in assignment)

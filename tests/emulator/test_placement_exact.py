@@ -151,3 +151,15 @@ def test_it_refuses_a_question_too_big_to_score_with_a_hint():
     with pytest.raises(PlacementError, match="fewer hosts"):
         solve(400, 10, {"a": 1, "b": 2, "c": 5})
     assert composition_count(400, 10) > MAX_COMPOSITIONS
+
+
+def test_it_stays_exact_when_scaled_keys_outgrow_64_bit_integers():
+    # Awkward shares and throughputs make the common denominators huge; the counts
+    # method switches to Python integers and must still match brute force.
+    kw = {
+        "split": {"small": "0.123456789123", "big": "0.876543210877"},
+        "qps_per_worker": {"small": "1/999999937", "big": "123456789/999999929"},
+        "demand_qps": "98765.4321",
+    }
+    counts, brute = full(5, 10, {"small": 2, "big": 5}, **kw)
+    assert ranking(counts) == ranking(brute)
