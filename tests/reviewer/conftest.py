@@ -224,3 +224,14 @@ def review_session(run_users: dict[str, Any]) -> Any:
     session.reviewers.add(run_users["reviewer"])
     return session
 
+
+
+@pytest.fixture
+def fresh_channel_layer(redis_url: str) -> Iterator[None]:
+    """A new channel layer for each test: each async test runs on its own event
+    loop, and channels-redis keeps receive locks bound to the loop that made them."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()

@@ -20,7 +20,8 @@ from runs_helpers import (
 
 from reviewer.models import EmulatorRun, RunCommand, RunFrame
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("fresh_channel_layer")]
 
 
 @pytest.fixture(autouse=True)

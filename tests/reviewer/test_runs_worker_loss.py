@@ -29,7 +29,8 @@ from runs_helpers import (
 
 from reviewer.models import EmulatorRun, RunFrame
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("fresh_channel_layer")]
 
 RESOLVED_WITHIN_S = 30.0
 

@@ -1,0 +1,191 @@
+"""The websocket consumers on real channels-redis: access, frames without gaps or
+duplicates, session events and presence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from django.utils import timezone
+from runs_helpers import frame_indexes, read_until_final, session_cookie, ws_connect
+
+from reviewer import realtime
+from reviewer.models import EmulatorRun, RunFrame
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
+
+LAYOUT = {"models": ["small"], "hosts": [{"index": 0, "units": 10}],
+          "workers": {"model": [0], "host": [0], "first_unit": [0], "units": [2]}}
+
+
+@pytest.fixture(autouse=True)
+def _redis(redis_url: str) -> str:
+    return redis_url
+
+
+def _frame(i: int) -> dict[str, Any]:
+    return {"i": i, "t_s": (i + 1) * 0.5, "models": ["small"], "m": {"offered": [i]},
+            "w": {"state": [1], "backlog": [0]}, "h": {"alive": [1]}, "events": [], "behind": False}
+
+
+def _make_run(user: Any, *, status: str = "running", frames: int = 0, session: Any = None) -> EmulatorRun:
+    run = EmulatorRun.objects.create(
+        started_by=user, session=session, scenario={"duration_s": 10.0}, seed=1, speed="10",
+        layout=LAYOUT, status=status, summary={"ok": 3} if status == "done" else None,
+        heartbeat_at=timezone.now(),
+    )
+    RunFrame.objects.bulk_create(RunFrame(run=run, i=i, t_s=(i + 1) * 0.5, data=_frame(i)) for i in range(frames))
+    return run
+
+
+async def _publish(run_id: int, message: dict[str, Any]) -> None:
+    await get_channel_layer().group_send(realtime.run_group(run_id), message)
+
+
+async def test_it_refuses_anonymous_viewers_outsiders_and_unknown_runs(run_users: dict,
+                                                                      review_session: Any) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+    for user, code in ((None, 4401), (run_users["outsider"], 4403)):
+        communicator, connected, got = await ws_connect(f"/ws/runs/{run.pk}/", user)
+        assert (connected, got) == (False, code)
+    communicator, connected, got = await ws_connect(f"/ws/runs/{run.pk + 1000}/", run_users["owner"])
+    assert (connected, got) == (False, 4404)
+    for user in (run_users["reviewer"], run_users["staff"]):
+        communicator, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", user)
+        assert connected
+        await communicator.disconnect()
+
+
+async def test_it_opens_a_sessionless_run_only_to_its_starter_and_staff(run_users: dict) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"])
+    _, connected, code = await ws_connect(f"/ws/runs/{run.pk}/", run_users["reviewer"])
+    assert (connected, code) == (False, 4403)
+
+
+async def test_it_refuses_a_foreign_origin(run_users: dict) -> None:
+    from channels.testing import WebsocketCommunicator
+
+    from reviewer.asgi import application
+
+    run = await sync_to_async(_make_run)(run_users["owner"])
+    cookie = await sync_to_async(session_cookie)(run_users["owner"])
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/",
+                                         headers=[(b"origin", b"http://evil.example"), (b"cookie", cookie)])
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_it_sends_stored_frames_then_live_ones_without_gaps_or_duplicates(run_users: dict) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"], frames=5)
+    viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/?after=1", run_users["owner"])
+    assert connected
+    first = await viewer.receive_json_from()
+    assert first == {"type": "layout", "layout": LAYOUT,
+                     "run": {"id": run.pk, "status": "running", "duration_s": 10.0, "speed": 10}}
+    for i in (2, 3, 4):
+        assert await viewer.receive_json_from() == {"type": "frame", "frame": _frame(i)}
+    assert await viewer.receive_json_from() == {"type": "status", "status": "running", "reason": None}
+
+    # Frames 3 and 4 come again live (the worker published them while the
+    # viewer read the database); frame 6 was stored but its message was lost.
+    for i in (3, 4, 5):
+        await _publish(run.pk, {"type": "run.frame", "frame": _frame(i), "created": 1.0})
+    await sync_to_async(RunFrame.objects.create)(run=run, i=6, t_s=3.5, data=_frame(6))
+    await _publish(run.pk, {"type": "run.frame", "frame": _frame(7), "created": 2.0})
+    await _publish(run.pk, {"type": "run.status", "status": "done", "reason": None, "summary": {"ok": 3}})
+
+    rest = await read_until_final(viewer, timeout_s=10)
+    assert frame_indexes(rest) == [5, 6, 7]
+    assert rest[-2:] == [{"type": "status", "status": "done", "reason": None},
+                         {"type": "summary", "summary": {"ok": 3}}]
+    await _publish(run.pk, {"type": "run.frame", "frame": _frame(8), "created": 3.0})
+    assert await viewer.receive_nothing(timeout=0.3)
+    await viewer.disconnect()
+
+
+async def test_it_sends_a_finished_run_whole_then_its_status_and_summary(run_users: dict) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"], status="done", frames=3)
+    viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", run_users["owner"])
+    assert connected
+    got = await read_until_final(viewer, timeout_s=10)
+    assert [m["type"] for m in got] == ["layout", "frame", "frame", "frame", "status", "summary"]
+    assert got[-1]["summary"] == {"ok": 3}
+    await viewer.disconnect()
+
+
+def _emit_finding_created(session_id: int) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        realtime.session_event(session_id, "finding.created", {"finding": {"id": 5, "title": "Queue grows"}})
+
+
+async def _clear_presence(session_id: int) -> None:
+    from reviewer import presence
+
+    client = presence._client()
+    await client.delete(presence._key(session_id))
+    await client.aclose()
+
+
+async def test_it_relays_session_events_to_every_participant(run_users: dict, review_session: Any) -> None:
+    await _clear_presence(review_session.pk)
+    owner, ok_owner, _ = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["owner"])
+    assert ok_owner
+    assert (await owner.receive_json_from())["type"] == "presence"
+    await sync_to_async(_emit_finding_created)(review_session.pk)
+    assert await owner.receive_json_from() == {"type": "finding.created",
+                                               "finding": {"id": 5, "title": "Queue grows"}}
+    _, ok_outsider, code = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["outsider"])
+    assert (ok_outsider, code) == (False, 4403)
+    await owner.disconnect()
+
+
+async def test_it_shows_who_views_which_pass(run_users: dict, review_session: Any) -> None:
+    await _clear_presence(review_session.pk)
+    path = f"/ws/sessions/{review_session.pk}/"
+    owner, _, _ = await ws_connect(path, run_users["owner"])
+    owner_id, reviewer_id = run_users["owner"].pk, run_users["reviewer"].pk
+    assert await owner.receive_json_from() == {
+        "type": "presence", "viewers": [{"user_id": owner_id, "username": "owner", "pass": None}]}
+
+    reviewer, _, _ = await ws_connect(path, run_users["reviewer"])
+    both = {"type": "presence", "viewers": [{"user_id": owner_id, "username": "owner", "pass": None},
+                                            {"user_id": reviewer_id, "username": "reviewer", "pass": None}]}
+    assert await owner.receive_json_from() == both
+    assert await reviewer.receive_json_from() == both
+
+    await reviewer.send_json_to({"type": "presence", "pass": "numbers"})
+    moved = await owner.receive_json_from()
+    assert moved["viewers"][1] == {"user_id": reviewer_id, "username": "reviewer", "pass": "numbers"}
+    assert await reviewer.receive_json_from() == moved
+
+    await reviewer.send_json_to({"type": "presence", "pass": "napkin"})
+    error = await reviewer.receive_json_from()
+    assert error["type"] == "error" and "pass" in error["error"] and "numbers" in error["error"]
+
+    await reviewer.disconnect()
+    assert await owner.receive_json_from() == {
+        "type": "presence", "viewers": [{"user_id": owner_id, "username": "owner", "pass": None}]}
+    await owner.disconnect()
+
+
+def test_it_drops_viewers_whose_entry_was_not_refreshed(redis_url: str) -> None:
+    import json
+    import time
+
+    from reviewer import presence
+
+    async def scenario() -> list[dict[str, Any]]:
+        client = presence._client()
+        key = presence._key(999)
+        await client.delete(key)
+        stale = {"user_id": 1, "username": "gone", "pass": "trace", "seen": time.time() - 120, "changed": 0}
+        fresh = {"user_id": 2, "username": "here", "pass": "break", "seen": time.time(), "changed": 0}
+        await client.hset(key, mapping={"a": json.dumps(stale), "b": json.dumps(fresh)})
+        await client.aclose()
+        return await presence.viewers(999)
+
+    assert async_to_sync(scenario)() == [{"user_id": 2, "username": "here", "pass": "break"}]

@@ -1,0 +1,141 @@
+"""The run task's service, in process: pacing, resuming, commands, the watchdog."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from reviewer.models import EmulatorRun, RunCommand, RunFrame
+from reviewer.services import run_player
+from reviewer.services.run_player import run_play
+from reviewer.services.runs import resolve_scenario, runs_reap_stale, time_limits_for
+from reviewer.tasks import run_emulation
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
+
+
+def _run(user: Any, scenario_text: str, *, speed: str = "max", overrides: tuple[str, ...] = (),
+         **fields: Any) -> EmulatorRun:
+    scenario = resolve_scenario(scenario=scenario_text, overrides=overrides).scenario
+    return EmulatorRun.objects.create(started_by=user, scenario=scenario.to_dict(), seed=scenario.seed,
+                                      speed=speed, **fields)
+
+
+def _reference_frames(run: EmulatorRun, faults: dict[int, str] | None = None) -> tuple[list[dict], dict]:
+    """Frames and summary of the engine alone, stepping frame by frame."""
+    from emulator.engine import Engine
+    from emulator.scenario import Scenario
+
+    scenario = Scenario.from_dict(run.scenario, max_requests=None)
+    engine = Engine(scenario, seed=run.seed)
+    frames: list[dict] = []
+    k = 0
+    while not engine.done:
+        if faults and k in faults:
+            engine.inject(faults[k])
+        frames.extend(f.to_dict() for f in engine.advance_to(min((k + 1) * scenario.sample_s, scenario.duration_s)))
+        k += 1
+    summary = engine.summary().to_dict()
+    summary.pop("wall_s")
+    return frames, summary
+
+
+def _stored(run: EmulatorRun) -> list[dict]:
+    return list(RunFrame.objects.filter(run=run).order_by("i").values_list("data", flat=True))
+
+
+def _without(d: dict, *keys: str) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def test_it_plays_a_run_flat_out_storing_every_frame_and_the_engines_summary(
+    run_users: dict, tiny_scenario: str
+) -> None:
+    run = _run(run_users["owner"], tiny_scenario)
+    assert run_emulation.apply(args=[run.pk]).get() == "done"
+    run.refresh_from_db()
+    frames, summary = _reference_frames(run)
+    assert [_without(f, "behind") for f in _stored(run)] == frames
+    assert all(f["behind"] is False for f in _stored(run))
+    assert _without(run.summary, "wall_s") == summary
+    assert (run.status, run.frames_stored, run.attempts, run.behind) == ("done", 12, 1, False)
+    assert run.started_at is not None and run.finished_at is not None
+
+
+def test_it_resumes_after_the_stored_frames_and_replays_recorded_faults(run_users: dict,
+                                                                        tiny_scenario: str) -> None:
+    run = _run(run_users["owner"], tiny_scenario, status="running", attempts=1,
+               heartbeat_at=timezone.now())
+    frames, summary = _reference_frames(run, {4: "kill host:1"})
+    # An earlier attempt stored 7 frames, having applied the fault after frame 4, then died.
+    RunFrame.objects.bulk_create(RunFrame(run=run, i=f["i"], t_s=f["t_s"], data={**f, "behind": False})
+                                 for f in frames[:7])
+    RunCommand.objects.create(run=run, kind="fault", command="kill host:1", applied_after_frame=4,
+                              applied_at_s=2.0)
+    assert run_play(run_id=run.pk, worker="second") == "done"
+    run.refresh_from_db()
+    assert (run.attempts, run.worker) == (2, "second")
+    assert [_without(f, "behind") for f in _stored(run)] == frames
+    assert _without(run.summary, "wall_s") == summary
+    stored = _stored(run)
+    assert "kill host:1" in stored[4]["events"]
+    assert [f["h"]["alive"][1] for f in stored] == [1] * 4 + [0] * 8
+
+
+def test_it_cancels_on_a_pending_cancel_and_keeps_the_summary_so_far(run_users: dict,
+                                                                     tiny_scenario: str) -> None:
+    run = _run(run_users["owner"], tiny_scenario)
+    RunCommand.objects.create(run=run, kind="cancel", command="cancelled by owner")
+    assert run_play(run_id=run.pk) == "cancelled"
+    run.refresh_from_db()
+    assert run.reason == "cancelled by owner"
+    assert run.summary is not None and run.summary["sim_s"] == 0
+    assert RunCommand.objects.get(run=run).applied_after_frame == 0
+
+
+def test_it_records_why_the_engine_refused_a_fault_and_plays_on(run_users: dict, tiny_scenario: str) -> None:
+    run = _run(run_users["owner"], tiny_scenario)
+    RunCommand.objects.create(run=run, kind="fault", command="kill host:7")
+    assert run_play(run_id=run.pk) == "done"
+    assert "host:7" in RunCommand.objects.get(run=run).error
+
+
+def test_it_flags_frames_and_the_run_when_it_falls_behind_its_speed(
+    run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A negative tolerance makes every paced frame late, without depending on timing.
+    monkeypatch.setattr(run_player, "BEHIND_TOLERANCE_S", -1.0)
+    run = _run(run_users["owner"], tiny_scenario, speed="100")
+    assert run_play(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    assert run.behind
+    assert all(f["behind"] for f in _stored(run))
+
+
+def test_it_does_nothing_for_a_run_that_is_already_final(run_users: dict, tiny_scenario: str) -> None:
+    run = _run(run_users["owner"], tiny_scenario, status="cancelled")
+    assert run_play(run_id=run.pk) == "cancelled"
+    assert not RunFrame.objects.filter(run=run).exists()
+
+
+def test_it_marks_failed_only_the_runs_whose_heartbeat_stopped(run_users: dict, tiny_scenario: str) -> None:
+    owner = run_users["owner"]
+    old = timezone.now() - timedelta(seconds=25)
+    stale = _run(owner, tiny_scenario, status="running", heartbeat_at=old, worker="w9@host")
+    fresh = _run(owner, tiny_scenario, status="running", heartbeat_at=timezone.now())
+    queued = _run(owner, tiny_scenario)
+    assert runs_reap_stale() == [stale.pk]
+    stale.refresh_from_db()
+    assert stale.status == "failed" and stale.finished_at is not None
+    assert "w9@host" in stale.reason and "no heartbeat for 20 s" in stale.reason
+    assert EmulatorRun.objects.get(pk=fresh.pk).status == "running"
+    assert EmulatorRun.objects.get(pk=queued.pk).status == "queued"
+
+
+def test_it_gives_paced_runs_time_limits_that_fit_their_length() -> None:
+    soft, hard = time_limits_for(duration_s=300, speed="1")
+    assert soft >= 300 * 1.5 and hard > soft
+    assert time_limits_for(duration_s=300, speed="100")[0] < soft
