@@ -24,7 +24,8 @@ PRESETS: dict[str, str] = {
     "dispatcher-failover": "the small dispatcher dies at 60 s with a cold standby: its queue is "
     "lost and batches at workers are orphaned; compare --set dispatcher.standby=replicated",
     "host-loss": "2 big / 2 big / 5 small at 80 QPS loses host 2 at 60 s: no small request is "
-    "served until it returns (the 1 big + 2 small layout keeps both models up)",
+    "served while it is down, nor for long after (the backlog has timed out); the 1 big + 2 "
+    "small layout keeps both models up",
     "retry-storm": "150 QPS on 120 QPS of workers, 10 s client timeout, 3 retries: retries "
     "multiply the load and most completed work is wasted on clients that left",
 }

@@ -10,9 +10,23 @@ from scenarios import shortened, single_model
 from emulator import Engine, Frame, ScenarioError, Summary
 from emulator.presets import load_preset
 
-M_KEYS = {"offered", "ok", "shed", "lost", "timed_out", "orphaned", "queue_depth", "backlog",
-          "in_service", "busy_workers", "alive_workers", "p50_s", "p95_s", "p99_s",
-          "batch_fill"}
+M_KEYS = {
+    "offered",
+    "ok",
+    "shed",
+    "lost",
+    "timed_out",
+    "orphaned",
+    "queue_depth",
+    "backlog",
+    "in_service",
+    "busy_workers",
+    "alive_workers",
+    "p50_s",
+    "p95_s",
+    "p99_s",
+    "batch_fill",
+}
 
 
 def _doc(duration_s: float = 300, seed: int | None = None, **overrides: str) -> Engine:
@@ -86,9 +100,22 @@ def test_it_describes_the_static_layout() -> None:
 def test_its_summary_has_the_agreed_keys_and_round_trips() -> None:
     summary = _doc(30).run()
     d = summary.to_dict()
-    for key in ("offered", "ok", "timed_out", "shed", "lost", "orphaned", "in_system_end",
-                "wasted_batches", "served_qps", "latency_s", "per_model", "sim_s", "wall_s",
-                "events"):
+    for key in (
+        "offered",
+        "ok",
+        "timed_out",
+        "shed",
+        "lost",
+        "orphaned",
+        "in_system_end",
+        "wasted_batches",
+        "served_qps",
+        "latency_s",
+        "per_model",
+        "sim_s",
+        "wall_s",
+        "events",
+    ):
         assert key in d
     assert set(d["latency_s"]) == {"p50", "p95", "p99", "max", "mean"}
     assert set(d["per_model"]) == {"small", "big"}
@@ -111,8 +138,10 @@ def test_live_commands_apply_at_the_current_time_and_show_in_the_frame() -> None
     assert frames[0].to_dict()["h"]["alive"] == [1, 1, 1]
 
 
-@pytest.mark.parametrize("command", ["explode host:1", "kill host:9", "kill dispatcher:tiny",
-                                     "kill worker:big:4", "kill"])
+@pytest.mark.parametrize(
+    "command",
+    ["explode host:1", "kill host:9", "kill dispatcher:tiny", "kill worker:big:4", "kill"],
+)
 def test_it_refuses_commands_it_does_not_understand(command: str) -> None:
     with pytest.raises(ScenarioError):
         _doc().inject(command)
@@ -135,10 +164,21 @@ def test_set_qps_changes_the_offered_load_from_now_on() -> None:
 
 @pytest.mark.parametrize("shape", ["constant", "ramp", "step", "burst", "diurnal"])
 def test_traffic_shapes_move_the_offered_rate(shape: str) -> None:
-    s = single_model(qps=100, workers=40, duration_s=120,
-                     traffic={"qps": 100, "peak_qps": 400, "shape": shape, "ramp_s": 60,
-                              "step_at_s": 60, "period_s": 240, "burst_at_s": 30,
-                              "burst_s": 10})
+    s = single_model(
+        qps=100,
+        workers=40,
+        duration_s=120,
+        traffic={
+            "qps": 100,
+            "peak_qps": 400,
+            "shape": shape,
+            "ramp_s": 60,
+            "step_at_s": 60,
+            "period_s": 240,
+            "burst_at_s": 30,
+            "burst_s": 10,
+        },
+    )
     frames = Engine(s).advance_to(120)
     offered = [f.m["offered"][0] for f in frames]
     for a, b in [(0, 10), (30, 40), (55, 65), (100, 120)]:

@@ -14,9 +14,7 @@ def _rel(measured: float, expected: float) -> float:
     return abs(measured / expected - 1.0)
 
 
-def test_it_serves_exactly_capacity_under_overload_and_the_queue_grows_at_the_difference() -> (
-    None
-):
+def test_it_serves_exactly_capacity_under_overload_and_the_queue_grows_at_the_difference() -> None:
     # 3 workers x 20 requests / 1.5 s = 40 QPS of capacity, 100 QPS offered.
     s = single_model(qps=100, workers=3, duration_s=300)
     engine = Engine(s)
@@ -56,19 +54,31 @@ def test_littles_law_holds_on_a_stable_run() -> None:
 def test_it_agrees_with_an_independent_simpy_model(load: float) -> None:
     workers, batch_n, batch_s, close_after = 20, 20, 1.5, 0.2
     qps = load * workers * batch_n / batch_s
-    s = single_model(qps=qps, workers=workers, batch_n=batch_n, close_after_s=close_after,
-                     duration_s=600)
+    s = single_model(
+        qps=qps, workers=workers, batch_n=batch_n, close_after_s=close_after, duration_s=600
+    )
     engine = Engine(s).run()
-    ref = simulate([ModelLoad(qps, workers, batch_n)], duration_s=600, batch_s=batch_s,
-                   close_after_s=close_after, seed=7)
+    ref = simulate(
+        [ModelLoad(qps, workers, batch_n)],
+        duration_s=600,
+        batch_s=batch_s,
+        close_after_s=close_after,
+        seed=7,
+    )
     assert _rel(engine.served_qps, ref.served_qps) < 0.03
     assert _rel(engine.latency_s["p50"], ref.p50_s) < 0.03
     assert _rel(engine.latency_s["p99"], ref.p99_s) < 0.03
 
 
 def test_pull_has_a_clearly_lower_p99_than_round_robin_with_lognormal_service() -> None:
-    common = dict(qps=0.85 * 20 * 20 / 1.5, workers=20, close_after_s=0.5, duration_s=600,
-                  service="lognormal", service_cv=0.5)
+    common = dict(
+        qps=0.85 * 20 * 20 / 1.5,
+        workers=20,
+        close_after_s=0.5,
+        duration_s=600,
+        service="lognormal",
+        service_cv=0.5,
+    )
     rr = Engine(single_model(policy="round_robin", **common)).run()
     pull = Engine(single_model(policy="pull", **common)).run()
     assert pull.latency_s["p99"] < 0.7 * rr.latency_s["p99"]

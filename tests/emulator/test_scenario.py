@@ -106,8 +106,13 @@ def test_it_lets_callers_choose_the_run_budget() -> None:
 
 def test_it_describes_every_preset_in_one_line_and_ships_seven() -> None:
     assert set(PRESETS) == {
-        "doc-as-written", "peak-sized", "low-traffic-no-close", "round-robin-vs-pull",
-        "dispatcher-failover", "host-loss", "retry-storm",
+        "doc-as-written",
+        "peak-sized",
+        "low-traffic-no-close",
+        "round-robin-vs-pull",
+        "dispatcher-failover",
+        "host-loss",
+        "retry-storm",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

@@ -16,11 +16,17 @@ BASE = load_preset("doc-as-written")
 
 # (override, expected key path, text the message must contain)
 MISTAKES = [
-    ("dispatcher.policy=rr", "dispatcher.policy",
-     'dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded'),
+    (
+        "dispatcher.policy=rr",
+        "dispatcher.policy",
+        'dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded',
+    ),
     ("models.small.share=0.4", "models", "models: shares add up to 0.9, not 1"),
-    ('hosts[1].workers[4]="small@9"', "hosts[1].workers[4]",
-     '"small@9" needs units 9-10 but the host has 10 units'),
+    (
+        'hosts[1].workers[4]="small@9"',
+        "hosts[1].workers[4]",
+        '"small@9" needs units 9-10 but the host has 10 units',
+    ),
     ('hosts[0].workers=["big@0", "big@4"]', "hosts[0].workers[1]", 'overlaps "big@0" on unit 4'),
     ('hosts[1].workers[0]="medium@0"', "hosts[1].workers[0]", 'names no model "medium"'),
     ('faults[0].kill="dispatcher:medium"', "faults[0].kill", 'names no model "medium"'),
@@ -45,8 +51,9 @@ MISTAKES = [
 
 
 @pytest.mark.parametrize(("override", "path", "text"), MISTAKES)
-def test_it_names_the_key_and_the_fix_in_one_line(override: str, path: str | None,
-                                                  text: str | None) -> None:
+def test_it_names_the_key_and_the_fix_in_one_line(
+    override: str, path: str | None, text: str | None
+) -> None:
     if path is None:
         assert BASE.with_overrides([override]).client.retries == 2
         return
@@ -87,17 +94,22 @@ def test_it_refuses_malformed_overrides() -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "emulator", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["run", "doc-as-written", "--set", "dispatcher.policy=rr"],
-         'dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded'),
-        (["run", "doc-as-written", "--set", "models.small.share=0.4"],
-         "models: shares add up to 0.9, not 1"),
+        (
+            ["run", "doc-as-written", "--set", "dispatcher.policy=rr"],
+            'dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded',
+        ),
+        (
+            ["run", "doc-as-written", "--set", "models.small.share=0.4"],
+            "models: shares add up to 0.9, not 1",
+        ),
         (["run", "no-such-preset"], "is not a scenario file or a preset"),
         (["run", "doc-as-written", "--set", "traffic.qps"], "is not KEY=VALUE"),
     ],
