@@ -58,14 +58,10 @@ class Counts:
         self.fill_sum += other.fill_sum
 
 
-@dataclass
-class ClosePlan:
-    """When the open batch closes: by fullness (cut at ``cut``) or by its timer."""
-
-    time_s: float
-    full: bool
-    take_to: int = 0
-    cut: int = 0
+#: When the open batch closes: (time_s, full, take_to, cut). ``full``: it closes by
+#: fullness, after admitting rows up to ``take_to`` and cutting at ``cut``; otherwise
+#: by its timer, taking whatever arrived. A plain tuple: one is built per batch.
+ClosePlan = tuple[float, bool, int, int]
 
 
 class Dispatcher:
@@ -88,6 +84,8 @@ class Dispatcher:
         self.retries = client.retries
         self.backoff = client.retry_backoff_s
 
+        #: Fixed tokens, no queue limit, no retries: batches close by simple counting.
+        self.simple = not (self.varied or self.queue_limit or self.retries)
         self.store = RequestStore()
         self.gw_shed: Arrivals | None = None  # shed by the rate limit, not yet offered
         self.gw_pos = 0
@@ -236,7 +234,7 @@ class Dispatcher:
             full_row = self.ingested + k - 1
             plan = None
             if full_row < st.end:
-                plan = ClosePlan(st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
+                plan = (st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
             if self.close_after is not None:
                 if self.open_count:
                     due = self.open_first_s + self.close_after
@@ -244,8 +242,8 @@ class Dispatcher:
                     due = st.arrival.item(self.ingested - b) + self.close_after
                 else:
                     due = None
-                if due is not None and (plan is None or due < plan.time_s):
-                    plan = ClosePlan(due, False)
+                if due is not None and (plan is None or due < plan[0]):
+                    plan = (due, False, 0, 0)
             self.plan = plan
             return plan
         avail = st.end - self.ingested
@@ -257,7 +255,7 @@ class Dispatcher:
             k = self.batch_n - self.open_count
             if 1 <= k <= cap:
                 idx = self.ingested + k - 1
-                plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx + 1)
+                plan = (float(st.arrival[idx - b]), True, idx + 1, idx + 1)
         elif cap >= 1:
             need = self.max_tokens - self.open_tokens
             lo = self.ingested - b
@@ -267,20 +265,34 @@ class Dispatcher:
                 idx = self.ingested + j
                 exact = int(st.cum_tokens[lo + j]) - before == need
                 if exact or (self.open_count == 0 and j == 0):
-                    plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx + 1)
+                    plan = (float(st.arrival[idx - b]), True, idx + 1, idx + 1)
                 elif j + 1 <= cap:
                     # The request that does not fit closes the batch and opens the next.
-                    plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx)
+                    plan = (float(st.arrival[idx - b]), True, idx + 1, idx)
         if self.close_after is not None:
             first = None
             if self.open_count:
                 first = self.open_first_s
             elif cap >= 1:
                 first = float(st.arrival[self.ingested - b])
-            if first is not None and (plan is None or first + self.close_after < plan.time_s):
-                plan = ClosePlan(first + self.close_after, False)
+            if first is not None and (plan is None or first + self.close_after < plan[0]):
+                plan = (first + self.close_after, False, 0, 0)
         self.plan = plan
         return plan
+
+    def close_full(self, upto: int) -> Batch:
+        """The common case in one step (fixed tokens, no queue limit, no retries): admit
+        the rows up to ``upto`` and close them all as a full batch."""
+        n = upto - self.ingested
+        self.frame.offered += n
+        count = self.open_count + n
+        batch = (self.open_start, upto, count, count * self.tokens, self.epoch, self.index)
+        self.open_start = self.ingested = upto
+        self.open_count = self.open_tokens = 0
+        frame = self.frame
+        frame.batches += 1
+        frame.fill_sum += count * self.tokens / self.max_tokens
+        return batch
 
     def cut(self, end: int) -> Batch:
         """Close the open batch at row ``end`` (the rest stays open) and return it."""
@@ -371,6 +383,21 @@ class Dispatcher:
                     att[again] + 1,
                 )
         self.swept = hi + b
+
+    def first_needed_row(self) -> int:
+        """First row the timeout sweep still has to visit: pending, or (with retries)
+        lost or orphaned, whose client re-sends at its deadline."""
+        st, b = self.store, self.store.base
+        if self.timeout is None:
+            return self.ingested
+        out = st.outcome[self.swept - b : self.ingested - b]
+        waiting = out == PENDING
+        if self.retries:
+            waiting |= (out == LOST) | (out == ORPHANED)
+        hits = np.flatnonzero(waiting[: 1 << 20])
+        return (
+            self.swept + int(hits[0]) if hits.size else min(self.ingested, self.swept + (1 << 20))
+        )
 
     def in_system(self) -> int:
         """Offered requests without an outcome yet."""

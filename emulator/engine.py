@@ -80,6 +80,7 @@ class Engine:
                 self.local_index[w] = local
         self.policy = scenario.dispatcher.policy
         self.pull = self.policy == "pull"
+        self.least_loaded = self.policy == "least_loaded"
         for d in self.disp:
             d.rotation = list(d.workers)
             d.ll_out = np.zeros(len(d.workers))
@@ -265,17 +266,18 @@ class Engine:
         many = len(self.disp) > 1
         for d in self.disp:
             d.add_arrivals(arr.select(arr.model == d.index) if many else arr)
-            d.store.compact(self._oldest_row(d))
-            if d.plan is None or not d.plan.full:
+            low = self._oldest_row(d)
+            if d.timeout is not None and low > d.swept:
+                d.swept = low  # the rows skipped are final and need no visit
+            d.store.compact(low)
+            if d.plan is None or not d.plan[1]:
                 self._replan(d)
         if t1 < self.duration_s:
             self.queue.push(t1, ev.CHUNK, k + 1)
 
     def _oldest_row(self, d: Dispatcher) -> int:
         """First store row still needed: in a batch somewhere, or not yet past its deadline."""
-        low = d.open_start
-        if d.timeout is not None:
-            low = min(low, d.swept)
+        low = min(d.open_start, d.first_needed_row())
         if d.closed:  # held in order of closing: the first is the oldest
             low = min(low, d.closed[0][0])
         fleet = self.fleet
@@ -291,7 +293,7 @@ class Engine:
     def _replan(self, d: Dispatcher) -> None:
         plan = d.make_plan()
         if plan is not None:
-            t = plan.time_s if plan.time_s > self.now_s else self.now_s
+            t = plan[0] if plan[0] > self.now_s else self.now_s
             heapq.heappush(
                 self.queue.heap, (t, 1, next(self.queue.seq), ev.CLOSE, d.index, d.plan_version)
             )
@@ -301,25 +303,48 @@ class Engine:
         if version != d.plan_version or d.plan is None:
             return
         heap = self.queue.heap
+        fleet = self.fleet
         while True:
             plan = d.plan
             assert plan is not None
             now = self.now_s
-            if plan.full:
-                # The rows up to the cut are known to have arrived by now.
-                if d.gw_shed is not None:
-                    d.ingest_gateway(now)
-                d.take(plan.take_to)
-                end = plan.cut
+            if plan[1] and d.simple and d.gw_shed is None:
+                batch = d.close_full(plan[2])
+                if self.pull and d.idle and not d.paused:  # the hot path, inlined
+                    w = d.idle.popleft()
+                    fleet.batch[w] = batch
+                    fleet.state[w] = BUSY
+                    d.busy += 1
+                    d.in_service += batch[2]
+                    heapq.heappush(
+                        heap,
+                        (
+                            now + self.service.draw(batch[3]),
+                            1,
+                            next(self.queue.seq),
+                            ev.DONE,
+                            w,
+                            fleet.version[w],
+                        ),
+                    )
+                else:
+                    self._dispatch(d, batch)
             else:
-                d.ingest(now)
-                end = d.ingested
-            if d.open_count > (1 if end < d.ingested else 0):
-                self._dispatch(d, d.cut(end))
+                if plan[1]:
+                    # The rows up to the cut are known to have arrived by now.
+                    if d.gw_shed is not None:
+                        d.ingest_gateway(now)
+                    d.take(plan[2])
+                    end = plan[3]
+                else:
+                    d.ingest(now)
+                    end = d.ingested
+                if d.open_count > (1 if end < d.ingested else 0):
+                    self._dispatch(d, d.cut(end))
             plan = d.make_plan()
             if plan is None:
                 return
-            t = plan.time_s if plan.time_s > now else now
+            t = plan[0] if plan[0] > now else now
             if t <= self._target and (not heap or t < heap[0][0]):
                 # This model's next close comes before every other event: take it now
                 # rather than through the heap (same order, fewer heap operations).
@@ -390,7 +415,7 @@ class Engine:
         d = self.disp[batch[5]]
         d.done.append((batch[0], batch[1], self.now_s, OK if batch[4] == d.epoch else ORPHANED))
         d.in_service -= batch[2]
-        if self.policy == "least_loaded":
+        if self.least_loaded:
             local = self.local_index[w]
             if np.isfinite(d.ll_out[local]) and d.ll_out[local] > 0:
                 d.ll_out[local] -= 1
