@@ -30,8 +30,8 @@ class Arrivals:
     ctr: np.ndarray
     admitted: np.ndarray
 
-    def select(self, mask: np.ndarray) -> Arrivals:
-        """The attempts where ``mask`` is true."""
+    def select(self, mask: np.ndarray | slice) -> Arrivals:
+        """The attempts picked by ``mask`` (a boolean mask, an index array or a slice)."""
         return Arrivals(
             self.time[mask],
             self.model[mask],
@@ -61,7 +61,8 @@ class ArrivalSource:
         self.rng = rng
         models = list(scenario.models.values())
         self.n_models = len(models)
-        self.cum_share = np.cumsum([m.share for m in models])
+        self.shares = [m.share for m in models]
+        self.cum_share = np.cumsum(self.shares)
         self.tokens = np.array([m.tokens for m in models], dtype=np.int64)
         self.tokens_cv = np.array([m.tokens_cv for m in models])
         gw = scenario.gateway
@@ -112,11 +113,7 @@ class ArrivalSource:
         )
         tokens = self.tokens[model]
         if self.tokens_cv.any() and n:
-            cv = self.tokens_cv[model]
-            sigma = np.sqrt(np.log1p(cv * cv))
-            mu = np.log(tokens) - sigma * sigma / 2.0
-            varied = np.maximum(1, np.rint(np.exp(mu + sigma * rng.standard_normal(n))))
-            tokens = np.where(cv > 0, varied.astype(np.int64), tokens)
+            tokens = self._varied_tokens(model)
         key = rng.integers(0, self.keys, n) if self.limit else np.zeros(n, dtype=np.int64)
         return Arrivals(
             time=times,
@@ -158,19 +155,79 @@ class ArrivalSource:
         return pool.select(due) if due.any() else None
 
     # -- a chunk -------------------------------------------------------------------
-    def chunk(self, t0: float, t1: float, window: int, fresh: Arrivals | None = None) -> Arrivals:
-        """All attempts in ``[t0, t1)`` (fresh and retries), rate-limited in ``window``."""
-        parts = [fresh if fresh is not None else self.fresh(t0, t1)]
+    def chunk(self, t0: float, t1: float, window: int) -> list[Arrivals]:
+        """All attempts in ``[t0, t1)`` (fresh and retries), per model, in time order.
+
+        Without a rate limit each model's Poisson stream is drawn on its own (splitting
+        a Poisson process by share gives independent ones); with it, the models' streams
+        are drawn together, since an API key's counter spans models.
+        """
         retries = self._take_retries(t1)
-        if retries is not None:
-            parts.append(retries)
-        arr = _concat(parts)
-        if len(parts) > 1:
-            order = np.argsort(arr.time, kind="stable")
-            arr = arr.select(order)
         if self.limit:
+            arr = self.fresh(t0, t1)
+            if retries is not None:
+                arr = _concat([arr, retries])
+                arr = arr.select(np.argsort(arr.time, kind="stable"))
             self._rate_limit(arr, window)
-        return arr
+            return self.split(arr)
+        out = self.fresh_by_model(t0, t1)
+        if retries is not None:
+            for m, again in enumerate(self.split(retries)):
+                if again.time.size:
+                    both = _concat([out[m], again])
+                    out[m] = both.select(np.argsort(both.time, kind="stable"))
+        return out
+
+    def fresh_by_model(self, t0: float, t1: float) -> list[Arrivals]:
+        """Fresh requests in ``[t0, t1)``, drawn model by model (no rate limit)."""
+        rng = self.rng
+        if self.qps_override is not None:
+            top, varying = self.qps_override, False
+        else:
+            top, varying = self.traffic.max_rate(), self.traffic.shape != "constant"
+        out = []
+        for m, share in enumerate(self.shares):
+            rate = top * share
+            n = int(rng.poisson(rate * (t1 - t0))) if rate > 0 and t1 > t0 else 0
+            times = np.sort(t0 + (t1 - t0) * rng.random(n))
+            if varying and n:
+                times = times[rng.random(n) * top < self.rate_of(times)]
+                n = times.size
+            tokens = np.full(n, self.tokens[m], dtype=np.int64)
+            if self.tokens_cv[m] > 0 and n:
+                tokens = self._varied_tokens(np.full(n, m))
+            zeros = np.zeros(n, dtype=np.int64)
+            out.append(
+                Arrivals(
+                    time=times,
+                    model=np.full(n, m, dtype=np.int64),
+                    tokens=tokens,
+                    key=zeros,
+                    attempt=zeros.astype(np.int16),
+                    ctr=zeros,
+                    admitted=np.ones(n, dtype=bool),
+                )
+            )
+        return out
+
+    def _varied_tokens(self, model: np.ndarray) -> np.ndarray:
+        """Token counts for requests of ``model`` (lognormal around each model's mean)."""
+        tokens = self.tokens[model]
+        cv = self.tokens_cv[model]
+        sigma = np.sqrt(np.log1p(cv * cv))
+        mu = np.log(tokens) - sigma * sigma / 2.0
+        varied = np.maximum(1, np.rint(np.exp(mu + sigma * self.rng.standard_normal(model.size))))
+        return np.where(cv > 0, varied.astype(np.int64), tokens)
+
+    def split(self, arr: Arrivals) -> list[Arrivals]:
+        """``arr`` split by model (each part keeps time order)."""
+        if self.n_models == 1:
+            return [arr]
+        ordered = arr.select(np.argsort(arr.model, kind="stable"))
+        bounds = np.searchsorted(ordered.model, np.arange(self.n_models + 1))
+        return [
+            ordered.select(slice(int(bounds[m]), int(bounds[m + 1]))) for m in range(self.n_models)
+        ]
 
     def _rate_limit(self, arr: Arrivals, window: int) -> None:
         if window != self.window:

@@ -294,6 +294,21 @@ class Dispatcher:
         frame.fill_sum += count * self.tokens / self.max_tokens
         return batch
 
+    def plan_after_full(self) -> ClosePlan | None:
+        """``make_plan`` for a simple dispatcher right after ``close_full`` (empty batch)."""
+        self.plan_version += 1
+        st, row = self.store, self.ingested
+        full_row = row + self.batch_n - 1
+        plan: ClosePlan | None = None
+        if full_row < st.end:
+            plan = (st.arrival.item(full_row - st.base), True, full_row + 1, full_row + 1)
+        if self.close_after is not None and row < st.end:
+            due = st.arrival.item(row - st.base) + self.close_after
+            if plan is None or due < plan[0]:
+                plan = (due, False, 0, 0)
+        self.plan = plan
+        return plan
+
     def cut(self, end: int) -> Batch:
         """Close the open batch at row ``end`` (the rest stays open) and return it."""
         st, b = self.store, self.store.base

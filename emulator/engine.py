@@ -38,12 +38,16 @@ import numpy as np
 from emulator import events as ev
 from emulator.arrivals import ArrivalSource, chunk_length
 from emulator.dispatcher import Batch, Counts, Dispatcher
+from emulator.events import CLOSE, DONE
 from emulator.histogram import LatencyHistogram, frame_percentiles
 from emulator.requests import OK, ORPHANED
 from emulator.results import BUSY, DEAD, IDLE, Frame, Outcomes, Summary
 from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario_checks import check_target
 from emulator.workers import Fleet, ServiceTime
+
+#: A model's request store is compacted once it holds more rows than this.
+COMPACT_ROWS = 50_000
 
 
 class Engine:
@@ -261,15 +265,15 @@ class Engine:
             d.book_done()
             d.ingest(t0)
             d.sweep(t0)
-        arr = self.source.chunk(t0, t1, k // self.chunks_per_s)
+        per_model = self.source.chunk(t0, t1, k // self.chunks_per_s)
         self.chunk_end_s = t1
-        many = len(self.disp) > 1
         for d in self.disp:
-            d.add_arrivals(arr.select(arr.model == d.index) if many else arr)
-            low = self._oldest_row(d)
-            if d.timeout is not None and low > d.swept:
-                d.swept = low  # the rows skipped are final and need no visit
-            d.store.compact(low)
+            d.add_arrivals(per_model[d.index])
+            if len(d.store) > COMPACT_ROWS:
+                low = self._oldest_row(d)
+                if d.timeout is not None and low > d.swept:
+                    d.swept = low  # the rows skipped are final and need no visit
+                d.store.compact(low)
             if d.plan is None or not d.plan[1]:
                 self._replan(d)
         if t1 < self.duration_s:
@@ -304,6 +308,8 @@ class Engine:
             return
         heap = self.queue.heap
         fleet = self.fleet
+        seq = self.queue.seq
+        constant_s = self.service.constant_s
         while True:
             plan = d.plan
             assert plan is not None
@@ -316,19 +322,11 @@ class Engine:
                     fleet.state[w] = BUSY
                     d.busy += 1
                     d.in_service += batch[2]
-                    heapq.heappush(
-                        heap,
-                        (
-                            now + self.service.draw(batch[3]),
-                            1,
-                            next(self.queue.seq),
-                            ev.DONE,
-                            w,
-                            fleet.version[w],
-                        ),
-                    )
+                    service_s = constant_s or self.service.draw(batch[3])
+                    heapq.heappush(heap, (now + service_s, 1, next(seq), DONE, w, fleet.version[w]))
                 else:
                     self._dispatch(d, batch)
+                plan = d.plan_after_full()
             else:
                 if plan[1]:
                     # The rows up to the cut are known to have arrived by now.
@@ -341,7 +339,7 @@ class Engine:
                     end = d.ingested
                 if d.open_count > (1 if end < d.ingested else 0):
                     self._dispatch(d, d.cut(end))
-            plan = d.make_plan()
+                plan = d.make_plan()
             if plan is None:
                 return
             t = plan[0] if plan[0] > now else now
@@ -351,7 +349,7 @@ class Engine:
                 self.now_s = t
                 self.queue.processed += 1
                 continue
-            heapq.heappush(heap, (t, 1, next(self.queue.seq), ev.CLOSE, m, d.plan_version))
+            heapq.heappush(heap, (t, 1, next(seq), CLOSE, m, d.plan_version))
             return
 
     # -- dispatching -----------------------------------------------------------------

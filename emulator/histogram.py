@@ -76,11 +76,12 @@ def frame_percentiles(values_s: np.ndarray) -> tuple[float | None, float | None,
     n = values_s.size
     if n == 0:
         return None, None, None
-    ordered = np.sort(values_s).tolist()
-    out = []
+    picks = []
     for q in (0.5, 0.95, 0.99):
         pos = q * (n - 1)
         lo = int(pos)
-        hi = min(lo + 1, n - 1)
-        out.append(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
+        picks.append((lo, min(lo + 1, n - 1), pos - lo))
+    needed = sorted({i for lo, hi, _ in picks for i in (lo, hi)})
+    part = np.partition(values_s, needed)  # only the order statistics we need
+    out = [float(part[lo] + (part[hi] - part[lo]) * frac) for lo, hi, frac in picks]
     return out[0], out[1], out[2]

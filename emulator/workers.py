@@ -77,6 +77,8 @@ class ServiceTime:
         self.sigma = math.sqrt(sigma2)
         if self.kind == "lognormal" and self.sigma == 0:
             self.kind = "constant"
+        #: The service time when it never varies (0.0 otherwise), for the hot path.
+        self.constant_s = self.batch_s if self.kind == "constant" else 0.0
         self._block: list[float] = []
         self._pos = 0
 
