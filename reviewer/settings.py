@@ -222,6 +222,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets used by several fields get one name in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "ReviewPassEnum": "reviewer.models.review.ReviewPass",
+        "FindingStatusEnum": "reviewer.models.review.FindingStatus",
+        "SessionStatusEnum": "reviewer.models.review.SessionStatus",
+        "RunStatusEnum": "reviewer.models.runs.RunStatus",
+    },
 }
 
 # Limits on emulator work a user can ask for.

@@ -1,0 +1,44 @@
+"""The OpenAPI schema and its browsable page, served with local assets."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from review_data_fixtures import *  # noqa: F403
+
+pytestmark = pytest.mark.django_db
+
+PATHS = ["/api/docs/", "/api/docs/{id}/", "/api/fleets/", "/api/fleets/{id}/", "/api/sessions/",
+         "/api/sessions/{id}/", "/api/sessions/{session_pk}/findings/", "/api/findings/{id}/",
+         "/api/sessions/{id}/export.json", "/api/sessions/{id}/export.csv", "/api/sessions/{id}/export.md",
+         "/api/sessions/{id}/export.jsonld"]
+
+
+def test_the_schema_lists_every_review_endpoint(client):
+    response = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    assert schema["openapi"].startswith("3.")
+    for path in PATHS:
+        assert path in schema["paths"], path
+    finding = schema["components"]["schemas"]["Finding"]["properties"]
+    assert {"pass", "severity", "version", "anchor_exact", "anchor_start"} <= set(finding)
+    assert {"tokenAuth", "cookieAuth"} <= set(schema["components"]["securitySchemes"])
+
+
+def test_the_browsable_docs_page_loads_its_assets_locally(client, people):
+    client.force_login(people["owner"])
+    response = client.get("/api/schema/docs/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "swagger-ui" in page.lower()
+    sources = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert sources and all(not s.startswith(("http://", "https://", "//")) for s in sources), sources
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in page
+
+
+def test_api_docs_stays_the_design_doc_collection(api_as, review_doc):
+    data = api_as("owner").get("/api/docs/").json()
+    assert [d["title"] for d in data["results"]] == ["Chat serving"]
