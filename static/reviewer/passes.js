@@ -9,6 +9,7 @@ const starters = {
   break: () => Promise.all([
     import("./runs.js").then((m) => m.initRuns),
     import("./placement.js").then((m) => m.initPlacement),
+    import("./sweep.js").then((m) => m.initSweep),
   ]).then((fns) => (ctx) => fns.forEach((fn) => fn(ctx))),
   rank: () => import("./rank.js").then((m) => m.initRank),
 };

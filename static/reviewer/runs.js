@@ -1,7 +1,7 @@
 // The break pass's emulator panel: one run, or two side by side (the same
 // seed with a different policy, say), and opening a finding's evidence.
 
-import { el } from "./api.js";
+import { apiList, el } from "./api.js";
 import { RunView } from "./runview.js";
 
 export function initRuns(ctx) {
@@ -35,9 +35,29 @@ export function initRuns(ctx) {
     compare.textContent = "Close the second run";
   });
 
+  // Earlier runs of the session, to watch again (frames are stored) or compare.
+  const earlier = el("select", { "aria-label": "Open an earlier run" }, el("option", { value: "" }, "Open an earlier run…"));
+  async function loadEarlier() {
+    try {
+      const runs = await apiList(`${ctx.config.urls.runs}?session=${ctx.config.sessionId}`);
+      earlier.replaceChildren(el("option", { value: "" }, "Open an earlier run…"),
+        ...runs.filter((r) => r.sweep == null).map((r) => el("option", { value: r.id },
+          `run ${r.id} · ${r.status} · seed ${r.seed}${r.overrides && r.overrides.length ? ` · ${r.overrides.join(", ")}` : ""}`)));
+    } catch (err) {
+      ctx.say(`Could not list earlier runs: ${err.message}`);
+    }
+  }
+  earlier.addEventListener("focus", loadEarlier);
+  earlier.addEventListener("change", () => {
+    if (!earlier.value) return;
+    (right || left).open(Number(earlier.value));
+    earlier.value = "";
+  });
+  loadEarlier();
+
   box.replaceChildren(
     el("p", { class: "muted" }, `Runs play the session's fleet config "${ctx.config.fleet.name}". Overrides change keys for one run, e.g. traffic.qps=500 or dispatcher.policy=pull.`),
-    el("div", { class: "row" }, compare),
+    el("div", { class: "row" }, compare, earlier),
     side);
 
   const refreshTargets = () => { left.fillTargets(); if (right) right.fillTargets(); };

@@ -9,7 +9,7 @@ const MAX_POINTS = 4000;
 const CHART_LAYOUT = {
   margin: { l: 48, r: 8, t: 26, b: 30 },
   legend: { orientation: "h", y: -0.25, font: { size: 10 } },
-  xaxis: { title: { text: "simulated s", font: { size: 10 } } },
+  xaxis: { ticksuffix: " s" },
   font: { size: 11 },
   hovermode: "x unified",
 };
@@ -75,15 +75,17 @@ export class RunView {
         el("label", {}, "Seed", this.seed),
         el("label", {}, "Overrides", this.overrides),
         el("div", { class: "row" }, this.startButton, this.cancelButton)),
-      el("div", { class: "row" }, this.progress, this.progressText),
       this.message,
-      this.faults,
-      this.charts.map((chart) => chart.div),
-      this.heatmapDiv,
-      el("p", { class: "muted rank-help" }, HEATMAP_LEGEND),
-      this.events,
-      this.evidenceBar,
-      this.summary);
+      // Hidden until a run's layout arrives, so an idle panel stays compact.
+      this.body = el("div", { class: "run-body", hidden: true },
+        el("div", { class: "row" }, this.progress, this.progressText),
+        this.faults,
+        this.charts.map((chart) => chart.div),
+        this.heatmapDiv,
+        el("p", { class: "muted rank-help" }, HEATMAP_LEGEND),
+        this.events,
+        this.evidenceBar,
+        this.summary));
   }
 
   say(text) { this.message.textContent = text; }
@@ -194,6 +196,7 @@ export class RunView {
 
   setup(layout) {
     this.layout = layout;
+    this.body.hidden = false;
     const models = layout.models;
     const empty = () => ({ x: [], y: [] });
     const traces = {

@@ -2,12 +2,56 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
+
+
+@dataclass
+class LiveServer:
+    """Daphne and a Celery worker; ``url`` is where the dashboard answers."""
+
+    url: str
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}" for p in self.logs)
+
+    def stop(self) -> None:
+        """Kill every process started here, with its children."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(timeout=10)
+                except (subprocess.TimeoutExpired, ProcessLookupError):
+                    pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(timeout=5)
+
+
+@dataclass
+class ExampleReview:
+    """The example review loaded for one test: owner alice, reviewer bob."""
+
+    session_id: int
+    alice: Any
+    bob: Any
+
+    @property
+    def path(self) -> str:
+        return f"/sessions/{self.session_id}/"
 
 
 def select_text(page: Any, text: str) -> None:

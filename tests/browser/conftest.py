@@ -14,9 +14,7 @@ test fails if there were any.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,11 +22,11 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_helpers import ExampleReview, LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -54,32 +52,6 @@ def _database_url() -> str:
     user, password = sd.get("USER") or "", sd.get("PASSWORD") or ""
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
     return f"postgres://{auth}{sd.get('HOST') or '127.0.0.1'}:{sd.get('PORT') or '5432'}/{sd['NAME']}"
-
-
-@dataclass
-class LiveServer:
-    """Daphne and a Celery worker; ``url`` is where the dashboard answers."""
-
-    url: str
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    logs: list[Path] = field(default_factory=list)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-chars:]}" for p in self.logs)
-
-    def stop(self) -> None:
-        """Kill every process started here, with its children."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                    proc.wait(timeout=10)
-                except (subprocess.TimeoutExpired, ProcessLookupError):
-                    pass
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if proc.poll() is None:
-                proc.wait(timeout=5)
 
 
 def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -168,19 +140,6 @@ def browser() -> Iterator[Any]:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@dataclass
-class ExampleReview:
-    """The example review loaded for one test: owner alice, reviewer bob."""
-
-    session_id: int
-    alice: Any
-    bob: Any
-
-    @property
-    def path(self) -> str:
-        return f"/sessions/{self.session_id}/"
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import screenshot, select_text, wait_for
-from conftest import ExampleReview, LiveServer
+from browser_helpers import ExampleReview, LiveServer, screenshot, select_text, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -1,0 +1,106 @@
+"""Every page in the browser: the passes at 1280 px with screenshots, the
+session page at 800 px, keyboard reach, and starting a review from home."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from browser_helpers import ExampleReview, LiveServer, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PASSES = ["restate", "numbers", "trace", "break", "rank"]
+
+
+def test_it_shows_every_pass_and_saves_a_screenshot_of_each(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + example_review.path)
+    page.wait_for_selector("#doc-body mark.finding")
+    for key in PASSES:
+        page.click(f"#tab-{key}")
+        panel = page.wait_for_selector(f"#panel-{key}:not([hidden])")
+        assert panel.query_selector(".guide") is not None
+        if key == "numbers":
+            page.wait_for_selector(".numbers-table tbody tr")
+            page.wait_for_selector(".suggestion")
+        elif key == "trace":
+            page.wait_for_selector(".trace-svg .hop[data-hop=response_path]")
+        elif key == "break":
+            page.wait_for_selector(".layout-card .verdict")
+            page.wait_for_selector(".run-view button:has-text('Start run')")
+        elif key == "rank":
+            page.wait_for_selector(".rank-col[data-severity=fix_now] .rank-card")
+        page.wait_for_timeout(150)  # let the panel's layout settle for the picture
+        screenshot(page, f"session-{key}")
+    # The home page too.
+    page.goto(dashboard.url + "/")
+    screenshot(page, "home")
+
+
+def test_it_adopts_a_suggested_number_finding_with_one_click(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import Finding
+
+    page = signed_in("bob")
+    page.goto(dashboard.url + example_review.path + "#numbers")
+    suggestion = page.wait_for_selector(".suggestion")
+    title = suggestion.query_selector("strong").inner_text()
+    suggestion.query_selector("button:has-text('Adopt')").click()
+    page.wait_for_selector(f"#panel-numbers .finding-item:has-text({title!r})")
+    assert Finding.objects.filter(title=title, review_pass="numbers", author__username="bob").exists()
+    assert page.is_disabled(".suggestion button:has-text('Adopted')")
+
+
+def test_it_files_a_trace_finding_on_a_hop_by_keyboard(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import Finding
+
+    page = signed_in("bob")
+    page.goto(dashboard.url + example_review.path)
+    page.wait_for_selector("#doc-body mark.finding")
+    # The steps are tabs: arrow keys move between passes.
+    page.focus("#tab-restate")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.get_attribute("#tab-trace", "aria-selected") == "true"
+    page.focus(".trace-svg .hop[data-hop=response_path]")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#trace-panel h3:has-text('response path')")
+    page.click("#trace-panel button:has-text('New finding on this hop')")
+    assert page.input_value("#ff-hop") == "response_path"
+    page.keyboard.type("No path back to the waiting connection")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#trace-panel .finding-item:has-text('No path back')")
+    finding = Finding.objects.get(title="No path back to the waiting connection")
+    assert (finding.trace_hop, finding.review_pass) == ("response_path", "trace")
+
+
+def test_it_stays_usable_at_800_pixels(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice", width=800, height=900)
+    for key in PASSES:
+        page.goto(dashboard.url + example_review.path + f"#{key}")
+        page.wait_for_selector(f"#panel-{key}:not([hidden])")
+        page.wait_for_timeout(300)
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 0, f"the {key} pass scrolls sideways by {overflow} px at 800 px"
+        assert page.is_visible("#doc-body") and page.is_visible(f"#panel-{key} h2")
+    screenshot(page, "session-800px-rank")
+
+
+def test_it_starts_a_review_from_the_home_page(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.fill("#new-title", "Second look at the serving doc")
+    page.select_option("#new-fleet", index=1)
+    page.click("button:has-text('Start review')")
+    page.wait_for_selector("h1:has-text('Second look at the serving doc')")
+    assert "/sessions/" in page.url
+    page.wait_for_selector(".presence .viewer.me")
