@@ -21,6 +21,7 @@ import bisect
 import math
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 CONTEXT_CHARS = 32
 
@@ -94,8 +95,7 @@ def expected_offset(old_text: str, new_text: str, offset: int) -> int:
     new_starts = _line_starts(new_lines)
     line = bisect.bisect_right(old_starts, offset) - 1
     column = offset - old_starts[line]
-    matcher = SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _line_opcodes(old_text, new_text):
         if not i1 <= line < i2:
             continue
         if j1 >= len(new_starts):
@@ -240,6 +240,15 @@ def _occurrences(text: str, needle: str, limit: int | None = None) -> list[int]:
             break
         pos = text.find(needle, pos + 1)
     return hits
+
+
+@lru_cache(maxsize=16)
+def _line_opcodes(old_text: str, new_text: str) -> tuple[tuple[str, int, int, int, int], ...]:
+    """The line diff of two texts; cached, as every finding of a revision needs the same one."""
+    matcher = SequenceMatcher(
+        None, old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), autojunk=False
+    )
+    return tuple(matcher.get_opcodes())
 
 
 def _line_starts(lines: list[str]) -> list[int]:

@@ -266,6 +266,12 @@ class FindingSerializer(serializers.ModelSerializer):
             "created_at", "updated_at", "version",
         ]
         read_only_fields = ["session", "orphaned"]
+        # Quotes and their context are compared character for character.
+        extra_kwargs = {
+            "anchor_exact": {"trim_whitespace": False},
+            "anchor_prefix": {"trim_whitespace": False},
+            "anchor_suffix": {"trim_whitespace": False},
+        }
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()

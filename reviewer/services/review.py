@@ -433,7 +433,9 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
         finding.position = changes["position"]
     elif finding.severity != old_severity:
         finding.position = _next_position(finding.session, finding.severity)
-    if any(name in changes for name in ANCHOR_FIELDS):
+    # A full PUT repeats the anchor as read; only a changed anchor is re-placed
+    # (an orphan's anchor belongs to its old revision and would not resolve).
+    if any(name in changes and changes[name] != getattr(finding, name) for name in ANCHOR_FIELDS):
         revision = finding.session.doc.latest_revision()
         if revision is None:
             raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})

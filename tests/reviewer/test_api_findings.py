@@ -195,3 +195,17 @@ def test_participants_reply_in_a_thread(api_as, open_review):
     replies = api_as("reviewer").get(url).json()["results"]
     assert [(r["author"], r["body_html"]) for r in replies] == [("owner", "<p>Agreed, <em>pull</em> instead.</p>")]
     assert api_as("owner").get(f"/api/findings/{data['id']}/").json()["reply_count"] == 1
+
+
+def test_a_full_put_of_an_orphan_keeps_its_anchor(api_as, open_review, people):
+    gone = "The queue sends each batch to the next worker in round-robin order."
+    data = _new(api_as, open_review, anchor_exact=gone).json()
+    doc = open_review.doc
+    services.doc_revise(doc=doc, author=people["owner"], body=doc.body.replace(gone, "Workers pull batches."))
+    url = f"/api/findings/{data['id']}/"
+    current = api_as("reviewer").get(url).json()
+    assert current["orphaned"] is True
+    response = api_as("reviewer").put(url, dict(current, title="Still relevant"), format="json")
+    assert response.status_code == 200, response.content
+    after = response.json()
+    assert (after["orphaned"], after["revision"], after["anchor_exact"]) == (True, 1, gone)
