@@ -75,7 +75,21 @@ def _lcm_denominators(values: list[Fraction]) -> int:
     return out
 
 
-def _score(
+def integer_weights(problem: PlacementProblem) -> tuple[list[int], list[int], list[int]]:
+    """Models with a share, their ratio weights and every model's throughput, as integers.
+
+    Both are scaled by a common denominator, which changes no comparison, so keys
+    can be compared exactly as integers.
+    """
+    weights = problem.weights
+    live = [m for m, w in enumerate(weights) if w is not None]
+    live_weights = [w for w in weights if w is not None]
+    w_scale = _lcm_denominators(live_weights)
+    q_scale = _lcm_denominators(list(problem.qps))
+    return live, [int(w * w_scale) for w in live_weights], [int(q * q_scale) for q in problem.qps]
+
+
+def score(
     problem: PlacementProblem, layouts: list[HostLayout], x: np.ndarray, *, failures: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Integer keys (worst, nominal, wasted) for fleets ``x``, exact after scaling.
@@ -83,12 +97,7 @@ def _score(
     With ``failures`` False the worst case is over no failure only.
     """
     a = np.array([lay.counts for lay in layouts], dtype=np.int64)  # (L, K)
-    weights = problem.weights
-    live = [m for m, w in enumerate(weights) if w is not None]
-    w_scale = _lcm_denominators([weights[m] for m in live])  # type: ignore[misc]
-    w_int = [int(weights[m] * w_scale) for m in live]  # type: ignore[operator]
-    q_scale = _lcm_denominators(list(problem.qps))
-    q_int = [int(q * q_scale) for q in problem.qps]
+    live, w_int, q_int = integer_weights(problem)
     biggest = max(w_int + q_int) * problem.hosts * problem.units * len(problem.names)
     dtype: type = np.int64 if biggest < 2**62 else object
     x = x.astype(dtype)
@@ -104,7 +113,7 @@ def _score(
     return worst, nominal, wasted
 
 
-def _best_rows(x: np.ndarray, worst: np.ndarray, nominal: np.ndarray, wasted: np.ndarray, count: int) -> list[int]:
+def best_rows(x: np.ndarray, worst: np.ndarray, nominal: np.ndarray, wasted: np.ndarray, count: int) -> list[int]:
     """Indexes of the ``count`` best rows, best first: (worst, nominal) high, wasted low.
 
     Ties are broken by the composition itself (first layouts' counts high), so
@@ -152,8 +161,8 @@ def solve_counts(problem: PlacementProblem, *, top: int = 10) -> PlacementResult
             f"score (limit {MAX_COMPOSITIONS:,}); use fewer hosts or fewer worker types"
         )
     x = compositions(problem.hosts, len(maximal))
-    worst, nominal, wasted = _score(problem, maximal, x)
-    head = _best_rows(x, worst, nominal, wasted, top + MAX_SHOWN)
+    worst, nominal, wasted = score(problem, maximal, x)
+    head = best_rows(x, worst, nominal, wasted, top + MAX_SHOWN)
     keys = {int(i): (worst[i], nominal[i], wasted[i]) for i in head}
     chosen = _select(head, keys, top)  # type: ignore[arg-type]
     ranks = _dense_ranks([keys[i] for i in chosen])
@@ -175,8 +184,8 @@ def best_fleet(problem: PlacementProblem, *, failures: bool = True) -> FleetPlac
     if n > MAX_COMPOSITIONS:
         raise PlacementError(f"hosts: {problem.hosts} hosts give {n:,} fleets to score; use fewer hosts")
     x = compositions(problem.hosts, len(maximal))
-    worst, nominal, wasted = _score(problem, maximal, x, failures=failures)
-    best = _best_rows(x, worst, nominal, wasted, 1)[0]
+    worst, nominal, wasted = score(problem, maximal, x, failures=failures)
+    best = best_rows(x, worst, nominal, wasted, 1)[0]
     fleet = evaluate_fleet(problem, [(int(c), lay) for c, lay in zip(x[best], maximal, strict=True)], 1)
     if not failures:
         no_failure = fleet.cases[0].worst
