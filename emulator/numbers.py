@@ -171,6 +171,12 @@ def compute(scenario: Scenario) -> NumbersReport:
         alone_cap = alone * wq
         fig["alone_cap"] = add("most_capacity_qps", f"Capacity if the hosts held only {name}", name, alone_cap, "QPS",
                                f"{alone} workers x {_s(wq, 'QPS')} = {_s(alone_cap, 'QPS')}")
+        on_host = [(sum(1 for w in slots if w.model == name), index) for index, _, slots in hosts]
+        most_here, worst_host = max(on_host, key=lambda t: (t[0], -t[1])) if on_host else (0, 0)
+        left = (placed - most_here) * wq
+        fig["cap_lost"] = add("capacity_one_host_lost_qps", "Capacity after losing the worst host", name, left,
+                              "QPS", f"losing host:{worst_host}, which carries the most {name} workers "
+                              f"({most_here} of {placed}): {placed - most_here} x {_s(wq, 'QPS')}")
         for tag, word, total in loads:
             offered = total * share
             fig[f"off_{tag}"] = add(f"offered_{tag}_qps", f"Offered load at {word} traffic", name, offered, "QPS",

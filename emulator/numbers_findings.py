@@ -53,10 +53,38 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
             "fix_now",
             f"At average traffic the queue grows by {show(growth, '')} requests a second",
             f"Utilisation at {show(v('offered_avg_qps'), 'QPS')} is at or above 1 for {', '.join(overloaded)} "
-            f"(placed capacity {show(v('capacity_qps'), 'QPS')}); even the most workers these hosts could hold "
-            f"leave {show(v('queue_growth_most_avg'), 'requests/s')} unserved; {tail}.",
+            f"(placed capacity {show(v('capacity_qps'), 'QPS')}); {_most_clause(v)}; {tail}.",
             ["fleet.queue_growth_avg", "fleet.queue_growth_most_avg"] + [f"{n}.utilisation_avg" for n in overloaded],
         ))
+
+    if has_peak and not out:
+        short = [n for n in names if (u := v("utilisation_peak", n)) is None or u >= 1]
+        if short:
+            out.append(_finding(
+                "fix_now", "The placed workers cannot serve the peak",
+                "These hosts could hold enough workers, but as placed "
+                + "; ".join(f"{n} has {show(v('workers_placed', n), '')} workers and needs "
+                            f"{show(v('whole_workers_peak', n), '')} at {show(v('offered_peak_qps', n), 'QPS')}"
+                            for n in short) + ".",
+                [f"{n}.utilisation_peak" for n in short]))
+
+    if not overloaded:
+        busy = max(names, key=lambda n: v("utilisation_avg", n) or Fraction(0))
+        fragile = [n for n in names if _num(v("offered_avg_qps", n)) > 0 and _num(v("workers_placed", n)) > 0
+                   and 0 < _num(v("capacity_one_host_lost_qps", n)) <= _num(v("offered_avg_qps", n))]
+        for name in fragile:
+            out.append(_finding(
+                "clarify", f"One host loss overloads {name} at average traffic",
+                f"Losing the host with the most {name} workers leaves "
+                f"{show(v('capacity_one_host_lost_qps', name), 'QPS')} for {show(v('offered_avg_qps', name), 'QPS')} "
+                "offered: the queue then grows until the host is back. Is N+1 capacity a goal?",
+                [f"{name}.capacity_one_host_lost_qps", f"{name}.offered_avg_qps"]))
+        util = v("utilisation_avg", busy)
+        if util is not None and util >= Fraction(4, 5) and busy not in fragile:
+            out.append(_finding(
+                "mention", f"{busy} runs {show(util * 100, '')}% busy at average traffic",
+                "Little headroom: waiting time grows steeply as utilisation nears 1, and a burst or a lost "
+                "worker tips it over.", [f"{busy}.utilisation_avg"]))
 
     for name in names:
         if scenario.models[name].share > 0 and v("workers_placed", name) == 0:
@@ -105,7 +133,25 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
                 f"Request sizes vary (tokens_cv {scenario.models[name].tokens_cv:g}); larger requests make "
                 f"batches of fewer than {show(v('requests_per_batch', name), '')} requests and lower throughput.",
                 [f"{name}.requests_per_batch"]))
-    return out
+    order = {"fix_now": 0, "clarify": 1, "mention": 2}
+    return sorted(out, key=lambda f: order[f["severity"]])
+
+
+def _num(value: Fraction | None) -> Fraction:
+    return Fraction(0) if value is None else value
+
+
+def _most_clause(v: Any) -> str:
+    most = v("queue_growth_most_avg")
+    if most:
+        return f"even the most workers these hosts could hold leave {show(most, 'requests/s')} unserved"
+    try:
+        best = v("best_mix_qps")
+    except KeyError:  # hosts of different sizes: no best-mix figure
+        return "these hosts might serve it with another mix of workers (python -m emulator place)"
+    if best is not None and best < v("offered_avg_qps"):
+        return f"no mix of workers on these hosts serves it at this split (at most {show(best, 'QPS')})"
+    return f"another mix of workers on these hosts would serve it (up to {show(best, 'QPS')} at this split)"
 
 
 def _host_loss_findings(scenario: Scenario) -> list[dict[str, Any]]:

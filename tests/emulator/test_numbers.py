@@ -139,3 +139,42 @@ def test_it_shows_figures_by_one_rounding_rule(value, unit, text):
 def test_it_rounds_half_to_even():
     assert show(Fraction(12345, 1000), "") == "12.3"  # 12.345 -> 12.3 (3 s.f.)
     assert show(Fraction(1225, 100), "") == "12.2"  # 12.25 -> 12.2, not 12.3
+
+
+def _doc(*overrides):
+    return compute(load_scenario(EXAMPLE, max_requests=None).with_overrides(list(overrides)))
+
+
+def titles(report):
+    return {f["title"]: f["severity"] for f in report.findings}
+
+
+def test_it_gives_each_models_capacity_after_losing_its_worst_host(doc):
+    assert doc.value("capacity_one_host_lost_qps", "small") == 0
+    assert doc.value("capacity_one_host_lost_qps", "big") == 2 * Fraction(40, 3)
+    assert "host:2" in doc.get("capacity_one_host_lost_qps", "small").explain
+
+
+def test_it_flags_a_single_host_loss_that_overloads_a_model_once():
+    found = titles(_doc("traffic.qps=80"))
+    assert found["Losing host:2 takes small down"] == "fix_now"
+    assert found["One host loss overloads big at average traffic"] == "clarify"
+    assert "One host loss overloads small at average traffic" not in found
+    assert not any("queue grows" in t for t in found)
+
+
+def test_it_mentions_little_headroom_near_saturation():
+    found = titles(_doc("traffic.qps=110", "hosts[0].count=4"))
+    assert found["small runs 82.5% busy at average traffic"] == "mention"
+
+
+def test_it_says_when_no_mix_on_these_hosts_would_serve_the_load():
+    report = _doc("traffic.qps=150")
+    growth = next(f for f in report.findings if "queue grows by 30 requests" in f["title"])
+    assert "no mix of workers on these hosts serves it at this split (at most 107 QPS)" in growth["body"]
+
+
+def test_it_lists_findings_most_severe_first(doc):
+    order = {"fix_now": 0, "clarify": 1, "mention": 2}
+    ranks = [order[f["severity"]] for f in doc.findings]
+    assert ranks == sorted(ranks)
