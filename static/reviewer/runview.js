@@ -204,7 +204,8 @@ export class RunView {
         { ...empty(), name: `${m} queue`, mode: "lines" },
         { ...empty(), name: `${m} backlog`, mode: "lines", line: { dash: "dot" } },
       ]),
-      latency: models.flatMap((m) => ["p50", "p95", "p99"].map((p) => ({ ...empty(), name: `${m} ${p}`, mode: "lines" }))),
+      // Frames with no ok request have no percentile; the line bridges them.
+      latency: models.flatMap((m) => ["p50", "p95", "p99"].map((p) => ({ ...empty(), name: `${m} ${p}`, mode: "lines", connectgaps: true }))),
       outcomes: ["offered", "ok", "shed", "lost", "timed_out", "orphaned"].map((k) => ({ ...empty(), name: k, mode: "lines" })),
     };
     // A finding's evidence opens the run zoomed to its window.

@@ -90,9 +90,14 @@ def wait_for(predicate: Any, timeout_s: float = 10.0, what: str = "condition") -
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def screenshot_path(name: str) -> Path:
+    """Where the screenshot called ``name`` goes (the folder is made if missing)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS / f"{name}.png"
+
+
 def screenshot(page: Any, name: str, full_page: bool = False) -> Path:
     """Save a screenshot to test-output/screenshots/<name>.png."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+    path = screenshot_path(name)
     page.screenshot(path=str(path), full_page=full_page)
     return path

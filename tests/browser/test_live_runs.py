@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from browser_helpers import ExampleReview, LiveServer, screenshot
+from browser_helpers import ExampleReview, LiveServer, screenshot, screenshot_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,7 +27,7 @@ def host_cells(page: Any, host: int) -> list[Any]:
 def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
 ) -> None:
-    from reviewer.models import EmulatorRun
+    from reviewer.models import EmulatorRun, Finding
 
     page = signed_in("alice")
     page.goto(dashboard.url + example_review.path + "#break")
@@ -45,6 +45,8 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     assert all(chart_points(page, chart) > first[chart] for chart in first)
     assert all(value is not None and value >= 1 for value in host_cells(page, 2))  # alive
     assert "simulated" in view.inner_text()  # progress: simulated time against duration
+    page.evaluate("document.querySelector('.run-view .progress').scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(200)
     screenshot(page, "session-break-live")
 
     # Kill host 2 from the page: its units turn dead on the heatmap.
@@ -53,9 +55,22 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
                            timeout=15000)
     assert all(value == 0 for value in host_cells(page, 2) if value is not None)
     assert all(value >= 1 for value in host_cells(page, 0) if value is not None)
+    view.screenshot(path=str(screenshot_path("session-break-host-killed")))
     page.wait_for_selector(".run-events:has-text('kill host:2')")
     run = EmulatorRun.objects.get()
     assert run.commands.filter(command="kill host:2").exists()
+
+    # The visible window of a chart becomes a new finding's evidence.
+    page.select_option(".run-view select[aria-label=Metric]", "backlog")
+    page.click(".run-view button:has-text('Attach as evidence')")
+    page.wait_for_selector("#ff-evidence:not([hidden])")
+    assert page.input_value("#ff-pass") == "break"
+    page.fill("#ff-title", "Round-robin backlog builds behind busy workers")
+    page.click("#ff-submit")
+    page.wait_for_selector("#panel-break .finding-item:has-text('Round-robin backlog builds')")
+    evidence = Finding.objects.get(title="Round-robin backlog builds behind busy workers")
+    assert evidence.evidence_run_id == run.pk and evidence.evidence_metric == "backlog"
+    assert evidence.evidence_t_to_s > evidence.evidence_t_from_s >= 0
 
     # Stop the run so the worker is free for the next test.
     page.click(".run-view button:has-text('Cancel')")

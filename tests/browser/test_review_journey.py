@@ -94,3 +94,10 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     assert "Who closes a batch, and when?" in report
     assert SENTENCE in report
     assert report.index("Who closes a batch") < report.index("Authentication before rate limiting")
+
+    # The owner brings everyone to a pass; bob, who followed the session, moves with it.
+    bob.click("#tab-restate")
+    alice.click("#tab-trace")
+    alice.click("#share-pass")
+    bob.wait_for_selector("#tab-trace[aria-selected=true]", timeout=2000)
+    assert bob.inner_text("[data-shared-for=trace]") == "session is here"
