@@ -168,7 +168,7 @@ class ArrivalSource:
             if retries is not None:
                 arr = _concat([arr, retries])
                 arr = arr.select(np.argsort(arr.time, kind="stable"))
-            self._rate_limit(arr, window)
+            self.rate_limit(arr, window)
             return self.split(arr)
         out = self.fresh_by_model(t0, t1)
         if retries is not None:
@@ -229,7 +229,8 @@ class ArrivalSource:
             ordered.select(slice(int(bounds[m]), int(bounds[m + 1]))) for m in range(self.n_models)
         ]
 
-    def _rate_limit(self, arr: Arrivals, window: int) -> None:
+    def rate_limit(self, arr: Arrivals, window: int) -> None:
+        """Mark which attempts the per-key counters admit in the one-second ``window``."""
         if window != self.window:
             self.counts[:] = 0
             self.window = window

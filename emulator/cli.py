@@ -21,7 +21,8 @@ from emulator.presets import PRESETS
 from emulator.results import Outcomes, Summary
 from emulator.scenario import ScenarioError, load_scenario
 
-Register = Callable[[Any], None]
+#: A function that adds one subcommand to the subparsers (its return value is ignored).
+Register = Callable[[Any], object]
 
 #: Seconds of wall time after which a run shows a progress bar (unless --json).
 PROGRESS_AFTER_S = 2.0
@@ -60,7 +61,12 @@ def register_presets(sub: Any) -> None:
 
 
 #: Subcommand registrations, in the order ``--help`` lists them.
-REGISTER: list[Register] = [register_run, register_presets, cli_numbers.register, cli_place.register]
+REGISTER: list[Register] = [
+    register_run,
+    register_presets,
+    cli_numbers.register,
+    cli_place.register,
+]
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

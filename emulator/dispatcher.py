@@ -232,20 +232,19 @@ class Dispatcher:
         if not (self.varied or self.queue_limit):  # the common, fast case
             k = self.batch_n - self.open_count
             full_row = self.ingested + k - 1
-            plan = None
+            simple: ClosePlan | None = None
             if full_row < st.end:
-                plan = (st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
+                simple = (st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
             if self.close_after is not None:
+                due: float | None = None
                 if self.open_count:
                     due = self.open_first_s + self.close_after
                 elif self.ingested < st.end:
                     due = st.arrival.item(self.ingested - b) + self.close_after
-                else:
-                    due = None
-                if due is not None and (plan is None or due < plan[0]):
-                    plan = (due, False, 0, 0)
-            self.plan = plan
-            return plan
+                if due is not None and (simple is None or due < simple[0]):
+                    simple = (due, False, 0, 0)
+            self.plan = simple
+            return simple
         avail = st.end - self.ingested
         cap = avail
         if self.queue_limit:

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from emulator import events as ev
 from emulator.arrivals import ArrivalSource, chunk_length
-from emulator.dispatcher import Batch, Counts, Dispatcher
+from emulator.dispatcher import Batch, ClosePlan, Counts, Dispatcher
 from emulator.events import CLOSE, DONE
 from emulator.histogram import LatencyHistogram, frame_percentiles
 from emulator.requests import OK, ORPHANED
@@ -142,8 +143,10 @@ class Engine:
         return frames
 
     def run(self) -> Summary:
-        """Run to the end and return the summary."""
-        self.advance_to(self.duration_s)
+        """Run to the end and return the summary (frames are built and dropped)."""
+        step = max(self.sample_s * 50, 1.0)
+        while not self.done:
+            self.advance_to(self.now_s + step)
         return self.summary()
 
     def inject(self, command: str) -> None:
@@ -195,7 +198,7 @@ class Engine:
                 # Entries before gw_pos were offered already; later fresh ones are withdrawn.
                 d.gw_shed = gs.select((np.arange(gs.time.size) < d.gw_pos) | (gs.attempt > 0))
         if self.source.limit:
-            self.source._rate_limit(fresh, window)
+            self.source.rate_limit(fresh, window)
         for d, (arrival, tokens, attempt, key, ctr) in zip(self.disp, kept, strict=True):
             mine = fresh.select(fresh.model == d.index)
             adm = mine.select(mine.admitted)
@@ -310,9 +313,8 @@ class Engine:
         fleet = self.fleet
         seq = self.queue.seq
         constant_s = self.service.constant_s
-        while True:
-            plan = d.plan
-            assert plan is not None
+        plan: ClosePlan | None = d.plan
+        while plan is not None:
             now = self.now_s
             if plan[1] and d.simple and d.gw_shed is None:
                 batch = d.close_full(plan[2])
@@ -611,7 +613,7 @@ class Engine:
             self.queue.push(min((i + 2) * self.sample_s, self.duration_s), ev.FRAME, i + 1)
         return frame
 
-    _handlers = {
+    _handlers: dict[int, Callable[[Engine, Any, Any], None]] = {
         ev.CHUNK: _on_chunk,
         ev.CLOSE: _on_close,
         ev.DONE: _on_done,

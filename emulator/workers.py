@@ -17,7 +17,10 @@ class Fleet:
 
     def __init__(self, scenario: Scenario) -> None:
         names = list(scenario.models)
-        model, host, first, units = [], [], [], []
+        model: list[int] = []
+        host: list[int] = []
+        first: list[int] = []
+        units: list[int] = []
         self.host_units: list[int] = []
         self.host_workers: list[list[int]] = []
         for h, n_units, slots in scenario.expanded_hosts():
