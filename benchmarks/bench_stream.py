@@ -7,7 +7,10 @@ Django session cookie. The worker stamps each frame message with the wall time
 it published it; the lag is arrival minus that stamp (one machine, one clock).
 Target: p95 lag under 250 ms with 50 clients.
 
-    python benchmarks/bench_stream.py [--clients 1,10,50] [--seconds 20]
+    python benchmarks/bench_stream.py [--clients 1,10,50] [--seconds 20] [--layer core|pubsub]
+
+``--layer pubsub`` runs the same measurement on channels-redis's pub/sub layer
+(benchmarks/settings_pubsub.py) instead of the configured one, for comparison.
 """
 
 from __future__ import annotations
@@ -82,10 +85,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,10,50", help="comma-separated client counts")
     parser.add_argument("--seconds", type=float, default=20.0, help="wall seconds per run")
+    parser.add_argument("--layer", choices=("core", "pubsub"), default="core",
+                        help="channel layer: the configured one (core) or channels-redis pub/sub")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
 
-    stack = LiveStack()
+    stack = LiveStack("settings_pubsub" if args.layer == "pubsub" else "reviewer.settings")
     try:
         stack.django()
         from django.conf import settings
@@ -102,6 +107,7 @@ def main() -> None:
         stack.start_workers(1)
         port = stack.start_daphne()
         print(f"machine: {machine()}")
+        print(f"channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}")
         # The doc's system at its average load: one frame per simulated second, at speed 10.
         duration = int(args.seconds * 10)
         from emulator.presets import load_preset

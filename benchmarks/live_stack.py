@@ -35,7 +35,7 @@ def machine() -> str:
 class LiveStack:
     """Starts the services; ``django()`` then sets up Django in this process against them."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings_module: str = "reviewer.settings") -> None:
         sys.path.insert(0, str(ROOT))
         from reviewer.supervisor import Supervisor
 
@@ -46,7 +46,8 @@ class LiveStack:
         self.valkey.start()
         self.redis_url = f"redis://127.0.0.1:{self.valkey.port}/0"
         self.env = {**os.environ, "REDIS_URL": self.redis_url, "DATA_DIR": str(self.dir),
-                    "DJANGO_SETTINGS_MODULE": "reviewer.settings", "LOG_LEVEL": "WARNING"}
+                    "DJANGO_SETTINGS_MODULE": settings_module, "LOG_LEVEL": "WARNING",
+                    "PYTHONPATH": os.pathsep.join([str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])}
         self.env.pop("DATABASE_URL", None)
         self.supervisor = Supervisor(env=self.env)
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=self.env, check=True)
@@ -56,6 +57,7 @@ class LiveStack:
         """Set up Django in this process with the stack's environment."""
         os.environ.update({k: self.env[k] for k in ("REDIS_URL", "DATA_DIR", "DJANGO_SETTINGS_MODULE",
                                                     "LOG_LEVEL")})
+        sys.path.insert(0, str(ROOT / "benchmarks"))
         os.environ.pop("DATABASE_URL", None)
         import django
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as sync_to_async
 from channels.testing import WebsocketCommunicator
 from rest_framework.test import APIClient
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async as sync_to_async
 from channels.layers import get_channel_layer
 from django.utils import timezone
 from runs_helpers import frame_indexes, read_until_final, session_cookie, ws_connect

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as sync_to_async
 from runs_helpers import (
     api_post,
     engine_summary,
