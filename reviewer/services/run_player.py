@@ -33,6 +33,9 @@ BEHIND_TOLERANCE_S = 0.5
 HEARTBEAT_EVERY_S = 1.0
 # Longest sleep between steps, so commands are picked up promptly.
 MAX_SLEEP_S = 0.25
+# A run whose worker died this many times is not handed out again: something in
+# the run itself (memory, say) may be what kills the worker.
+MAX_ATTEMPTS = 3
 # At speed max, size steps to take about this long, so commands and heartbeats
 # are still handled often.
 MAX_STEP_WALL_S = 0.25
@@ -81,6 +84,14 @@ def claim_run(run_id: int, worker: str) -> EmulatorRun | None:
         if run is None or run.is_final:
             return None
         now = timezone.now()
+        if run.attempts >= MAX_ATTEMPTS:
+            run.status = RunStatus.FAILED
+            run.reason = (f"its worker died {run.attempts} times while playing it; lower traffic.qps or "
+                          f"duration_s, or check the workers' memory")
+            run.finished_at = now
+            run.save(update_fields=["status", "reason", "finished_at"])
+            publish_status(run)
+            return None
         run.status = RunStatus.RUNNING
         run.worker = worker
         run.attempts += 1

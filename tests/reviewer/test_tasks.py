@@ -121,6 +121,14 @@ def test_it_does_nothing_for_a_run_that_is_already_final(run_users: dict, tiny_s
     assert not RunFrame.objects.filter(run=run).exists()
 
 
+def test_it_gives_up_on_a_run_whose_worker_died_three_times(run_users: dict, tiny_scenario: str) -> None:
+    run = _run(run_users["owner"], tiny_scenario, status="running", attempts=3, heartbeat_at=timezone.now())
+    assert run_play(run_id=run.pk) == "failed"
+    run.refresh_from_db()
+    assert "died 3 times" in run.reason
+    assert not RunFrame.objects.filter(run=run).exists()
+
+
 def test_it_marks_failed_only_the_runs_whose_heartbeat_stopped(run_users: dict, tiny_scenario: str) -> None:
     owner = run_users["owner"]
     old = timezone.now() - timedelta(seconds=25)
