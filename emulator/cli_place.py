@@ -27,6 +27,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     # Values are parsed here rather than by argparse types so that every bad
     # input gets the same one-line message and status 2.
+    parser.add_argument("--scenario", metavar="FILE|PRESET",
+                        help="take hosts, worker sizes, split, throughput and demand from a scenario, "
+                             "and show where its placement ranks")
     parser.add_argument("--hosts", help="number of identical hosts")
     parser.add_argument("--units", help="units per host, e.g. 10")
     parser.add_argument(
@@ -102,9 +105,11 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; bad input is one line on stderr and status 2."""
+    from emulator.scenario import ScenarioError
+
     try:
-        data, text = _run(args)
-    except PlacementError as exc:
+        data, text = _run_scenario(args) if args.scenario else _run(args)
+    except (PlacementError, ScenarioError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(data, indent=2) if args.json else text)
@@ -144,6 +149,30 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         method=args.method,
     )
     data = result.to_dict()
+    return data, cli_place_text.render_ranking(data)
+
+
+def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from emulator import cli_place_text
+    from emulator.placement import make_problem, solve
+    from emulator.placement_scenario import current_fleet, problem_args, rank_of
+    from emulator.scenario import load_scenario
+
+    clash = [flag for flag, value in (("--hosts", args.hosts), ("--units", args.units), ("--worker", args.worker),
+                                      ("--split", args.split), ("--qps-per-worker", args.qps_per_worker),
+                                      ("--demand-qps", args.demand_qps), ("--check", args.check)) if value]
+    if clash:
+        raise PlacementError(f"{clash[0]}: not with --scenario, which gives hosts, workers, split and throughput")
+    scenario = load_scenario(args.scenario, max_requests=None)
+    kwargs = problem_args(scenario)
+    result = solve(**kwargs, top=_int(args.top, "top", minimum=1), method=args.method)
+    problem = make_problem(**kwargs)
+    current = current_fleet(problem, scenario)
+    data = result.to_dict()
+    data["scenario"] = scenario.name
+    data["current"] = current.to_dict(problem)
+    ranked = rank_of(problem, current)
+    data["current"]["rank"], data["current"]["ranks"] = ranked if ranked else (None, None)
     return data, cli_place_text.render_ranking(data)
 
 

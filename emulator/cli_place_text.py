@@ -70,39 +70,44 @@ def render_ranking(data: dict[str, Any]) -> str:
     for entry in data["ranked"]:
         lines.append("")
         lines.append(f"#{entry['rank']}  {entry['label']}")
-        lines.append(
-            f"    worst ratio {_fmt(entry['worst_ratio'], ratio_unit)} ({entry['worst_case']}), "
-            f"nominal {_fmt(entry['nominal_qps'], unit)}, wasted units {entry['wasted_units']}"
-        )
-        host_index = 0
-        for group in _groups(entry):
-            count, workers = group
-            span = (
-                f"host {host_index}"
-                if count == 1
-                else f"hosts {host_index}-{host_index + count - 1}"
-            )
-            lines.append(f"    {span:<14} {strip_text(workers, units, marks, data['workers'])}")
-            host_index += count
-        header = f"    {'case':<22}" + "".join(f"{n + ' cap (ratio)':>24}" for n in names)
-        lines.append(header)
-        for case in entry["cases"]:
-            label = (
-                case["failure"]
-                if case["alike"] <= 1
-                else f"{case['failure']} (or {case['alike'] - 1} alike)"
-            )
-            if case["failure"] == "none":
-                label = "no failure"
-            cells = "".join(
-                f"{_fmt(case['capacity'][n], unit) + ' (' + _fmt(case['ratio'][n], ratio_unit) + ')':>24}"
-                for n in names
-            )
-            lines.append(f"    {label:<22}{cells}")
+        lines.extend(_entry_lines(entry, data, unit, ratio_unit))
+    if "current" in data:
+        cur = data["current"]
+        where = (f"would rank #{cur['rank']} of {cur['ranks']} distinct ranks" if cur["rank"]
+                 else "not ranked (too many fleets to score)")
+        lines.append("")
+        lines.append(f"As configured in {data['scenario']}: {cur['label']} ({where})")
+        lines.extend(_entry_lines(cur, data, unit, ratio_unit))
     for note in data.get("notes", []):
         lines.append("")
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+def _entry_lines(entry: dict[str, Any], data: dict[str, Any], unit: str, ratio_unit: str) -> list[str]:
+    """Key figures, host strips and the failure-case table of one fleet."""
+    names = list(data["workers"])
+    marks = symbols(names)
+    lines = [
+        f"    worst ratio {_fmt(entry['worst_ratio'], ratio_unit)} ({entry['worst_case']}), "
+        f"nominal {_fmt(entry['nominal_qps'], unit)}, wasted units {entry['wasted_units']}"
+    ]
+    host_index = 0
+    for count, workers in _groups(entry):
+        span = f"host {host_index}" if count == 1 else f"hosts {host_index}-{host_index + count - 1}"
+        lines.append(f"    {span:<14} {strip_text(workers, data['units'], marks, data['workers'])}")
+        host_index += count
+    lines.append(f"    {'case':<22}" + "".join(f"{n + ' cap (ratio)':>24}" for n in names))
+    for case in entry["cases"]:
+        label = case["failure"] if case["alike"] <= 1 else f"{case['failure']} (or {case['alike'] - 1} alike)"
+        if case["failure"] == "none":
+            label = "no failure"
+        cells = "".join(
+            f"{_fmt(case['capacity'][n], unit) + ' (' + _fmt(case['ratio'][n], ratio_unit) + ')':>24}"
+            for n in names
+        )
+        lines.append(f"    {label:<22}{cells}")
+    return lines
 
 
 def _groups(entry: dict[str, Any]) -> list[tuple[int, list[str]]]:

@@ -194,6 +194,9 @@ class HostLayout:
     units: int
     used: int
     maximal: bool
+    # Sizes of the blocks in ``slots`` order, for strips not packed from unit 0
+    # (a host as configured); empty for canonical layouts, whose blocks touch.
+    block_units: tuple[int, ...] = ()
 
     @property
     def wasted(self) -> int:
@@ -209,6 +212,8 @@ class HostLayout:
         return cells
 
     def _blocks(self) -> list[tuple[str, int, int]]:
+        if self.block_units:
+            return [(n, first, size) for (n, first), size in zip(self.slots, self.block_units, strict=True)]
         blocks = []
         for i, (name, first) in enumerate(self.slots):
             end = self.slots[i + 1][1] if i + 1 < len(self.slots) else self.used
@@ -217,8 +222,8 @@ class HostLayout:
 
     def label(self, names: Sequence[str]) -> str:
         """Human name such as "1 big + 2 small" (largest workers first)."""
-        order = []
-        for name, _ in self.slots:
+        order: list[str] = []
+        for name, _, _ in sorted(self._blocks(), key=lambda b: -b[2]):
             if name not in order:
                 order.append(name)
         parts = [f"{self.counts[names.index(n)]} {n}" for n in order]
