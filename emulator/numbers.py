@@ -155,9 +155,16 @@ def compute(scenario: Scenario) -> NumbersReport:
         mean_note = " (at the mean size; bigger requests make fewer per batch)" if spec.tokens_cv else ""
         fig["b"] = add("requests_per_batch", "Requests per batch", name, b, "requests",
                        f"{batch_tokens} max batch tokens // {tokens} tokens per request = {b}, whole requests only{mean_note}")
-        wq = Fraction(b) / batch_s
+        service_s = batch_s
+        if scenario.worker.service == "linear" and b > 0:
+            # Service time scales with the batch's tokens; batch_s is a full batch's time.
+            service_s = batch_s * Fraction(b * tokens, batch_tokens)
+            add("batch_service_s", "Service time of a full batch", name, service_s, "s",
+                f"{_s(batch_s, 's')} x {b * tokens} / {batch_tokens} tokens (service linear in tokens)")
+        wq = Fraction(b) / service_s
         fig["wq"] = add("worker_qps", "Throughput per worker", name, wq, "QPS",
-                        f"{b} requests per batch / {_s(batch_s, 's')} per batch = {_s(wq, 'QPS')}")
+                        f"{b} requests per batch / {_s(service_s, 's')} per batch = {_s(wq, 'QPS')}"
+                        + _service_note(scenario.worker.service))
         placed = scenario.worker_count(name)
         fig["placed"] = add("workers_placed", "Workers placed", name, placed, "workers",
                             f"{placed} {name} workers counted on the {len(hosts)} hosts as configured")
@@ -199,15 +206,23 @@ def compute(scenario: Scenario) -> NumbersReport:
             fill = _div(Fraction(b), offered)
             fig[f"fill_{tag}"] = add(f"fill_time_{tag}_s", f"Batch fill time at {word} traffic", name, fill, "s",
                                      f"{b} requests per batch / {_s(offered, 'QPS')} arriving for {name}")
-            _floor_figures(add, fig, tag, word, name, b, offered, fill, close, batch_s)
+            _floor_figures(add, fig, tag, word, name, b, offered, fill, close, service_s)
         quiet_fill = Fraction(b) / QUIET_QPS
         fig["fill_quiet"] = add("fill_time_quiet_s", "Batch fill time at 1 request/s", name, quiet_fill, "s",
                                 f"{b} requests per batch / 1 request a second (quiet hours)")
-        _floor_figures(add, fig, "quiet", "1 request/s", name, b, QUIET_QPS, quiet_fill, close, batch_s)
+        _floor_figures(add, fig, "quiet", "1 request/s", name, b, QUIET_QPS, quiet_fill, close, service_s)
 
     _fleet_figures(add, scenario, per_model, loads, batch_s, host_units)
     report.findings.extend(suggest(scenario, report))
     return report
+
+
+def _service_note(service: str) -> str:
+    if service == "linear":
+        return " (service linear in tokens)"
+    if service == "lognormal":
+        return " (service is lognormal: batch_s is its mean)"
+    return ""
 
 
 def _floor_figures(add: Any, fig: dict[str, Fraction | None], tag: str, word: str, name: str, b: int,
@@ -295,8 +310,9 @@ def _fleet_figures(add: Any, scenario: Scenario, per_model: dict[str, dict[str, 
             add(f"fill_time_{tag}_s", f"Batch fill time at {word} traffic, all traffic to one dispatcher", "fleet",
                 fill, "s", f"{b} requests / {_s(total, 'QPS')}: as if one dispatcher saw every request "
                 "(each model's own dispatcher sees only its share: see per model)")
+    linear = " for a batch of max_batch_tokens (service is linear in tokens)" if scenario.worker.service == "linear" else ""
     add("latency_floor_s", "Latency floor", "fleet", batch_s, "s",
-        "no request finishes before one batch's service time (worker.batch_s), whatever the load")
+        f"no request in a full batch finishes before one batch's service time (worker.batch_s){linear}")
 
 
 def _best_mix_figures(add: Any, scenario: Scenario, names: list[str], sizes: dict[str, int],
@@ -311,7 +327,10 @@ def _best_mix_figures(add: Any, scenario: Scenario, names: list[str], sizes: dic
         problem = make_problem(len(host_units), host_units[0], sizes, split, qps_per_worker=wqs)
         best = best_fleet(problem, failures=False)
         robust = best_fleet(problem, failures=True)
-    except PlacementError:
+    except PlacementError as exc:
+        for key, label in (("best_mix_qps", "Most total traffic at this split, best mix"),
+                           ("best_mix_one_host_lost_qps", "Most total traffic at this split surviving one host loss")):
+            add(key, label, "fleet", None, "QPS", f"not computed: {exc}")
         return
     label = best.label(names)
     add("best_mix_qps", "Most total traffic at this split, best mix", "fleet", best.worst_ratio, "QPS",

@@ -178,3 +178,18 @@ def test_it_lists_findings_most_severe_first(doc):
     order = {"fix_now": 0, "clarify": 1, "mention": 2}
     ranks = [order[f["severity"]] for f in doc.findings]
     assert ranks == sorted(ranks)
+
+
+def test_it_times_a_partly_filled_batch_when_service_is_linear_in_tokens():
+    report = _doc("worker.service=linear", "models.big.tokens=600")
+    assert report.value("requests_per_batch", "big") == 16
+    assert report.value("batch_service_s", "big") == Fraction(3, 2) * Fraction(9600, 10000)
+    assert report.value("worker_qps", "big") == Fraction(10000, 600) / Fraction(3, 2)
+    assert report.value("worker_qps", "small") == Fraction(40, 3)
+
+
+def test_it_says_why_a_best_mix_figure_is_missing_on_a_huge_fleet():
+    report = _doc("hosts[0].count=6000")
+    fig = report.get("best_mix_qps")
+    assert fig.value is None and fig.display == "n/a"
+    assert fig.explain.startswith("not computed: hosts:")
