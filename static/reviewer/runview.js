@@ -341,7 +341,13 @@ export class RunView {
       this.ctx.updateFinding(updated);
       this.say(`Attached ${evidence.evidence_metric}, ${evidence.evidence_t_from_s}–${evidence.evidence_t_to_s} s to "${updated.title}".`);
     } catch (err) {
-      this.say(`Could not attach: ${err.message}`);
+      if (err.status === 409) {
+        // Someone changed the finding since this page read it: take theirs, ask again.
+        this.ctx.updateFinding(await api(fill(this.ctx.config.urls.finding, id)));
+        this.say("The finding changed meanwhile; it is up to date now, attach again.");
+      } else {
+        this.say(`Could not attach: ${err.message}`);
+      }
     }
   }
 

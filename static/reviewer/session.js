@@ -94,7 +94,10 @@ async function onAction(action, f) {
       await api(`${fill(config.urls.finding, f.id)}?version=${f.version}`, { method: "DELETE" });
       store.remove(f.id);
     } catch (err) {
-      ctx.say(`Could not delete: ${err.message}`);
+      if (err.status === 409) store.upsert(await api(fill(config.urls.finding, f.id)));
+      ctx.say(err.status === 409
+        ? "The finding changed meanwhile; check it and delete again if you still mean to."
+        : `Could not delete: ${err.message}`);
     }
   }
 }
@@ -155,13 +158,14 @@ const fields = {
   submit: document.getElementById("ff-submit"),
 };
 let formAnchor = null;
+let formQuote = "";
 let formEvidence = null;
 
 function openFindingForm({ quote = null, ratio = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
   formAnchor = quote ? anchorForQuote(config.docSource, quote, ratio) : null;
+  formQuote = quote || "";
   formEvidence = evidence;
-  fields.quote.hidden = !quote;
-  fields.quote.textContent = quote || "";
+  fields.quote.value = formQuote;
   fields.pass.value = pass || ctx.currentView || config.currentPass;
   fields.hop.value = hop || "";
   fields.title.value = title;
@@ -190,6 +194,9 @@ form.addEventListener("submit", async (event) => {
     fields.title.focus();
     return;
   }
+  // A quote typed or edited in the form is looked up in the doc's source.
+  const quote = fields.quote.value.replace(/\s+/g, " ").trim();
+  if (quote !== formQuote) formAnchor = quote ? anchorForQuote(config.docSource, quote) : null;
   const payload = {
     pass: fields.pass.value,
     severity: fields.severity.value,

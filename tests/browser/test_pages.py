@@ -74,10 +74,15 @@ def test_it_files_a_trace_finding_on_a_hop_by_keyboard(
     page.click("#trace-panel button:has-text('New finding on this hop')")
     assert page.input_value("#ff-hop") == "response_path"
     page.keyboard.type("No path back to the waiting connection")
+    page.focus("#ff-quote")  # a quote can be typed instead of selected
+    page.keyboard.type("The answers go back to the gateway")
+    page.focus("#ff-title")
     page.keyboard.press("Enter")
     page.wait_for_selector("#trace-panel .finding-item:has-text('No path back')")
     finding = Finding.objects.get(title="No path back to the waiting connection")
     assert (finding.trace_hop, finding.review_pass) == ("response_path", "trace")
+    assert finding.anchor_exact == "The answers go back to the gateway"
+    page.wait_for_selector("#doc-body mark.finding[title='No path back to the waiting connection']")
 
 
 def test_it_stays_usable_at_800_pixels(

@@ -34,7 +34,7 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     # Alice selects a sentence: the form opens with the quote and her pass.
     select_text(alice, SENTENCE)
     alice.wait_for_selector("#finding-form:not([hidden])")
-    assert alice.inner_text("#ff-quote") == SENTENCE
+    assert alice.input_value("#ff-quote") == SENTENCE
     assert alice.input_value("#ff-pass") == "restate"
     alice.fill("#ff-title", "Who closes a batch, and when?")
     alice.fill("#ff-body", "The doc gives no rule for closing a partial batch.")
@@ -54,14 +54,14 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     # While bob is selecting text, alice's next finding waits as "1 new".
     select_text(bob, SECOND_SENTENCE)
     bob.wait_for_selector("#finding-form:not([hidden])")
-    assert bob.inner_text("#ff-quote") == SECOND_SENTENCE
+    assert bob.input_value("#ff-quote") == SECOND_SENTENCE
     select_text(alice, SECOND_SENTENCE)
     alice.fill("#ff-title", "Authentication before rate limiting")
     alice.click("#ff-submit")
     bob.wait_for_selector("#new-banner:not([hidden])", timeout=2000)
     assert bob.inner_text("#new-count") == "1 new"
     assert bob.query_selector("mark.finding[title='Authentication before rate limiting']") is None
-    assert bob.inner_text("#ff-quote") == SECOND_SENTENCE  # his selection in progress is intact
+    assert bob.input_value("#ff-quote") == SECOND_SENTENCE  # his selection in progress is intact
     bob.click("#apply-new")
     bob.wait_for_selector("mark.finding[title='Authentication before rate limiting']")
     bob.click("#ff-cancel")
