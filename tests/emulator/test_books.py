@@ -144,3 +144,18 @@ def test_live_commands_keep_the_books_balanced(scenario: Scenario, at: float, qp
     engine.inject(f"kill dispatcher:{next(iter(scenario.models))}")
     engine.inject("restore host:0")
     _assert_books(engine, frames)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_random_scenarios_round_trip_and_run_the_same_twice(scenario: Scenario) -> None:
+    assert Scenario.from_dict(scenario.to_dict()) == scenario
+
+    def run() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        engine = Engine(scenario)
+        frames = engine.advance_to(scenario.duration_s / 3) + engine.advance_to(1e9)
+        summary = engine.summary().to_dict()
+        summary.pop("wall_s")
+        return [f.to_dict() for f in frames], summary
+
+    assert run() == run()
