@@ -145,3 +145,30 @@ def test_locate_quote_uses_context_to_pick_an_occurrence():
     found = locate_quote(text, "beta", prefix="delta ", suffix=" epsilon")
     assert found is not None and found.start == text.index("delta beta") + len("delta ")
     assert locate_quote(text, "zeta") is None
+
+
+def test_it_does_not_move_a_deleted_quote_onto_a_similar_sentence_elsewhere():
+    near = "Each worker runs one batch at a time, in about 1.5 seconds."
+    lookalike = "Each worker runs one batch at a time, in about 2.5 seconds or so."
+    text = f"Intro.\n\n{near}\n\n" + "Filler about gateways and clients.\n" * 20 + f"\n{lookalike}\n"
+    anchor = _anchor(text, near)
+    new = text.replace(near + "\n", "")
+    assert reanchor(anchor, text, new) is None
+
+
+def test_a_quote_whose_last_word_changed_still_covers_the_whole_sentence():
+    quote = "One active dispatcher per model with a hot standby holds an in-memory queue."
+    anchor = _anchor(DOC, quote)
+    new = DOC.replace(quote, "One active dispatcher per model with a hot standby holds an in-memory backlog.")
+    placed = reanchor(anchor, DOC, new)
+    assert placed is not None
+    assert placed.anchor.exact == "One active dispatcher per model with a hot standby holds an in-memory backlog."
+
+
+def test_a_quote_whose_preceding_sentence_was_deleted_does_not_grow_into_its_neighbour():
+    text = "First point here.\nSecond point about the queue, which grows.\nThird point.\n"
+    anchor = _anchor(text, "Second point about the queue, which grows.")
+    new = "Second point about the backlog, which grows.\nThird point.\n"
+    placed = reanchor(anchor, text, new)
+    assert placed is not None
+    assert placed.anchor.exact == "Second point about the backlog, which grows."
