@@ -174,15 +174,16 @@ def solve_counts(problem: PlacementProblem, *, top: int = 10) -> PlacementResult
     return PlacementResult(problem, every, ranked, n, n - len(ranked), "counts", notes)
 
 
-def best_fleet(problem: PlacementProblem, *, failures: bool = True) -> FleetPlacement:
+def best_fleet(problem: PlacementProblem, *, failures: bool = True, limit: int = MAX_COMPOSITIONS) -> FleetPlacement:
     """The top-ranked fleet; with ``failures`` False, ranked on no failure alone.
 
-    Ties go to the first in layout order, as in :func:`solve_counts`.
+    Ties go to the first in layout order, as in :func:`solve_counts`. Raises
+    PlacementError when more than ``limit`` fleets would have to be scored.
     """
     maximal = host_layouts(problem, maximal_only=True)
     n = composition_count(problem.hosts, len(maximal))
-    if n > MAX_COMPOSITIONS:
-        raise PlacementError(f"hosts: {problem.hosts} hosts give {n:,} fleets to score; use fewer hosts")
+    if n > limit:
+        raise PlacementError(f"hosts: {problem.hosts} hosts give {n:,} fleets to score, over the limit of {limit:,}")
     x = compositions(problem.hosts, len(maximal))
     worst, nominal, wasted = score(problem, maximal, x, failures=failures)
     best = best_rows(x, worst, nominal, wasted, 1)[0]
