@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import ProtectedError, QuerySet
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
@@ -13,9 +15,17 @@ from reviewer.models.review import ReviewSession
 from reviewer.services import review as services
 
 
+def _same(session: ReviewSession, name: str, value: Any) -> bool:
+    """Whether ``value`` is what the session already holds for field ``name``."""
+    if name == "reviewers":
+        return {u.pk for u in value} == set(session.reviewers.values_list("pk", flat=True))
+    return getattr(session, name) == value
+
+
 class ReviewSessionViewSet(viewsets.ModelViewSet):
-    """Review sessions you take part in (staff see all). The owner changes the
-    session's settings and participants; someone else's session answers 404."""
+    """Review sessions you take part in (staff see all). Participants move the
+    session between passes (``current_pass``); the owner changes the rest and the
+    participants. Someone else's session answers 404."""
 
     serializer_class = ReviewSessionSerializer
 
@@ -39,9 +49,14 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
 
     def perform_update(self, serializer: ReviewSessionSerializer) -> None:
         session = serializer.instance
-        if not permissions.can_manage_session(self.request.user, session):
-            raise PermissionDenied("Only the session's owner changes its settings and participants.")
         data = serializer.validated_data
+        if not permissions.can_manage_session(self.request.user, session):
+            # Reviewers move the session between passes; the rest is the owner's.
+            changed = {name for name, value in data.items() if not _same(session, name, value)}
+            if changed - {"current_pass"}:
+                raise PermissionDenied(
+                    "Only the session's owner changes its title, status, fleet config and participants."
+                )
         if "doc" in data and data["doc"] != session.doc:
             from rest_framework.exceptions import ValidationError
 

@@ -66,6 +66,21 @@ def test_the_owner_moves_the_session_to_another_pass_and_closes_it(api_as, open_
     assert api_as("owner").patch(url, {"current_pass": "nap"}, format="json").status_code == 400
 
 
+@pytest.mark.parametrize(("who", "status"), [("reviewer", 200), ("owner", 200), ("outsider", 404)])
+def test_participants_move_the_session_between_passes(api_as, open_review, who, status):
+    response = api_as(who).patch(f"/api/sessions/{open_review.pk}/", {"current_pass": "break"}, format="json")
+    assert response.status_code == status
+    assert ReviewSession.objects.get(pk=open_review.pk).current_pass == ("break" if status == 200 else "restate")
+
+
+def test_a_reviewer_may_put_the_session_back_unchanged_except_for_the_pass(api_as, open_review):
+    client = api_as("reviewer")
+    url = f"/api/sessions/{open_review.pk}/"
+    current = client.get(url).json()
+    assert client.put(url, dict(current, current_pass="numbers"), format="json").status_code == 200
+    assert client.put(url, dict(current, title="Mine now"), format="json").status_code == 403
+
+
 def test_a_sessions_doc_cannot_be_swapped(api_as, open_review, people):
     other = services.doc_create(owner=people["owner"], title="Other", body="")
     response = api_as("owner").patch(f"/api/sessions/{open_review.pk}/", {"doc": other.pk}, format="json")
