@@ -11,7 +11,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.urls import path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -127,9 +128,11 @@ class RunSerializer(serializers.ModelSerializer):
                   "commands"]
         read_only_fields = fields
 
+    @extend_schema_field(OpenApiTypes.STR)
     def get_speed(self, run: EmulatorRun) -> int | str:
         return run.speed_for_json()
 
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_commands(self, run: EmulatorRun) -> list[dict[str, Any]]:
         return [
             {"id": c.pk, "kind": c.kind, "command": c.command, "applied_at_s": c.applied_at_s,
@@ -220,6 +223,10 @@ class RunFramesView(APIView):
 
     renderer_classes = [JSONRenderer, FramesCSVRenderer]
 
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int, description="Only frames after this frame number.")],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def get(self, request: Request, pk: int, format: str | None = None) -> Response:
         run = _run_for(request, pk)
         after = request.query_params.get("after", "-1")
@@ -288,6 +295,7 @@ class SweepSerializer(serializers.ModelSerializer):
                   "created_at", "finished_at"]
         read_only_fields = fields
 
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_progress(self, sweep: Sweep) -> dict[str, int]:
         return sweep_services.sweep_progress(sweep)
 
