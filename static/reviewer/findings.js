@@ -1,7 +1,7 @@
 // Findings on the client: one store shared by every panel, and how a finding
 // is drawn in a list.
 
-import { el } from "./api.js";
+import { api, apiList, el } from "./api.js";
 
 /** Who wrote a finding (the API gives the author's username). */
 export function authorName(f) {
@@ -58,7 +58,48 @@ function severityLabel(key) {
   return { fix_now: "Fix now", clarify: "Clarify", mention: "Mention" }[key] || key;
 }
 
-/** One finding as a list item; actions get (action, finding). */
+// Threads the reader has open, and replies being written, survive re-renders.
+const openThreads = new Set();
+const drafts = new Map();
+
+function thread(f, onError) {
+  const url = `/api/findings/${f.id}/replies/`;
+  const list = el("ul", { class: "replies" });
+  const text = el("textarea", { rows: 2, "aria-label": `Reply to ${f.title}` });
+  text.value = drafts.get(f.id) || "";
+  text.addEventListener("input", () => drafts.set(f.id, text.value));
+  const send = el("button", { type: "button" }, "Reply");
+  async function load() {
+    try {
+      const replies = await apiList(url);
+      list.replaceChildren(...replies.map((r) => {
+        const body = el("div", { class: "body" });
+        body.innerHTML = r.body_html; // sanitized by the server
+        return el("li", {}, el("span", { class: "meta" }, `${r.author}:`), body);
+      }));
+    } catch (err) {
+      onError(`Could not load replies: ${err.message}`);
+    }
+  }
+  send.addEventListener("click", async () => {
+    if (!text.value.trim()) return;
+    send.disabled = true;
+    try {
+      await api(url, { method: "POST", body: { body: text.value } });
+      drafts.delete(f.id);
+      text.value = "";
+      await load();
+    } catch (err) {
+      onError(`Could not reply: ${err.message}`);
+    } finally {
+      send.disabled = false;
+    }
+  });
+  load();
+  return el("div", { class: "thread" }, list, text, send);
+}
+
+/** One finding as a list item; actions get (action, finding, value). */
 export function findingItem(f, { onAction, username }) {
   const body = el("div", { class: "body" });
   if (f.body_html) body.innerHTML = f.body_html; // sanitized by the server
@@ -70,11 +111,26 @@ export function findingItem(f, { onAction, username }) {
       f.evidence_metric ? `, ${f.evidence_metric} ` : " ",
       el("button", { type: "button", class: "link", onclick: () => onAction("show-evidence", f) }, "show"))
     : null;
+  const mine = authorName(f) === username;
+  const status = mine
+    ? el("select", { "aria-label": `Status of ${f.title}`, onchange: (e) => onAction("status", f, e.target.value) },
+      ["open", "resolved", "dropped"].map((v) => el("option", { value: v, selected: f.status === v }, v)))
+    : null;
+  const threadBox = el("div");
+  const toggle = el("button", { type: "button", "aria-expanded": openThreads.has(f.id) ? "true" : "false" },
+    `Replies (${f.reply_count ?? 0})`);
+  const showThread = () => threadBox.replaceChildren(thread(f, (msg) => onAction("error", f, msg)));
+  toggle.addEventListener("click", () => {
+    const open = !openThreads.has(f.id);
+    if (open) { openThreads.add(f.id); showThread(); } else { openThreads.delete(f.id); threadBox.replaceChildren(); }
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+  if (openThreads.has(f.id)) showThread();
   const actions = el("div", { class: "row" },
     f.anchor_exact && !f.orphaned ? el("button", { type: "button", onclick: () => onAction("show", f) }, "Show in doc") : null,
-    authorName(f) === username
-      ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
-  return el("li", { class: "finding-item", id: `finding-${f.id}`, dataset: { findingId: f.id } },
+    toggle, status,
+    mine ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
+  return el("li", { class: "finding-item", dataset: { findingId: f.id } },
     el("div", { class: "meta" },
       el("span", { class: `badge ${f.severity}` }, severityLabel(f.severity)),
       el("span", {}, passOf(f)),
@@ -84,5 +140,5 @@ export function findingItem(f, { onAction, username }) {
       f.orphaned ? el("span", { class: "error" }, "orphaned") : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
-    body, evidence, actions);
+    body, evidence, actions, threadBox);
 }

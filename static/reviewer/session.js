@@ -79,12 +79,22 @@ function activate(id) {
   if (!f) return;
   markActive(id, false);
   ctx.showPass(passOf(f));
-  const item = document.querySelector(`.pass-panel:not([hidden]) #finding-${id}`);
+  const item = document.querySelector(`.pass-panel:not([hidden]) .finding-item[data-finding-id="${id}"]`);
   if (item) item.scrollIntoView({ block: "nearest", behavior: "smooth" });
 }
 
-async function onAction(action, f) {
+async function onAction(action, f, value) {
   if (action === "show") markActive(f.id);
+  else if (action === "error") ctx.say(value);
+  else if (action === "status") {
+    try {
+      store.upsert(await api(fill(config.urls.finding, f.id), { method: "PATCH", body: { status: value, version: f.version } }));
+    } catch (err) {
+      if (err.status === 409) store.upsert(await api(fill(config.urls.finding, f.id)));
+      ctx.say(`Could not change the status: ${err.message}`);
+      renderAll();
+    }
+  }
   else if (action === "show-evidence") {
     ctx.showPass("break");
     ctx.events.dispatchEvent(new CustomEvent("show-evidence", { detail: f }));
@@ -142,6 +152,7 @@ function updateFinding(f) {
 }
 
 store.addEventListener("change", renderAll);
+ctx.onFindingAction = (...args) => onAction(...args);
 
 // ------------------------------------------------------------ finding form
 

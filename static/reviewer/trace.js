@@ -91,7 +91,7 @@ export function initTrace(ctx) {
     hopTitle.textContent = `Findings at the ${label.toLowerCase()}`;
     const items = all.filter((f) => f.trace_hop === selected);
     list.replaceChildren(...(items.length
-      ? items.map((f) => findingItem(f, { onAction: () => {}, username: ctx.config.user.username }))
+      ? items.map((f) => findingItem(f, { onAction: ctx.onFindingAction, username: ctx.config.user.username }))
       : [el("li", { class: "muted" }, "None yet.")]));
   }
   function select(key) { selected = key; draw(); }

@@ -109,3 +109,21 @@ def test_it_starts_a_review_from_the_home_page(
     page.wait_for_selector("h1:has-text('Second look at the serving doc')")
     assert "/sessions/" in page.url
     page.wait_for_selector(".presence .viewer.me")
+
+
+def test_it_keeps_a_reply_thread_on_a_finding(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import FindingReply
+
+    page = signed_in("bob")
+    page.goto(dashboard.url + example_review.path + "#restate")
+    item = page.wait_for_selector("#panel-restate .finding-item")
+    item.query_selector("button:has-text('Replies (0)')").click()
+    page.fill("#panel-restate .thread textarea", "Ask for a **p99** target in seconds.")
+    page.click("#panel-restate .thread button:has-text('Reply')")
+    page.wait_for_selector("#panel-restate .thread li strong:has-text('p99')")
+    # The thread stays open when the finding's reply count comes back live.
+    page.wait_for_selector("#panel-restate button:has-text('Replies (1)')")
+    assert page.is_visible("#panel-restate .thread li:has-text('target in seconds')")
+    assert FindingReply.objects.get().author.username == "bob"
