@@ -177,6 +177,7 @@ class RunPlayer:
             target = min(target, self.total_frames)
             began = time.monotonic()
             frames = self.engine.advance_to(self.boundary(target))
+            made = time.time()
             if self.speed is None:
                 self.tune_step(time.monotonic() - began)
             now = time.monotonic()
@@ -191,7 +192,7 @@ class RunPlayer:
                 self.behind = self.behind or late
                 records.append(data)
             self.frames_done += len(frames)
-            self.store_and_publish(records)
+            self.store_and_publish(records, made)
 
     def tune_step(self, took_s: float) -> None:
         """At speed max, grow or shrink the frames per step toward MAX_STEP_WALL_S."""
@@ -255,8 +256,12 @@ class RunPlayer:
         if not self.mine().update(heartbeat_at=timezone.now()):
             raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
 
-    def store_and_publish(self, records: list[dict[str, Any]]) -> None:
-        """Store the frames (skipping any already stored), then publish them."""
+    def store_and_publish(self, records: list[dict[str, Any]], made: float) -> None:
+        """Store the frames (skipping any already stored), then publish them.
+
+        Each message carries ``created``, the wall time the engine made the
+        frame, so viewers (and the stream benchmark) can tell its lag.
+        """
         if not records:
             return
         with transaction.atomic():
@@ -272,7 +277,7 @@ class RunPlayer:
                 raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
         self.last_beat = time.monotonic()
         for data in records:
-            self.publisher.send({"type": "run.frame", "frame": data, "created": time.time()})
+            self.publisher.send({"type": "run.frame", "frame": data, "created": made})
 
     def finish(self, status: str, reason: str) -> EmulatorRun:
         """Record the final status and summary, then tell the viewers."""
