@@ -3,7 +3,8 @@
 Prints the machine, then per fleet size: the in-process time of what the command
 does (solve, JSON form and text rendering; best and median of several runs), the
 number of candidate fleets scored, and the wall time of the whole command run as
-``python -m emulator place`` (interpreter start-up included).
+``python -m emulator place`` (interpreter start-up included). Then, with three
+worker types, how the cost grows with the number of maximal host layouts.
 
     /work/venv/bin/python benchmarks/bench_place.py [--runs 5]
 """
@@ -85,6 +86,25 @@ def main() -> None:
         command_text = f"{command:10.3f}" if command is not None else f"{'n/a':>10}"
         print(f"{hosts:>6} {min(times):9.4f} {statistics.median(times):9.4f} {result.candidates:>11,} "
               f"{command_text}  {result.ranked[0].label(result.problem.names)}")
+    more_layouts()
+
+
+def more_layouts() -> None:
+    """Where the counts method's cost grows: three worker sizes give 7 maximal layouts."""
+    from emulator.placement import PlacementError
+
+    workers = {"small": 2, "mid": 3, "big": 5}
+    print()
+    print("three worker types (small=2, mid=3, big=5 on 10 units: 7 maximal layouts), one run each")
+    print(f"{'hosts':>6} {'time s':>9} {'candidates':>11}")
+    for hosts in (5, 10, 20, 30, 60):
+        start = time.perf_counter()
+        try:
+            result = solve(hosts, 10, workers)
+        except PlacementError as exc:
+            print(f"{hosts:>6} {time.perf_counter() - start:9.4f} refused: {exc}")
+            continue
+        print(f"{hosts:>6} {time.perf_counter() - start:9.4f} {result.candidates:>11,}")
 
 
 if __name__ == "__main__":
