@@ -14,6 +14,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from emulator.numbers import compute
+from emulator.scenario import Scenario, ScenarioError
 from reviewer.api.serializers import (
     FindingReplySerializer,
     ReviewSessionSerializer,
@@ -52,6 +54,12 @@ CSV_COLUMNS = [
 
 SEVERITY_HEADINGS = {Severity.FIX_NOW: "Fix now", Severity.CLARIFY: "Clarify", Severity.MENTION: "Mention"}
 
+# Fleet-wide figures of the numbers pass that make the report's headline.
+HEADLINE_FIGURES = [
+    "offered_peak_qps", "offered_avg_qps", "capacity_qps", "gap_peak", "gap_avg",
+    "queue_growth_avg", "latency_floor_s",
+]
+
 # Builds an absolute URL from a path (request.build_absolute_uri in the API).
 UrlBuilder = Callable[[str], str]
 
@@ -60,6 +68,21 @@ def ordered_findings(session: ReviewSession) -> list[Finding]:
     """The session's findings in report order."""
     qs = session.findings.select_related("author", "revision")
     return list(findings_in_report_order(qs))
+
+
+def fleet_headline(session: ReviewSession) -> list[dict[str, Any]]:
+    """The headline figures computed from the session's fleet config (empty without one)."""
+    config = session.fleet_config
+    if config is None or not config.scenario:
+        return []
+    try:
+        figures = compute(Scenario.from_dict(config.scenario)).to_dict()["figures"]
+    except ScenarioError:
+        # Saved configs were valid when saved; one the emulator no longer
+        # accepts still exports its findings, without computed figures.
+        return []
+    fleet = {f["key"]: f for f in figures if f["model"] == "fleet"}
+    return [fleet[key] for key in HEADLINE_FIGURES if key in fleet]
 
 
 def export_json(session: ReviewSession) -> dict[str, Any]:
@@ -83,6 +106,7 @@ def export_json(session: ReviewSession) -> dict[str, Any]:
             else None
         ),
         "exported_at": timezone.now().isoformat(),
+        "numbers": fleet_headline(session),
         "findings": findings,
     }
 
@@ -187,6 +211,16 @@ def export_markdown(session: ReviewSession) -> str:
             lines.append("")
     else:
         lines += ["No numbers finding recorded.", ""]
+    figures = fleet_headline(session)
+    if figures:
+        version = session.fleet_config.latest_version()
+        lines += [
+            f"Computed from the fleet config {session.fleet_config.name}"
+            + (f" (version {version.number})" if version else "")
+            + ":",
+            "",
+        ]
+        lines += [f"- {f['label']}: {f['display']} ({f['explain']})" for f in figures] + [""]
 
     rank = 0
     for severity in Severity:

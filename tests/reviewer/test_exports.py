@@ -11,6 +11,8 @@ import pytest
 from django.core.management import call_command
 from review_data_fixtures import *  # noqa: F403
 
+from emulator.numbers import compute
+from emulator.scenario import Scenario
 from reviewer.models import Finding, ReviewSession
 from reviewer.services import review as services
 
@@ -61,6 +63,7 @@ def test_json_export_holds_every_finding_in_report_order(api_as, reviewed):
     assert data["doc"] == {"id": reviewed.doc_id, "title": "Chat serving", "revision": 1}
     assert data["fleet_config"]["version"] == 1
     assert data["session"]["id"] == reviewed.pk
+    assert [f["key"] for f in data["numbers"]][:3] == ["offered_peak_qps", "offered_avg_qps", "capacity_qps"]
 
 
 def test_csv_export_parses_back_to_the_findings(api_as, reviewed):
@@ -85,7 +88,13 @@ def test_markdown_report_follows_the_review_order(api_as, reviewed):
     assert headings == ["## Restatement", "## The numbers", "## Fix now", "## Clarify", "## Mention"]
     sections = {h: text.split(h, 1)[1].split("\n## ", 1)[0] for h in headings}
     assert "Two models behind a gateway" in sections["## Restatement"]
-    assert "**About 50 times too small** (ranked under clarify)" in sections["## The numbers"]
+    numbers = sections["## The numbers"]
+    assert "**About 50 times too small** (ranked under clarify)" in numbers
+    assert "Computed from the fleet config small fleet (version 1):" in numbers
+    figures = {f["key"]: f for f in compute(Scenario.from_dict(reviewed.fleet_config.scenario)).to_dict()["figures"]
+               if f["model"] == "fleet"}
+    assert f"- Capacity of the placed workers: {figures['capacity_qps']['display']}" in numbers
+    assert f"- Offered load at average traffic: {figures['offered_avg_qps']['display']}" in numbers
     fix_now = sections["## Fix now"]
     assert fix_now.index("### 1. Round-robin to busy workers") < fix_now.index("### 2. Failover loses the queue")
     assert "> The queue sends each batch to the next worker in round-robin order." in fix_now
@@ -179,6 +188,8 @@ def test_the_example_review_exports_in_all_four_formats(api_as, people):
     report = exported["md"].content.decode()
     assert all(f.title in report for f in findings)
     assert all(f.anchor_exact in report for f in findings)
+    # The numbers headline of the doc as written: 10k QPS against 200 QPS at most.
+    assert "- Gap factor at peak traffic: 50x" in report
     items = json.loads(exported["jsonld"].content)["first"]["items"]
     assert [a["body"]["value"] for a in items] == [f.body for f in findings]
     assert all(a["target"]["selector"][0]["exact"] == f.anchor_exact for a, f in zip(items, findings, strict=True))
