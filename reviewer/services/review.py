@@ -34,6 +34,7 @@ from reviewer.models.review import (
     ReviewSession,
     Severity,
 )
+from reviewer.models.runs import EmulatorRun
 
 
 class Conflict(Exception):
@@ -283,6 +284,19 @@ def findings_in_report_order(qs: QuerySet[Finding]) -> QuerySet[Finding]:
     return qs.annotate(bucket_order=bucket).order_by("bucket_order", "position", "id")
 
 
+def _check_evidence_run(session: ReviewSession, run_id: int | None) -> None:
+    """Evidence must name a run of this session (or one started outside any session)."""
+    if run_id is None:
+        return
+    run = EmulatorRun.objects.filter(pk=run_id).only("pk", "session_id").first()
+    if run is None:
+        raise ValidationError({"evidence_run_id": f"There is no emulator run {run_id}; pick one of this session's runs."})
+    if run.session_id not in (None, session.pk):
+        raise ValidationError(
+            {"evidence_run_id": f"Run {run_id} belongs to another review session; pick one of this session's runs."}
+        )
+
+
 def _next_position(session: ReviewSession, severity: str) -> int:
     top = Finding.objects.filter(session=session, severity=severity).aggregate(m=Max("position"))["m"]
     return 0 if top is None else top + 1
@@ -373,6 +387,7 @@ def finding_create(
     """Record a finding; a quote is anchored on the doc's latest revision."""
     if not session.is_open:
         raise ValidationError({"session": "The session is closed; reopen it to add findings."})
+    _check_evidence_run(session, evidence_run_id)
     finding = Finding(
         session=session,
         author=author,
@@ -425,6 +440,8 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
     unknown = set(changes) - set(FINDING_FIELDS) - set(ANCHOR_FIELDS) - {"position"}
     if unknown:
         raise ValidationError({name: "This field cannot be changed." for name in sorted(unknown)})
+    if "evidence_run_id" in changes and changes["evidence_run_id"] != finding.evidence_run_id:
+        _check_evidence_run(finding.session, changes["evidence_run_id"])
     old_severity = finding.severity
     for name in FINDING_FIELDS:
         if name in changes:

@@ -209,3 +209,22 @@ def test_a_full_put_of_an_orphan_keeps_its_anchor(api_as, open_review, people):
     assert response.status_code == 200, response.content
     after = response.json()
     assert (after["orphaned"], after["revision"], after["anchor_exact"]) == (True, 1, gone)
+
+
+def test_evidence_must_name_a_run_of_this_session(api_as, open_review, people, review_doc):
+    from reviewer.models import EmulatorRun
+
+    mine = EmulatorRun.objects.create(session=open_review, started_by=people["owner"], scenario={}, seed=1)
+    elsewhere = services.session_create(owner=people["outsider"], doc=review_doc)
+    theirs = EmulatorRun.objects.create(session=elsewhere, started_by=people["outsider"], scenario={}, seed=1)
+    window = {"evidence_t_from_s": 10, "evidence_t_to_s": 20, "evidence_metric": "queue_depth"}
+    ok = _new(api_as, open_review, evidence_run_id=mine.pk, **window)
+    assert ok.status_code == 201 and ok.json()["evidence_run_id"] == mine.pk
+    missing = _new(api_as, open_review, evidence_run_id=mine.pk + theirs.pk + 100, **window)
+    assert missing.status_code == 400 and "no emulator run" in missing.json()["evidence_run_id"][0]
+    other = _new(api_as, open_review, evidence_run_id=theirs.pk, **window)
+    assert other.status_code == 400 and "another review session" in other.json()["evidence_run_id"][0]
+    patched = api_as("reviewer").patch(
+        f"/api/findings/{ok.json()['id']}/", {"evidence_run_id": theirs.pk, "version": 1}, format="json"
+    )
+    assert patched.status_code == 400 and "evidence_run_id" in patched.json()

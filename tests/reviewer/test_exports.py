@@ -13,7 +13,7 @@ from review_data_fixtures import *  # noqa: F403
 
 from emulator.numbers import compute
 from emulator.scenario import Scenario
-from reviewer.models import Finding, ReviewSession
+from reviewer.models import EmulatorRun, Finding, ReviewSession
 from reviewer.services import review as services
 
 pytestmark = pytest.mark.django_db
@@ -25,6 +25,8 @@ FORMATS = ["json", "csv", "md", "jsonld"]
 def reviewed(open_review: Any, people: dict[str, Any]) -> Any:
     """The session with findings in every bucket, a restatement, evidence and a dropped one."""
     reviewer, owner = people["reviewer"], people["owner"]
+    run = EmulatorRun.objects.create(session=open_review, started_by=reviewer,
+                                     scenario=open_review.fleet_config.scenario, seed=1)
     make = services.finding_create
     make(session=open_review, author=owner, review_pass="restate", severity="mention",
          title="Two models behind a gateway", body="A per-model dispatcher batches by tokens.")
@@ -34,7 +36,7 @@ def reviewed(open_review: Any, people: dict[str, Any]) -> Any:
     make(session=open_review, author=reviewer, review_pass="trace", severity="fix_now", trace_hop="dispatcher",
          title="Round-robin to busy workers", body="Use **pull**.",
          anchor_exact="The queue sends each batch to the next worker in round-robin order.",
-         evidence_run_id=12, evidence_t_from_s=100.0, evidence_t_to_s=160.5, evidence_metric="backlog")
+         evidence_run_id=run.pk, evidence_t_from_s=100.0, evidence_t_to_s=160.5, evidence_metric="backlog")
     make(session=open_review, author=owner, review_pass="break", severity="fix_now",
          title="Failover loses the queue", body="Cold standby.",
          anchor_exact="hot standby")
@@ -98,7 +100,8 @@ def test_markdown_report_follows_the_review_order(api_as, reviewed):
     fix_now = sections["## Fix now"]
     assert fix_now.index("### 1. Round-robin to busy workers") < fix_now.index("### 2. Failover loses the queue")
     assert "> The queue sends each batch to the next worker in round-robin order." in fix_now
-    assert "Evidence: emulator run 12, 100 s to 160.5 s, metric `backlog`." in fix_now
+    run_id = EmulatorRun.objects.get().pk
+    assert f"Evidence: emulator run {run_id}, 100 s to 160.5 s, metric `backlog`." in fix_now
     assert "hop: dispatcher" in fix_now
     assert "### 3. About 50 times too small" in sections["## Clarify"]
     assert "> Serve 10k QPS at peak." in sections["## Clarify"]
@@ -140,7 +143,8 @@ def test_jsonld_export_is_a_w3c_annotation_collection(api_as, reviewed):
         else:
             assert "selector" not in target
     with_evidence = next(a for a in items if "evidence" in a)
-    assert with_evidence["evidence"] == {"run": 12, "fromSeconds": 100.0, "toSeconds": 160.5, "metric": "backlog"}
+    run_id = EmulatorRun.objects.get().pk
+    assert with_evidence["evidence"] == {"run": run_id, "fromSeconds": 100.0, "toSeconds": 160.5, "metric": "backlog"}
 
 
 def test_the_published_context_defines_every_term_the_export_adds(api_as, reviewed, client):
