@@ -144,17 +144,17 @@ class FleetConfig(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate the TOML and refresh ``scenario`` from it, then save."""
+        self.clean()
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
         """Validate the TOML; errors are reported on the ``toml`` field."""
         try:
             self.scenario = _validate_toml(self.toml)
         except ValidationError as exc:
             raise ValidationError({"toml": exc.messages}) from None
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Validate the TOML and refresh ``scenario`` from it, then save."""
-        self.clean()
-        super().save(*args, **kwargs)
 
     def latest_version(self) -> FleetConfigVersion | None:
         """The newest version, or None for a config saved without the service."""
@@ -302,9 +302,8 @@ class Finding(models.Model):
         errors: dict[str, str] = {}
         if (self.anchor_start is None) != (self.anchor_end is None):
             errors["anchor_end"] = "Give both anchor_start and anchor_end, or neither."
-        elif self.anchor_start is not None and self.anchor_end is not None:
-            if self.anchor_end < self.anchor_start:
-                errors["anchor_end"] = "anchor_end must not be before anchor_start."
+        elif self.anchor_start is not None and self.anchor_end is not None and self.anchor_end < self.anchor_start:
+            errors["anchor_end"] = "anchor_end must not be before anchor_start."
         if (
             self.evidence_t_from_s is not None
             and self.evidence_t_to_s is not None
