@@ -298,7 +298,9 @@ class FindingsReorderSerializer(serializers.Serializer):
     """The rank pass: the order of one bucket's findings."""
 
     severity = serializers.ChoiceField(choices=["fix_now", "clarify", "mention"])
-    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), allow_empty=False, max_length=1000)
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), allow_empty=False, max_length=1000
+    )
 
 
 def finding_representation(finding: Finding) -> dict[str, Any]:

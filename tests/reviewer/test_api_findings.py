@@ -185,6 +185,8 @@ def test_the_owner_ranks_a_bucket(api_as, open_review):
     assert [f["id"] for f in listed] == [ids[2], ids[0], ids[1]]
     bad = api_as("owner").post(url, {"severity": "fix_now", "ids": [999999]}, format="json")
     assert bad.status_code == 400 and "ids" in bad.json()
+    huge = api_as("owner").post(url, {"severity": "fix_now", "ids": [10**30]}, format="json")
+    assert huge.status_code == 400 and "ids" in huge.json()
 
 
 def test_participants_reply_in_a_thread(api_as, open_review):
