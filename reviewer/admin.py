@@ -171,7 +171,9 @@ class FindingAdmin(admin.ModelAdmin):
     inlines = [FindingReplyInline]
 
     def save_model(self, request: HttpRequest, obj: Finding, form: Any, change: bool) -> None:
-        # Admin edits bump the version too, so an open editor elsewhere gets 409.
+        # Admin edits bump the version too, so an open editor elsewhere gets 409,
+        # and viewers of the session see the change live.
         if change:
             obj.version += 1
         super().save_model(request, obj, form, change)
+        services.publish_finding(obj, "finding.updated" if change else "finding.created")

@@ -194,14 +194,14 @@ def doc_revise(
                 finding.orphaned = True
                 finding.version += 1
                 finding.save(update_fields=["orphaned", "version", "updated_at"])
-                _publish_finding(finding, "finding.updated")
+                publish_finding(finding, "finding.updated")
             result.orphaned.append(finding)
             continue
         _set_anchor(finding, revision, placed.anchor)
         finding.orphaned = False
         finding.version += 1
         finding.save()
-        _publish_finding(finding, "finding.updated")
+        publish_finding(finding, "finding.updated")
         result.moved.append(finding)
     return result
 
@@ -215,7 +215,7 @@ def _move_unchanged(doc: DesignDoc, revision: DocRevision, result: ReviseResult)
         finding.revision = revision
         finding.version += 1
         finding.save(update_fields=["revision", "version", "updated_at"])
-        _publish_finding(finding, "finding.updated")
+        publish_finding(finding, "finding.updated")
         result.moved.append(finding)
 
 
@@ -419,7 +419,7 @@ def finding_create(
     finding.position = _next_position(session, severity) if position is None else position
     finding.full_clean(exclude=["session", "author", "revision"])
     finding.save()
-    _publish_finding(finding, "finding.created")
+    publish_finding(finding, "finding.created")
     return finding
 
 
@@ -474,7 +474,7 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
     finding.full_clean(exclude=["session", "author", "revision"])
     finding.version += 1
     finding.save()
-    _publish_finding(finding, "finding.updated")
+    publish_finding(finding, "finding.updated")
     return finding
 
 
@@ -518,7 +518,7 @@ def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequ
             finding.severity = severity
             finding.version += 1
             finding.save(update_fields=["position", "severity", "version", "updated_at"])
-            _publish_finding(finding, "finding.updated")
+            publish_finding(finding, "finding.updated")
             changed.append(finding)
     return ordered
 
@@ -529,11 +529,12 @@ def reply_create(*, finding: Finding, author: AbstractBaseUser, body: str) -> Fi
     if not body.strip():
         raise ValidationError({"body": "A reply needs some text."})
     reply = FindingReply.objects.create(finding=finding, author=author, body=body)
-    _publish_finding(finding, "finding.updated")
+    publish_finding(finding, "finding.updated")
     return reply
 
 
-def _publish_finding(finding: Finding, event: str) -> None:
+def publish_finding(finding: Finding, event: str) -> None:
+    """Tell the session's viewers that ``finding`` was created or updated (after commit)."""
     # The API representation is what browsers already render; imported here
     # because the serializers import this module's models and services.
     from reviewer.api.serializers import finding_representation
@@ -555,6 +556,7 @@ __all__ = [
     "fleet_config_create",
     "fleet_config_save",
     "orphaned_findings",
+    "publish_finding",
     "reply_create",
     "resolve_anchor",
     "scenario_dict_to_toml",

@@ -91,3 +91,26 @@ def test_tokens_are_managed_in_admin(staff_client, people):
     Token.objects.create(user=people["reviewer"])
     page = staff_client.get("/admin/authtoken/tokenproxy/")
     assert page.status_code == 200 and "reviewer" in page.content.decode()
+
+
+def test_a_finding_changed_in_admin_gets_a_new_version_and_is_announced(staff_client, open_review, monkeypatch):
+    from reviewer.models import Finding
+    from reviewer.services import review as services
+
+    finding = services.finding_create(session=open_review, author=open_review.owner, review_pass="trace",
+                                      title="Push to busy workers", anchor_exact="round-robin")
+    sent = []
+    monkeypatch.setattr("reviewer.realtime.session_event", lambda sid, event, data: sent.append((event, data)))
+    response = staff_client.post(
+        f"/admin/reviewer/finding/{finding.pk}/change/",
+        {"session": open_review.pk, "author": open_review.owner.pk, "review_pass": "trace",
+         "title": "Pull, not push", "body": "", "severity": "fix_now", "position": 0, "status": "open",
+         "trace_hop": "", "evidence_run_id": "", "evidence_t_from_s": "", "evidence_t_to_s": "",
+         "evidence_metric": "",
+         "replies-TOTAL_FORMS": "0", "replies-INITIAL_FORMS": "0",
+         "replies-MIN_NUM_FORMS": "0", "replies-MAX_NUM_FORMS": "1000"},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    changed = Finding.objects.get(pk=finding.pk)
+    assert (changed.title, changed.version) == ("Pull, not push", 2)
+    assert [(event, data["finding"]["title"]) for event, data in sent] == [("finding.updated", "Pull, not push")]
