@@ -70,6 +70,23 @@ def ordered_findings(session: ReviewSession) -> list[Finding]:
     return list(findings_in_report_order(qs))
 
 
+def ranked_findings(session: ReviewSession) -> list[tuple[Finding, int | None]]:
+    """Findings in report order with their rank: 1, 2, ... over the ones not dropped.
+
+    The same numbers head the Markdown report's entries; dropped findings
+    have no rank.
+    """
+    ranked: list[tuple[Finding, int | None]] = []
+    rank = 0
+    for finding in ordered_findings(session):
+        if finding.status == FindingStatus.DROPPED:
+            ranked.append((finding, None))
+        else:
+            rank += 1
+            ranked.append((finding, rank))
+    return ranked
+
+
 def fleet_headline(session: ReviewSession) -> list[dict[str, Any]]:
     """The headline figures computed from the session's fleet config (empty without one)."""
     config = session.fleet_config
@@ -92,7 +109,7 @@ def export_json(session: ReviewSession) -> dict[str, Any]:
     config = session.fleet_config
     config_version = config.latest_version() if config else None
     findings = []
-    for rank, finding in enumerate(ordered_findings(session), start=1):
+    for finding, rank in ranked_findings(session):
         data = finding_representation(finding)
         data["rank"] = rank
         data["replies"] = [dict(r) for r in FindingReplySerializer(finding.replies.all(), many=True).data]
@@ -116,7 +133,7 @@ def export_csv(session: ReviewSession) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\r\n")
     writer.writeheader()
-    for rank, finding in enumerate(ordered_findings(session), start=1):
+    for finding, rank in ranked_findings(session):
         data = finding_representation(finding)
         data["rank"] = rank
         row = {name: data.get(name) for name in CSV_COLUMNS}
@@ -241,7 +258,7 @@ def context_document(context_url: str) -> dict[str, Any]:
     return {"@context": {"review": context_url + "#", **CONTEXT_TERMS}}
 
 
-def _annotation(finding: Finding, rank: int, url: UrlBuilder) -> dict[str, Any]:
+def _annotation(finding: Finding, rank: int | None, url: UrlBuilder) -> dict[str, Any]:
     target: dict[str, Any]
     if finding.revision_id:
         source = url(f"/api/docs/{finding.session.doc_id}/revisions/{finding.revision.number}/")
@@ -275,11 +292,12 @@ def _annotation(finding: Finding, rank: int, url: UrlBuilder) -> dict[str, Any]:
         "target": target,
         "pass": finding.review_pass,
         "severity": finding.severity,
-        "rank": rank,
         "position": finding.position,
         "findingStatus": finding.status,
         "orphaned": finding.orphaned,
     }
+    if rank is not None:
+        annotation["rank"] = rank
     if finding.revision_id:
         annotation["revision"] = finding.revision.number
     if finding.trace_hop:
@@ -298,7 +316,7 @@ def _annotation(finding: Finding, rank: int, url: UrlBuilder) -> dict[str, Any]:
 
 def export_jsonld(session: ReviewSession, url: UrlBuilder) -> dict[str, Any]:
     """The findings as a W3C Web Annotation collection, one Annotation per finding."""
-    items = [_annotation(f, rank, url) for rank, f in enumerate(ordered_findings(session), start=1)]
+    items = [_annotation(f, rank, url) for f, rank in ranked_findings(session)]
     return {
         "@context": [ANNO_CONTEXT, url("/api/context.jsonld")],
         "id": url(f"/api/sessions/{session.pk}/export.jsonld"),

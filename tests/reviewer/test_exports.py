@@ -55,7 +55,9 @@ def test_json_export_holds_every_finding_in_report_order(api_as, reviewed):
     data = json.loads(response.content)
     expected = _report_order(reviewed)
     assert [f["id"] for f in data["findings"]] == [f.pk for f in expected]
-    assert [f["rank"] for f in data["findings"]] == list(range(1, len(expected) + 1))
+    ranks = [f["rank"] for f in data["findings"]]
+    assert [r for r in ranks if r is not None] == list(range(1, len(expected)))
+    assert [f["title"] for f in data["findings"] if f["rank"] is None] == ["Dropped idea"]
     by_id = {f["id"]: f for f in data["findings"]}
     for finding in expected:
         exported = by_id[finding.pk]
@@ -123,12 +125,14 @@ def test_jsonld_export_is_a_w3c_annotation_collection(api_as, reviewed):
     assert data["first"]["type"] == "AnnotationPage" and data["total"] == len(items)
     expected = _report_order(reviewed)
     assert [a["id"] for a in items] == [f"http://testserver/api/findings/{f.pk}/" for f in expected]
-    for rank, (annotation, finding) in enumerate(zip(items, expected, strict=True), start=1):
+    ranks = iter(range(1, len(items)))
+    for annotation, finding in zip(items, expected, strict=True):
+        rank = None if finding.status == "dropped" else next(ranks)
         assert annotation["type"] == "Annotation"
         assert annotation["motivation"] == "assessing"
         assert annotation["body"] == {"type": "TextualBody", "value": finding.body,
                                       "format": "text/markdown", "purpose": "assessing"}
-        assert (annotation["pass"], annotation["severity"], annotation["rank"]) == (
+        assert (annotation["pass"], annotation["severity"], annotation.get("rank")) == (
             finding.review_pass, finding.severity, rank)
         target = annotation["target"]
         if finding.anchor_exact:
@@ -197,3 +201,16 @@ def test_the_example_review_exports_in_all_four_formats(api_as, people):
     items = json.loads(exported["jsonld"].content)["first"]["items"]
     assert [a["body"]["value"] for a in items] == [f.body for f in findings]
     assert all(a["target"]["selector"][0]["exact"] == f.anchor_exact for a, f in zip(items, findings, strict=True))
+
+
+def test_ranks_agree_across_the_report_and_the_data_exports(api_as, reviewed):
+    client = api_as("owner")
+    data = json.loads(client.get(f"/api/sessions/{reviewed.pk}/export.json").content)
+    report = client.get(f"/api/sessions/{reviewed.pk}/export.md").content.decode()
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/api/sessions/{reviewed.pk}/export.csv").content.decode())))
+    for finding, row in zip(data["findings"], rows, strict=True):
+        if finding["rank"] is None:
+            assert row["rank"] == "" and finding["title"] not in report
+        else:
+            assert row["rank"] == str(finding["rank"])
+            assert f"### {finding['rank']}. {finding['title']}" in report
