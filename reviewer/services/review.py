@@ -1,6 +1,8 @@
 """Review workflows: docs, fleet configs, sessions and findings.
 
-Plain functions with keyword-only arguments, shared by the REST API, the admin,
+Docs, fleet configs and sessions are here; findings live in
+:mod:`reviewer.services.findings` and are re-exported, so callers use this
+module for all of them. Plain functions with keyword-only arguments, shared by the REST API, the admin,
 the pages and the management commands. Writes are atomic; live events for a
 session's viewers go out through :func:`reviewer.realtime.session_event` once
 the transaction commits.
@@ -9,41 +11,40 @@ the transaction commits.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
+from django.db.models import QuerySet
 
 from emulator.scenario import Scenario, ScenarioError
 from reviewer import realtime
-from reviewer.anchoring import Anchor, anchor_at, locate_quote, reanchor
+from reviewer.anchoring import Anchor, reanchor
 from reviewer.models.review import (
-    SEVERITY_ORDER,
     DesignDoc,
     DocRevision,
     Finding,
-    FindingReply,
     FindingStatus,
     FleetConfig,
     FleetConfigVersion,
     ReviewPass,
     ReviewSession,
-    Severity,
 )
-from reviewer.models.runs import EmulatorRun
-
-
-class Conflict(Exception):
-    """A write carried a stale version; ``current`` is the row's version now."""
-
-    def __init__(self, message: str, *, current: int) -> None:
-        super().__init__(message)
-        self.current = current
-
+from reviewer.services.errors import Conflict
+from reviewer.services.findings import (
+    finding_create,
+    finding_delete,
+    finding_update,
+    findings_in_report_order,
+    findings_reorder,
+    publish_finding,
+    reply_create,
+    resolve_anchor,
+    set_anchor,
+)
 
 # --- fleet configs ---------------------------------------------------------
 
@@ -197,7 +198,7 @@ def doc_revise(
                 publish_finding(finding, "finding.updated")
             result.orphaned.append(finding)
             continue
-        _set_anchor(finding, revision, placed.anchor)
+        set_anchor(finding, revision, placed.anchor)
         finding.orphaned = False
         finding.version += 1
         finding.save()
@@ -270,276 +271,6 @@ def session_update(
     if pass_changed:
         realtime.session_event(session.pk, "pass.changed", {"pass": session.current_pass})
     return session
-
-
-# --- findings --------------------------------------------------------------
-
-
-def findings_in_report_order(qs: QuerySet[Finding]) -> QuerySet[Finding]:
-    """Findings ordered by bucket (fix now, clarify, mention), then position."""
-    bucket = Case(
-        *[When(severity=s, then=Value(i)) for s, i in SEVERITY_ORDER.items()],
-        output_field=IntegerField(),
-    )
-    return qs.annotate(bucket_order=bucket).order_by("bucket_order", "position", "id")
-
-
-def _check_evidence_run(session: ReviewSession, run_id: int | None) -> None:
-    """Evidence must name a run of this session (or one started outside any session)."""
-    if run_id is None:
-        return
-    run = EmulatorRun.objects.filter(pk=run_id).only("pk", "session_id").first()
-    if run is None:
-        raise ValidationError({"evidence_run_id": f"There is no emulator run {run_id}; pick one of this session's runs."})
-    if run.session_id not in (None, session.pk):
-        raise ValidationError(
-            {"evidence_run_id": f"Run {run_id} belongs to another review session; pick one of this session's runs."}
-        )
-
-
-def _next_position(session: ReviewSession, severity: str) -> int:
-    top = Finding.objects.filter(session=session, severity=severity).aggregate(m=Max("position"))["m"]
-    return 0 if top is None else top + 1
-
-
-def _set_anchor(finding: Finding, revision: DocRevision, anchor: Anchor) -> None:
-    finding.revision = revision
-    finding.anchor_exact = anchor.exact
-    finding.anchor_prefix = anchor.prefix
-    finding.anchor_suffix = anchor.suffix
-    finding.anchor_start = anchor.start
-    finding.anchor_end = anchor.end
-
-
-def resolve_anchor(
-    *,
-    revision: DocRevision,
-    exact: str = "",
-    prefix: str = "",
-    suffix: str = "",
-    start: int | None = None,
-    end: int | None = None,
-) -> Anchor | None:
-    """An anchor in ``revision`` from whatever part of the selectors the client gave.
-
-    Offsets alone cut the quote from the text; a quote alone is searched for
-    (context picks among repeats); both must agree. Errors name the field.
-    """
-    text = revision.body
-    if start is None and end is None and not exact:
-        return None
-    if (start is None) != (end is None):
-        raise ValidationError({"anchor_end" if end is None else "anchor_start": "Give both anchor_start and anchor_end."})
-    if start is not None and end is not None:
-        if not 0 <= start <= end <= len(text):
-            raise ValidationError(
-                {"anchor_end": f"Offsets {start}..{end} are outside revision {revision.number} (0..{len(text)})."}
-            )
-        anchor = anchor_at(text, start, end)
-        if exact and anchor.exact != exact:
-            raise ValidationError(
-                {"anchor_exact": f"The quote does not match revision {revision.number} at {start}..{end}."}
-            )
-        return anchor
-    found = locate_quote(text, exact, prefix, suffix)
-    if found is None:
-        raise ValidationError({"anchor_exact": f"The quote does not occur in revision {revision.number}."})
-    return found
-
-
-FINDING_FIELDS = (
-    "review_pass",
-    "title",
-    "body",
-    "severity",
-    "status",
-    "trace_hop",
-    "evidence_run_id",
-    "evidence_t_from_s",
-    "evidence_t_to_s",
-    "evidence_metric",
-)
-ANCHOR_FIELDS = ("anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end")
-
-
-@transaction.atomic
-def finding_create(
-    *,
-    session: ReviewSession,
-    author: AbstractBaseUser,
-    review_pass: str,
-    title: str,
-    body: str = "",
-    severity: str = Severity.MENTION,
-    position: int | None = None,
-    status: str = FindingStatus.OPEN,
-    anchor_exact: str = "",
-    anchor_prefix: str = "",
-    anchor_suffix: str = "",
-    anchor_start: int | None = None,
-    anchor_end: int | None = None,
-    trace_hop: str = "",
-    evidence_run_id: int | None = None,
-    evidence_t_from_s: float | None = None,
-    evidence_t_to_s: float | None = None,
-    evidence_metric: str = "",
-) -> Finding:
-    """Record a finding; a quote is anchored on the doc's latest revision."""
-    if not session.is_open:
-        raise ValidationError({"session": "The session is closed; reopen it to add findings."})
-    _check_evidence_run(session, evidence_run_id)
-    finding = Finding(
-        session=session,
-        author=author,
-        review_pass=review_pass,
-        title=title,
-        body=body,
-        severity=severity,
-        status=status,
-        trace_hop=trace_hop,
-        evidence_run_id=evidence_run_id,
-        evidence_t_from_s=evidence_t_from_s,
-        evidence_t_to_s=evidence_t_to_s,
-        evidence_metric=evidence_metric,
-    )
-    revision = session.doc.latest_revision()
-    if revision is not None:
-        anchor = resolve_anchor(
-            revision=revision,
-            exact=anchor_exact,
-            prefix=anchor_prefix,
-            suffix=anchor_suffix,
-            start=anchor_start,
-            end=anchor_end,
-        )
-        if anchor is not None:
-            _set_anchor(finding, revision, anchor)
-    elif anchor_exact or anchor_start is not None:
-        raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})
-    finding.position = _next_position(session, severity) if position is None else position
-    finding.full_clean(exclude=["session", "author", "revision"])
-    finding.save()
-    publish_finding(finding, "finding.created")
-    return finding
-
-
-@transaction.atomic
-def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding:
-    """Change a finding if ``version`` is still its current version.
-
-    Raises :class:`Conflict` carrying the current version otherwise. Moving
-    a finding to another bucket puts it last there unless ``position`` is
-    given. Changing the anchor re-anchors on the doc's latest revision.
-    """
-    finding = Finding.objects.select_for_update().select_related("session__doc").get(pk=finding.pk)
-    if version != finding.version:
-        raise Conflict(
-            f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",
-            current=finding.version,
-        )
-    unknown = set(changes) - set(FINDING_FIELDS) - set(ANCHOR_FIELDS) - {"position"}
-    if unknown:
-        raise ValidationError({name: "This field cannot be changed." for name in sorted(unknown)})
-    if "evidence_run_id" in changes and changes["evidence_run_id"] != finding.evidence_run_id:
-        _check_evidence_run(finding.session, changes["evidence_run_id"])
-    old_severity = finding.severity
-    for name in FINDING_FIELDS:
-        if name in changes:
-            setattr(finding, name, changes[name])
-    if "position" in changes and changes["position"] is not None:
-        finding.position = changes["position"]
-    elif finding.severity != old_severity:
-        finding.position = _next_position(finding.session, finding.severity)
-    # A full PUT repeats the anchor as read; only a changed anchor is re-placed
-    # (an orphan's anchor belongs to its old revision and would not resolve).
-    if any(name in changes and changes[name] != getattr(finding, name) for name in ANCHOR_FIELDS):
-        revision = finding.session.doc.latest_revision()
-        if revision is None:
-            raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})
-        anchor = resolve_anchor(
-            revision=revision,
-            exact=changes.get("anchor_exact", ""),
-            prefix=changes.get("anchor_prefix", ""),
-            suffix=changes.get("anchor_suffix", ""),
-            start=changes.get("anchor_start"),
-            end=changes.get("anchor_end"),
-        )
-        if anchor is None:
-            finding.revision = None
-            finding.anchor_exact = finding.anchor_prefix = finding.anchor_suffix = ""
-            finding.anchor_start = finding.anchor_end = None
-        else:
-            _set_anchor(finding, revision, anchor)
-        finding.orphaned = False
-    finding.full_clean(exclude=["session", "author", "revision"])
-    finding.version += 1
-    finding.save()
-    publish_finding(finding, "finding.updated")
-    return finding
-
-
-@transaction.atomic
-def finding_delete(*, finding: Finding, version: int | None = None) -> None:
-    """Delete a finding (and its replies); with ``version``, only if it is current."""
-    finding = Finding.objects.select_for_update().get(pk=finding.pk)
-    if version is not None and version != finding.version:
-        raise Conflict(
-            f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",
-            current=finding.version,
-        )
-    session_id, finding_id = finding.session_id, finding.pk
-    finding.delete()
-    realtime.session_event(session_id, "finding.deleted", {"finding": {"id": finding_id, "session": session_id}})
-
-
-@transaction.atomic
-def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequence[int]) -> list[Finding]:
-    """Put the findings of one bucket in the given order (the rank pass).
-
-    ``ordered_ids`` may move findings into the bucket from another one; the
-    bucket's findings left out keep their relative order after the listed ones.
-    """
-    if severity not in SEVERITY_ORDER:
-        raise ValidationError({"severity": f"Unknown bucket {severity!r}; use one of {', '.join(SEVERITY_ORDER)}."})
-    if len(set(ordered_ids)) != len(ordered_ids):
-        raise ValidationError({"ids": "An id is listed twice."})
-    listed = {f.pk: f for f in Finding.objects.select_for_update().filter(session=session, pk__in=ordered_ids)}
-    missing = [i for i in ordered_ids if i not in listed]
-    if missing:
-        raise ValidationError({"ids": f"Not findings of this session: {', '.join(map(str, missing))}."})
-    rest = Finding.objects.filter(session=session, severity=severity).exclude(pk__in=ordered_ids).order_by(
-        "position", "id"
-    )
-    ordered = [listed[i] for i in ordered_ids] + list(rest)
-    changed: list[Finding] = []
-    for position, finding in enumerate(ordered):
-        if finding.position != position or finding.severity != severity:
-            finding.position = position
-            finding.severity = severity
-            finding.version += 1
-            finding.save(update_fields=["position", "severity", "version", "updated_at"])
-            publish_finding(finding, "finding.updated")
-            changed.append(finding)
-    return ordered
-
-
-@transaction.atomic
-def reply_create(*, finding: Finding, author: AbstractBaseUser, body: str) -> FindingReply:
-    """Add a reply to a finding's thread; viewers see the finding updated."""
-    if not body.strip():
-        raise ValidationError({"body": "A reply needs some text."})
-    reply = FindingReply.objects.create(finding=finding, author=author, body=body)
-    publish_finding(finding, "finding.updated")
-    return reply
-
-
-def publish_finding(finding: Finding, event: str) -> None:
-    """Tell the session's viewers that ``finding`` was created or updated (after commit)."""
-    # The API representation is what browsers already render; imported here
-    # because the serializers import this module's models and services.
-    from reviewer.api.serializers import finding_representation
-
-    realtime.session_event(finding.session_id, event, {"finding": finding_representation(finding)})
 
 
 __all__ = [
