@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -138,6 +139,7 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
             "placement": f"/sessions/{session.pk}/placement.json",
             "wsSession": f"/ws/sessions/{session.pk}/",
             "wsRun": "/ws/runs/{id}/",
+            "plotly": reverse("plotly-js"),
         },
     }
     context = {

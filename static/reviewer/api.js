@@ -97,3 +97,20 @@ export function el(tag, attrs = {}, ...children) {
   }
   return node;
 }
+
+let plotlyLoading = null;
+
+/** Load plotly.js (served from the plotly package) once, when a pass first needs charts. */
+export function loadPlotly(url) {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyLoading) {
+    plotlyLoading = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = url;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => { plotlyLoading = null; reject(new Error("plotly.js could not be loaded")); };
+      document.head.append(script);
+    });
+  }
+  return plotlyLoading;
+}

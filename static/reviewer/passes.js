@@ -1,18 +1,20 @@
 // The five passes as steps: which one this reader is looking at, which one the
 // session is at (shared live), and starting each pass's tools on first view.
 
-import { api } from "./api.js";
+import { api, loadPlotly } from "./api.js";
 
-const starters = {
+const starters = (ctx) => ({
   numbers: () => import("./numbers.js").then((m) => m.initNumbers),
   trace: () => import("./trace.js").then((m) => m.initTrace),
+  // Charts need plotly.js (4.8 MB): fetched only when the break pass opens.
   break: () => Promise.all([
+    loadPlotly(ctx.config.urls.plotly),
     import("./runs.js").then((m) => m.initRuns),
     import("./placement.js").then((m) => m.initPlacement),
     import("./sweep.js").then((m) => m.initSweep),
-  ]).then((fns) => (ctx) => fns.forEach((fn) => fn(ctx))),
+  ]).then(([, ...fns]) => (ctx) => fns.forEach((fn) => fn(ctx))),
   rank: () => import("./rank.js").then((m) => m.initRank),
-};
+});
 
 export function initPasses(ctx) {
   const { config } = ctx;
@@ -28,10 +30,11 @@ export function initPasses(ctx) {
   }
 
   async function start(key) {
-    if (started.has(key) || !starters[key]) return;
+    const starter = starters(ctx)[key];
+    if (started.has(key) || !starter) return;
     started.add(key);
     try {
-      const init = await starters[key]();
+      const init = await starter();
       init(ctx);
     } catch (err) {
       ctx.say(`The ${key} tools could not start: ${err.message}`);

@@ -81,12 +81,16 @@ export function initRank(ctx) {
 
   function draw() {
     if (grabbed || saving) return; // do not move cards under the reader's hands
+    // Redrawing replaces the cards; keep keyboard focus on the same finding.
+    const focused = document.activeElement && document.activeElement.classList.contains("rank-card")
+      ? document.activeElement.dataset.findingId : null;
     const all = ctx.store.all().filter((f) => f.status !== "dropped");
     for (const col of COLUMNS) {
       const items = all.filter((f) => f.severity === col.key);
       lists[col.key].list.replaceChildren(...items.map(card));
       lists[col.key].count.textContent = String(items.length);
     }
+    if (focused) box.querySelector(`.rank-card[data-finding-id="${focused}"]`)?.focus();
   }
 
   function place(node, severity, index) {

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -146,12 +147,24 @@ def browser() -> Iterator[Any]:
 def example_review(transactional_db: Any, django_user_model: Any) -> ExampleReview:
     """``manage.py load_example`` owned by alice, with bob as a reviewer."""
     from django.core.management import call_command
+    from django.db import connection
 
     from reviewer.models import ReviewSession
 
     alice = django_user_model.objects.create_user("alice", password=PASSWORD, is_staff=False)
     bob = django_user_model.objects.create_user("bob", password=PASSWORD)
-    call_command("load_example", owner="alice", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    def load() -> None:
+        # In a thread of its own: the events load_example publishes go through
+        # async_to_sync, which refuses to run beside Playwright's event loop.
+        try:
+            with open(os.devnull, "w") as quiet:
+                call_command("load_example", owner="alice", stdout=quiet)
+        finally:
+            connection.close()
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    loader.join(timeout=60)
     session = ReviewSession.objects.get()
     session.reviewers.add(bob)
     return ExampleReview(session_id=session.pk, alice=alice, bob=bob)

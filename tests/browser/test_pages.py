@@ -47,9 +47,10 @@ def test_it_adopts_a_suggested_number_finding_with_one_click(
 
     page = signed_in("bob")
     page.goto(dashboard.url + example_review.path + "#numbers")
-    suggestion = page.wait_for_selector(".suggestion")
-    title = suggestion.query_selector("strong").inner_text()
-    suggestion.query_selector("button:has-text('Adopt')").click()
+    page.wait_for_selector("#doc-body mark.finding")  # the findings are loaded
+    suggestion = page.locator(".suggestion:has(button:has-text('Adopt'))").first
+    title = suggestion.locator("strong").inner_text()
+    suggestion.locator("button:has-text('Adopt')").click()
     page.wait_for_selector(f"#panel-numbers .finding-item:has-text({title!r})")
     assert Finding.objects.filter(title=title, review_pass="numbers", author__username="bob").exists()
     assert page.is_disabled(".suggestion button:has-text('Adopted')")
@@ -118,8 +119,8 @@ def test_it_keeps_a_reply_thread_on_a_finding(
 
     page = signed_in("bob")
     page.goto(dashboard.url + example_review.path + "#restate")
-    item = page.wait_for_selector("#panel-restate .finding-item")
-    item.query_selector("button:has-text('Replies (0)')").click()
+    page.wait_for_selector("#doc-body mark.finding")  # the findings are loaded
+    page.locator("#panel-restate .finding-item button:has-text('Replies (0)')").first.click()
     page.fill("#panel-restate .thread textarea", "Ask for a **p99** target in seconds.")
     page.click("#panel-restate .thread button:has-text('Reply')")
     page.wait_for_selector("#panel-restate .thread li strong:has-text('p99')")

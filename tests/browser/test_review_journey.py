@@ -68,7 +68,7 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
 
     # Alice (the owner) moves the new finding to "fix now" with the keyboard.
     alice.click("#tab-rank")
-    card = alice.wait_for_selector(".rank-col[data-severity=clarify] .rank-card:has-text('Who closes a batch')")
+    card = alice.locator(".rank-col[data-severity=clarify] .rank-card:has-text('Who closes a batch')")
     card.focus()
     alice.keyboard.press("Space")
     alice.keyboard.press("ArrowLeft")

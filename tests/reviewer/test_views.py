@@ -82,7 +82,7 @@ def test_it_shows_the_session_page_with_the_rendered_doc_and_five_passes(
     assert "<h1>Serving doc</h1>" in page  # the Markdown is rendered
     for label in ("Restate", "Numbers", "Trace", "Break", "Rank"):
         assert f'data-pass="{label.lower()}"' in page
-    assert "/vendor/plotly.min.js" in page
+    assert '"plotly": "/vendor/plotly.min.js"' in page  # loaded by the break pass, locally
 
 
 def test_it_gives_the_page_script_the_doc_source_and_urls(people: dict, review: ReviewSession) -> None:
