@@ -11,6 +11,7 @@ scenario and seed give the same frames, so nothing is stored twice.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
@@ -277,7 +278,7 @@ class RunPlayer:
                 raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
         self.last_beat = time.monotonic()
         for data in records:
-            self.publisher.send({"type": "run.frame", "frame": data, "created": made})
+            self.publisher.send(frame_event(data, made))
 
     def finish(self, status: str, reason: str) -> EmulatorRun:
         """Record the final status and summary, then tell the viewers."""
@@ -290,6 +291,16 @@ class RunPlayer:
         self.run.refresh_from_db()
         self.publisher.send(status_message(self.run))
         return self.run
+
+
+def frame_event(frame: dict[str, Any], created: float) -> dict[str, Any]:
+    """The group message carrying one live frame.
+
+    The browser's message is encoded here once, not once per viewer: with many
+    viewers the consumers then only forward text. ``i`` lets them drop repeats.
+    """
+    text = json.dumps({"type": "frame", "frame": frame, "created": created}, separators=(",", ":"))
+    return {"type": "run.frame", "i": frame["i"], "text": text}
 
 
 def status_message(run: EmulatorRun) -> dict[str, Any]:

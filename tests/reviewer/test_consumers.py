@@ -14,6 +14,7 @@ from runs_helpers import frame_indexes, read_until_final, session_cookie, ws_con
 
 from reviewer import realtime
 from reviewer.models import EmulatorRun, RunFrame
+from reviewer.services.run_player import frame_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 
@@ -92,16 +93,18 @@ async def test_it_sends_stored_frames_then_live_ones_without_gaps_or_duplicates(
     # Frames 3 and 4 come again live (the worker published them while the
     # viewer read the database); frame 6 was stored but its message was lost.
     for i in (3, 4, 5):
-        await _publish(run.pk, {"type": "run.frame", "frame": _frame(i), "created": 1.0})
+        await _publish(run.pk, frame_event(_frame(i), 1.0))
     await sync_to_async(RunFrame.objects.create)(run=run, i=6, t_s=3.5, data=_frame(6))
-    await _publish(run.pk, {"type": "run.frame", "frame": _frame(7), "created": 2.0})
+    await _publish(run.pk, frame_event(_frame(7), 2.0))
     await _publish(run.pk, {"type": "run.status", "status": "done", "reason": None, "summary": {"ok": 3}})
 
     rest = await read_until_final(viewer, timeout_s=10)
     assert frame_indexes(rest) == [5, 6, 7]
+    assert [m.get("created") for m in rest if m["type"] == "frame"] == [1.0, None, 2.0]
+    assert rest[0]["frame"] == _frame(5)
     assert rest[-2:] == [{"type": "status", "status": "done", "reason": None},
                          {"type": "summary", "summary": {"ok": 3}}]
-    await _publish(run.pk, {"type": "run.frame", "frame": _frame(8), "created": 3.0})
+    await _publish(run.pk, frame_event(_frame(8), 3.0))
     assert await viewer.receive_nothing(timeout=0.3)
     await viewer.disconnect()
 
