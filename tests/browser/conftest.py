@@ -125,6 +125,10 @@ def browser() -> Iterator[Any]:
     """One headless Chromium for the module (the system's, never a downloaded one)."""
     from playwright.sync_api import sync_playwright
 
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
+                    "the browser tests never download a browser")
+
     # Playwright's sync API keeps an event loop in this thread; Django's ORM,
     # used by the tests to make their data, refuses to run next to one
     # unless told it is safe (it is: the loop is idle while the test runs).

@@ -164,3 +164,16 @@ def test_it_serves_plotly_from_the_installed_package(client: Client) -> None:
     assert response["Content-Type"] == "text/javascript"
     head = b"".join(response.streaming_content)[:2000]
     assert b"plotly" in head.lower()
+
+
+def test_it_lists_recent_runs_of_the_users_sessions(people: dict, review: ReviewSession) -> None:
+    from reviewer.models import EmulatorRun
+
+    run = EmulatorRun.objects.create(
+        session=review, started_by=people["owner"], scenario=review.fleet_config.scenario, seed=4,
+        speed="10", status="done",
+    )
+    reviewer_home = client_for(people["reviewer"]).get("/").content.decode()
+    outsider_home = client_for(people["outsider"]).get("/").content.decode()
+    assert f"Run {run.pk}" in reviewer_home and "seed 4" in reviewer_home
+    assert f"Run {run.pk}" not in outsider_home
