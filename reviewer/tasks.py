@@ -3,7 +3,7 @@
 Run tasks are acknowledged late and rejected when their worker dies, so the
 broker hands a run whose worker was killed to another worker, which resumes it
 (see :mod:`reviewer.services.run_player`). Every worker also runs the stale-run
-watchdog every few seconds, so a run whose worker vanished without the broker
+watchdog every two seconds, so a run whose worker vanished without the broker
 noticing is marked failed within half a minute.
 """
 
@@ -18,7 +18,7 @@ from reviewer.celery import app
 
 log = logging.getLogger(__name__)
 
-WATCHDOG_EVERY_S = 5.0
+WATCHDOG_EVERY_S = 2.0
 
 
 @shared_task(
