@@ -37,6 +37,9 @@ MIN_QUOTE_SIMILARITY = 0.75
 MIN_FUZZY_SCORE = 0.72
 # Preference, when cutting a fuzzy span, for ends that match the quote's own.
 EDGE_BONUS = 0.05
+# A quote given without any context (nothing to confirm the place) must be
+# this close to the passage.
+MIN_BARE_QUOTE_SIMILARITY = 0.85
 # Short quotes match by accident easily, so they also need their context.
 SHORT_QUOTE_CHARS = 16
 MIN_SHORT_QUOTE_CONTEXT = 0.5
@@ -84,6 +87,35 @@ def locate_quote(text: str, exact: str, prefix: str = "", suffix: str = "") -> A
         return None
     best = max(starts, key=lambda s: (_context_similarity(text, s, s + len(exact), prefix, suffix), -s))
     return anchor_at(text, best, best + len(exact))
+
+
+def locate_fuzzy(text: str, exact: str, prefix: str = "", suffix: str = "") -> Anchor | None:
+    """Find a quote that is not verbatim in ``text``, e.g. copied from the rendered doc.
+
+    A selection in the rendered page loses the Markdown markup (``**``,
+    backticks, link targets); the source passage it came from is still close
+    to it. There is no old position here, so only the quote's similarity and
+    the context count; a quote without context must be very close.
+    """
+    if not exact.strip():
+        return None
+    probe = Anchor(exact=exact, prefix=prefix, suffix=suffix, start=0, end=len(exact))
+    best: tuple[float, int, int] | None = None
+    has_context = bool(prefix or suffix)
+    for start, end in _candidate_spans(probe, text, 0):
+        quote_sim = _ratio(exact, text[start:end])
+        if quote_sim < (MIN_QUOTE_SIMILARITY if has_context else MIN_BARE_QUOTE_SIMILARITY):
+            continue
+        ctx = _context_similarity(text, start, end, prefix, suffix) if has_context else 0.0
+        if has_context and len(exact) < SHORT_QUOTE_CHARS and ctx < MIN_SHORT_QUOTE_CONTEXT:
+            continue
+        score = W_QUOTE * quote_sim + W_CONTEXT * ctx
+        if best is None or score > best[0]:
+            best = (score, start, end)
+    if best is None:
+        return None
+    start, end = _refine(text, probe, best[1], best[2])
+    return anchor_at(text, start, end)
 
 
 def expected_offset(old_text: str, new_text: str, offset: int) -> int:

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
 
 from reviewer import realtime
-from reviewer.anchoring import Anchor, anchor_at, locate_quote
+from reviewer.anchoring import Anchor, anchor_at, locate_fuzzy, locate_quote
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DocRevision,
@@ -79,7 +79,9 @@ def resolve_anchor(
     """An anchor in ``revision`` from whatever part of the selectors the client gave.
 
     Offsets alone cut the quote from the text; a quote alone is searched for
-    (context picks among repeats); both must agree. Errors name the field.
+    verbatim (context picks among repeats), then approximately (a selection in
+    the rendered page lacks the Markdown markup); both must agree. Errors name
+    the field.
     """
     text = revision.body
     if start is None and end is None and not exact:
@@ -97,7 +99,9 @@ def resolve_anchor(
                 {"anchor_exact": f"The quote does not match revision {revision.number} at {start}..{end}."}
             )
         return anchor
-    found = locate_quote(text, exact, prefix, suffix)
+    # Verbatim first; a quote copied from the rendered page may have lost
+    # Markdown markup, so a close match of the source comes next.
+    found = locate_quote(text, exact, prefix, suffix) or locate_fuzzy(text, exact, prefix, suffix)
     if found is None:
         raise ValidationError({"anchor_exact": f"The quote does not occur in revision {revision.number}."})
     return found

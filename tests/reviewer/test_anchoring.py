@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviewer.anchoring import anchor_at, expected_offset, locate_quote, reanchor
+from reviewer.anchoring import anchor_at, expected_offset, locate_fuzzy, locate_quote, reanchor
 
 DOC = """# Inference serving
 
@@ -172,3 +172,15 @@ def test_a_quote_whose_preceding_sentence_was_deleted_does_not_grow_into_its_nei
     placed = reanchor(anchor, text, new)
     assert placed is not None
     assert placed.anchor.exact == "Second point about the backlog, which grows."
+
+
+def test_a_quote_copied_from_the_rendered_page_finds_its_markdown_source():
+    source = "## Queue\n\nThe dispatcher keeps an **in-memory** queue that `grows` without bound.\n"
+    found = locate_fuzzy(source, "The dispatcher keeps an in-memory queue that grows without bound.")
+    assert found is not None
+    assert found.exact == "The dispatcher keeps an **in-memory** queue that `grows` without bound."
+
+
+def test_a_bare_quote_that_is_not_really_there_is_not_located():
+    assert locate_fuzzy(DOC, "The dispatcher persists its queue to a replicated log.") is None
+    assert locate_fuzzy(DOC, "   ") is None

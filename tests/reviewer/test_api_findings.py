@@ -230,3 +230,13 @@ def test_evidence_must_name_a_run_of_this_session(api_as, open_review, people, r
         f"/api/findings/{ok.json()['id']}/", {"evidence_run_id": theirs.pk, "version": 1}, format="json"
     )
     assert patched.status_code == 400 and "evidence_run_id" in patched.json()
+
+
+def test_a_quote_selected_in_the_rendered_doc_is_anchored_on_its_markdown_source(api_as, people):
+    doc = services.doc_create(owner=people["owner"], title="Md", body="Intro.\n\nWorkers run **one batch** at a time.\n")
+    session = services.session_create(owner=people["owner"], doc=doc, reviewers=[people["reviewer"]])
+    response = _new(api_as, session, anchor_exact="Workers run one batch at a time.")
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["anchor_exact"] == "Workers run **one batch** at a time."
+    assert doc.body[data["anchor_start"] : data["anchor_end"]] == data["anchor_exact"]
