@@ -128,3 +128,20 @@ def test_it_keeps_a_reply_thread_on_a_finding(
     page.wait_for_selector("#panel-restate button:has-text('Replies (1)')")
     assert page.is_visible("#panel-restate .thread li:has-text('target in seconds')")
     assert FindingReply.objects.get().author.username == "bob"
+
+
+def test_it_makes_a_fleet_config_from_a_ranked_layout(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import ReviewSession
+
+    page = signed_in("alice")
+    page.goto(dashboard.url + example_review.path + "#break")
+    best = page.locator(".layout-card").first
+    assert "survives the loss of any one host" in best.locator(".verdict").inner_text()
+    best.locator("button:has-text('Use this layout')").click()
+    page.click("#placement-panel button:has-text('Review with it in this session')")
+    page.wait_for_selector(".session-head:has-text('1 big + 2 small / 1 big + 2 small / 1 big + 2 small')")
+    fleet = ReviewSession.objects.get(pk=example_review.session_id).fleet_config
+    assert [h["workers"] for h in fleet.scenario["hosts"]] == [["big@0", "small@5", "small@7"]]
+    assert fleet.scenario["hosts"][0]["count"] == 3
