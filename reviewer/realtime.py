@@ -7,6 +7,7 @@ row that a rollback then removes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -15,6 +16,15 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 log = logging.getLogger(__name__)
+
+# Sends scheduled on a running loop, kept referenced until they finish.
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _sent(task: asyncio.Task[None]) -> None:
+    _pending.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("could not publish to a channel group", exc_info=task.exception())
 
 
 def run_group(run_id: int) -> str:
@@ -35,6 +45,18 @@ def publish_now(group: str, message: dict[str, Any]) -> None:
     """
     layer = get_channel_layer()
     if layer is None:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        # Called from code running inside an event loop (an async test, or a
+        # sync function a consumer called without sync_to_async): async_to_sync
+        # cannot block here, so the send is scheduled on that loop instead.
+        task = loop.create_task(layer.group_send(group, message))
+        _pending.add(task)
+        task.add_done_callback(_sent)
         return
     try:
         async_to_sync(layer.group_send)(group, message)
