@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from reviewer import realtime
 from reviewer.models import CommandKind, EmulatorRun, RunCommand, RunFrame, RunStatus
-from reviewer.services.runs import publish_status, runs_reap_stale
+from reviewer.services.runs import publish_status, runs_reap_stale, status_message
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ MAX_ATTEMPTS = 3
 # At speed max, size steps to take about this long, so commands and heartbeats
 # are still handled often.
 MAX_STEP_WALL_S = 0.25
+MAX_STEP_FRAMES = 64
 
 
 class RunAbandoned(Exception):
@@ -175,7 +176,9 @@ class RunPlayer:
                     time.sleep(max(0.0, min(MAX_SLEEP_S, next_due - time.monotonic())))
                     self.beat()
                     continue
-            target = min(target, self.total_frames)
+            # A run that fell far behind catches up in bounded steps, so commands
+            # and heartbeats are still handled between them.
+            target = min(target, self.frames_done + MAX_STEP_FRAMES, self.total_frames)
             began = time.monotonic()
             frames = self.engine.advance_to(self.boundary(target))
             made = time.time()
@@ -198,7 +201,7 @@ class RunPlayer:
     def tune_step(self, took_s: float) -> None:
         """At speed max, grow or shrink the frames per step toward MAX_STEP_WALL_S."""
         if took_s < MAX_STEP_WALL_S / 2:
-            self.step_frames = min(self.step_frames * 2, 64)
+            self.step_frames = min(self.step_frames * 2, MAX_STEP_FRAMES)
         elif took_s > MAX_STEP_WALL_S and self.step_frames > 1:
             self.step_frames //= 2
 
@@ -301,12 +304,6 @@ def frame_event(frame: dict[str, Any], created: float) -> dict[str, Any]:
     """
     text = json.dumps({"type": "frame", "frame": frame, "created": created}, separators=(",", ":"))
     return {"type": "run.frame", "i": frame["i"], "text": text}
-
-
-def status_message(run: EmulatorRun) -> dict[str, Any]:
-    """The group message announcing a run's status (and summary once final)."""
-    return {"type": "run.status", "status": run.status, "reason": run.reason or None,
-            "summary": run.summary if run.is_final else None}
 
 
 def fail_run(run_id: int, attempts: int, reason: str) -> None:

@@ -342,13 +342,15 @@ def run_inject(*, run: EmulatorRun, user: Any, fault: dict[str, Any] | str) -> R
     return RunCommand.objects.create(run=run, kind=CommandKind.FAULT, command=command, created_by=user)
 
 
+def status_message(run: EmulatorRun) -> dict[str, Any]:
+    """The group message announcing a run's status (and its summary once final)."""
+    return {"type": "run.status", "status": run.status, "reason": run.reason or None,
+            "summary": run.summary if run.is_final else None}
+
+
 def publish_status(run: EmulatorRun) -> None:
-    """Tell the run's viewers its status and, once final, its summary."""
-    realtime.publish_on_commit(
-        realtime.run_group(run.pk),
-        {"type": "run.status", "status": run.status, "reason": run.reason or None,
-         "summary": run.summary if run.is_final else None},
-    )
+    """Tell the run's viewers its status once the current transaction commits."""
+    realtime.publish_on_commit(realtime.run_group(run.pk), status_message(run))
 
 
 def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
