@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
@@ -188,8 +189,35 @@ CSV_METRICS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned", "queue_
                "in_service", "busy_workers", "alive_workers", "p50_s", "p95_s", "p99_s", "batch_fill")
 
 
+def frames_csv_rows(frames: Iterator[dict[str, Any]]) -> Iterator[list[Any]]:
+    """Frames as CSV rows: a header, then one row per frame, one column per model and metric."""
+    models: list[str] | None = None
+    for frame in frames:
+        if models is None:
+            models = list(frame.get("models", []))
+            yield (["i", "t_s", "behind", "hosts_alive", "events"]
+                   + [f"{model}.{metric}" for metric in CSV_METRICS for model in models])
+        metrics = frame.get("m", {})
+        row = [frame["i"], frame["t_s"], int(bool(frame.get("behind"))),
+               sum(frame.get("h", {}).get("alive", [])), "; ".join(frame.get("events", []))]
+        for metric in CSV_METRICS:
+            values = metrics.get(metric, [None] * len(models))
+            row.extend("" if v is None else v for v in values)
+        yield row
+    if models is None:
+        yield ["i", "t_s", "behind", "hosts_alive", "events"]
+
+
+class _Echo:
+    """A file-like object whose write returns the text, for streaming csv.writer rows."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
 class FramesCSVRenderer(BaseRenderer):
-    """Frames as CSV: one row per frame, one column per model and metric."""
+    """Lets ``?format=csv`` select CSV; the view streams the CSV itself, so only
+    error answers pass through here."""
 
     media_type = "text/csv"
     format = "csv"
@@ -199,46 +227,55 @@ class FramesCSVRenderer(BaseRenderer):
                renderer_context: dict[str, Any] | None = None) -> bytes:
         out = io.StringIO()
         writer = csv.writer(out)
-        frames = data.get("frames") if isinstance(data, dict) else None
-        if frames is None:  # an error answer
-            writer.writerow(["detail"])
-            writer.writerow([data.get("detail", data) if isinstance(data, dict) else data])
-            return out.getvalue().encode()
-        models = frames[0]["models"] if frames else []
-        writer.writerow(["i", "t_s", "behind", "hosts_alive", "events"]
-                        + [f"{model}.{metric}" for metric in CSV_METRICS for model in models])
-        for frame in frames:
-            metrics = frame.get("m", {})
-            row = [frame["i"], frame["t_s"], int(bool(frame.get("behind"))),
-                   sum(frame.get("h", {}).get("alive", [])), "; ".join(frame.get("events", []))]
-            for metric in CSV_METRICS:
-                values = metrics.get(metric, [None] * len(models))
-                row.extend("" if v is None else v for v in values)
-            writer.writerow(row)
+        writer.writerow(["detail"])
+        writer.writerow([data.get("detail", data) if isinstance(data, dict) else data])
         return out.getvalue().encode()
 
 
+MAX_FRAMES_PER_PAGE = 10_000
+
+
 class RunFramesView(APIView):
-    """Every stored frame of a run (``?after=N`` for those after frame N); CSV with ``?format=csv``."""
+    """A run's stored frames in order. JSON: ``?after=N`` for those after frame N, at most
+    ``?limit=`` (default and maximum 10000) with ``next_after`` to page on. CSV
+    (``?format=csv``): every frame after N, streamed."""
 
     renderer_classes = [JSONRenderer, FramesCSVRenderer]
 
     @extend_schema(
-        parameters=[OpenApiParameter("after", int, description="Only frames after this frame number.")],
+        parameters=[OpenApiParameter("after", int, description="Only frames after this frame number."),
+                    OpenApiParameter("limit", int, description="At most this many frames (JSON).")],
         responses={200: OpenApiTypes.OBJECT},
     )
-    def get(self, request: Request, pk: int, format: str | None = None) -> Response:
+    def get(self, request: Request, pk: int, format: str | None = None) -> Any:
         run = _run_for(request, pk)
-        after = request.query_params.get("after", "-1")
-        try:
-            after_i = int(after)
-        except ValueError:
-            raise serializers.ValidationError({"after": ["give a frame number"]}) from None
-        frames = list(RunFrame.objects.filter(run=run, i__gt=after_i).order_by("i").values_list("data", flat=True))
-        response = Response({"run": run.pk, "status": run.status, "frames": frames})
+        after = _int_param(request, "after", -1)
+        frames = RunFrame.objects.filter(run=run, i__gt=after).order_by("i").values_list("data", flat=True)
         if request.accepted_renderer.format == "csv":
+            writer = csv.writer(_Echo())
+            rows = (writer.writerow(row) for row in frames_csv_rows(frames.iterator(chunk_size=500)))
+            response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-frames.csv"'
-        return response
+            return response
+        limit = _int_param(request, "limit", MAX_FRAMES_PER_PAGE)
+        if not 1 <= limit <= MAX_FRAMES_PER_PAGE:
+            raise serializers.ValidationError({"limit": [f"give 1 to {MAX_FRAMES_PER_PAGE}"]})
+        page = list(frames[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response({"run": run.pk, "status": run.status, "frames": page,
+                         "next_after": page[-1]["i"] if more else None})
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    """A whole-number query parameter; 400 naming it when it is not one."""
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise serializers.ValidationError({name: ["give a whole number"]}) from None
 
 
 class FaultSerializer(serializers.Serializer):

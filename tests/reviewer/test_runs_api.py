@@ -162,6 +162,18 @@ def test_it_gives_the_frames_as_json_after_a_frame_number(run_users: dict, tiny_
     _store_frames(run_id, 4)
     body = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?after=1").json()
     assert [frame["i"] for frame in body["frames"]] == [2, 3]
+    assert body["next_after"] is None
+
+
+def test_it_pages_the_frames_with_a_limit(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    _store_frames(run_id, 5)
+    first = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?limit=2").json()
+    assert ([f["i"] for f in first["frames"]], first["next_after"]) == ([0, 1], 1)
+    rest = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?after=3&limit=2").json()
+    assert ([f["i"] for f in rest["frames"]], rest["next_after"]) == ([4], None)
+    bad = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?limit=lots")
+    assert bad.status_code == 400 and "limit" in bad.json()
 
 
 def test_it_gives_the_frames_as_csv(run_users: dict, tiny_scenario: str) -> None:
@@ -170,9 +182,18 @@ def test_it_gives_the_frames_as_csv(run_users: dict, tiny_scenario: str) -> None
     response = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?format=csv")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert [row["i"] for row in rows] == ["0", "1", "2"]
     assert rows[1]["small.offered"] == "11" and rows[1]["behind"] == "1"
     assert rows[0]["small.p99_s"] == "" and rows[1]["small.p99_s"] == "1.25"
     assert rows[2]["events"] == "kill host:1"
     assert rows[0]["hosts_alive"] == "2"
+
+
+def test_it_answers_a_csv_request_for_a_hidden_run_with_404(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    response = api(run_users["outsider"]).get(f"/api/runs/{run_id}/frames/?format=csv")
+    assert response.status_code == 404
+    assert response.content.decode().splitlines()[0] == "detail"
+    empty = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?format=csv")
+    assert b"".join(empty.streaming_content).decode().strip() == "i,t_s,behind,hosts_alive,events"
