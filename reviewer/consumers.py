@@ -73,7 +73,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         # Read the run again after joining: a final status read now is final
         # for every frame, since frames are committed before the status.
-        run, _ = await _run_for_user(self.run_id, user)
+        run, refusal = await _run_for_user(self.run_id, user)
+        if run is None:  # deleted, or access withdrawn, meanwhile
+            await self.close(code=refusal)
+            return
         from reviewer.services.runs import run_for_json
 
         await self.send_json({"type": "layout", "layout": run.layout, "run": run_for_json(run)})
