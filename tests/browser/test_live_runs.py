@@ -34,11 +34,11 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     view = page.wait_for_selector(".run-view")
     page.select_option(".run-view select[aria-label='Run A speed']", "10")
     page.click(".run-view button:has-text('Start run')")
-    page.wait_for_selector(".run-view[data-status=running]", timeout=20000)
+    page.wait_for_selector(".run-view[data-status=running]", timeout=40000)
 
     # Frames arrive: every chart grows and the heatmap is redrawn per frame.
     page.wait_for_function("Number(document.querySelector('.run-view .heatmap').dataset.frame) >= 3",
-                           timeout=20000)
+                           timeout=40000)
     first = {chart: chart_points(page, chart) for chart in ("queue", "latency", "outcomes")}
     assert all(points > 0 for points in first.values()), first
     page.wait_for_function("Number(document.querySelector('.run-view .heatmap').dataset.frame) >= 6")
@@ -52,7 +52,7 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     # Kill host 2 from the page: its units turn dead on the heatmap.
     page.click(".run-view button[data-command='kill host:2']")
     page.wait_for_function("document.querySelector('.run-view .heatmap').dataset.deadHosts === '1'",
-                           timeout=15000)
+                           timeout=40000)
     assert all(value == 0 for value in host_cells(page, 2) if value is not None)
     assert all(value >= 1 for value in host_cells(page, 0) if value is not None)
     view.screenshot(path=str(screenshot_path("session-break-host-killed")))
@@ -74,7 +74,7 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
 
     # Stop the run so the worker is free for the next test.
     page.click(".run-view button:has-text('Cancel')")
-    page.wait_for_selector(".run-view[data-status=cancelled]", timeout=20000)
+    page.wait_for_selector(".run-view[data-status=cancelled]", timeout=40000)
 
 
 def test_it_compares_two_runs_side_by_side_and_sweeps_the_fleet_size(
@@ -89,7 +89,7 @@ def test_it_compares_two_runs_side_by_side_and_sweeps_the_fleet_size(
     for view in (left, right):
         view.query_selector("select").select_option("max")
         view.query_selector("button:has-text('Start run')").click()
-    page.wait_for_selector(".run-view[data-status=done] >> nth=1", timeout=60000)
+    page.wait_for_selector(".run-view[data-status=done] >> nth=1", timeout=120000)
     summaries = [view.query_selector(".summary").inner_text() for view in page.query_selector_all(".run-view")]
     assert all("offered" in s for s in summaries)
     assert summaries[0] != summaries[1]  # round robin and pull differ on the same seed
@@ -98,6 +98,6 @@ def test_it_compares_two_runs_side_by_side_and_sweeps_the_fleet_size(
     # A sweep shows its points done, then its curve and answer.
     page.fill("#sweep-panel input[aria-label='Values']", "2, 4, 6")
     page.click("#sweep-panel button:has-text('Run sweep')")
-    page.wait_for_selector("#sweep-panel .status-line:has-text('3 of 3 points done')", timeout=60000)
+    page.wait_for_selector("#sweep-panel .status-line:has-text('3 of 3 points done')", timeout=120000)
     page.wait_for_selector("#sweep-panel [data-chart=sweep] .main-svg")
     assert page.get_attribute("#sweep-panel progress", "value") == "3"
