@@ -204,3 +204,13 @@ def signed_in(
     for context in contexts:
         context.close()
     assert console_errors == [], f"errors in the browser console: {console_errors}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed browser test reports the tail of the live server's logs with it."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    server = getattr(item, "funcargs", {}).get("dashboard")
+    if report.failed and server is not None:
+        report.sections.append(("dashboard logs", server.log_tail()))
