@@ -30,6 +30,7 @@ from reviewer.models import (
     TraceHop,
 )
 from reviewer.pass_guides import PASS_GUIDES
+from reviewer.services import review as review_services
 
 
 def _sessions_for(user: Any) -> QuerySet[ReviewSession]:
@@ -70,8 +71,6 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_POST
 def session_create(request: HttpRequest) -> HttpResponse:
     """Start a review of a doc with a fleet config; the creator owns it."""
-    from reviewer.services import review as review_services
-
     errors = []
     doc = permissions.docs_visible_to(request.user).filter(pk=_int_or_none(request.POST.get("doc"))).first()
     if doc is None:
@@ -100,22 +99,17 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-@login_required
-@require_GET
-def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
-    """The review itself: the doc on one side, the five passes on the other."""
-    session = _get_session_for_user(request.user, session_id)
-    revision = session.doc.latest_revision()
-    source = revision.body if revision else session.doc.body
+def _page_config(request: HttpRequest, session: ReviewSession, source: str) -> dict[str, Any]:
+    """What the session page's scripts need: ids, the doc's Markdown source, the
+    fleet's scenario, the choices, and the URLs of the API and websockets."""
     fleet = session.fleet_config
     fleet_version = fleet.latest_version() if fleet else None
-    page_config = {
+    return {
         "sessionId": session.pk,
         "user": {"id": request.user.pk, "username": request.user.get_username()},
         "currentPass": session.current_pass,
         "isOpen": session.is_open,
         "canManage": permissions.can_manage_session(request.user, session),
-        "revisionId": revision.pk if revision else None,
         "docSource": source,
         "fleet": {
             "id": fleet.pk,
@@ -135,18 +129,28 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
             "session": f"/api/sessions/{session.pk}/",
             "runs": "/api/runs/",
             "run": "/api/runs/{id}/",
-            "numbers": f"/sessions/{session.pk}/numbers.json",
-            "placement": f"/sessions/{session.pk}/placement.json",
+            "numbers": reverse("session-numbers", args=[session.pk]),
+            "placement": reverse("session-placement", args=[session.pk]),
             "wsSession": f"/ws/sessions/{session.pk}/",
             "wsRun": "/ws/runs/{id}/",
             "plotly": reverse("plotly-js"),
         },
     }
+
+
+@login_required
+@require_GET
+def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The review itself: the doc on one side, the five passes on the other."""
+    session = _get_session_for_user(request.user, session_id)
+    revision = session.doc.latest_revision()
+    source = revision.body if revision else session.doc.body
+    page_config = _page_config(request, session, source)
     context = {
         "session": session,
         "revision": revision,
         "doc_html": render_markdown(source),
-        "fleet": fleet,
+        "fleet": session.fleet_config,
         "passes": [
             {"key": p.value, "label": p.label, "guide": PASS_GUIDES[p.value]} for p in ReviewPass
         ],

@@ -219,7 +219,18 @@ form.addEventListener("submit", async (event) => {
   };
   fields.submit.disabled = true;
   try {
-    const created = await api(config.urls.findings, { method: "POST", body: payload });
+    let created;
+    try {
+      created = await api(config.urls.findings, { method: "POST", body: payload });
+    } catch (err) {
+      // The doc was revised since this page loaded: offsets no longer fit,
+      // so let the server find the quote in the new revision by itself.
+      const offsetsRefused = err.status === 400 && err.data && ("anchor_end" in err.data || "anchor_exact" in err.data);
+      if (!offsetsRefused || payload.anchor_start == null) throw err;
+      delete payload.anchor_start;
+      delete payload.anchor_end;
+      created = await api(config.urls.findings, { method: "POST", body: payload });
+    }
     store.upsert(created, { quiet: true });
     window.getSelection()?.removeAllRanges();
     closeForm();
