@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.test import override_settings
 from runs_helpers import api, engine_summary, without_wall
 
 from reviewer.models import EmulatorRun, Sweep
@@ -82,3 +83,16 @@ def test_it_finishes_a_sweep_on_read_when_its_chord_never_fired(run_users: dict,
     assert body["answer"]["value"] == 20
     assert api(run_users["outsider"]).get(f"/api/sweeps/{body['id']}/").status_code == 404
 
+
+
+@override_settings(RUNS_PER_USER=1)
+def test_it_counts_a_sweep_once_against_the_runs_per_user_limit(run_users: dict, tiny_scenario: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    owner = api(run_users["owner"])
+    first = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
+                                        "values": [10, 20, 30]}, format="json")
+    assert first.status_code == 202
+    again = owner.post("/api/runs/", {"scenario": tiny_scenario}, format="json")
+    assert again.status_code == 429
+    assert "RUNS_PER_USER" in again.json()["detail"]
