@@ -72,6 +72,13 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     assert evidence.evidence_run_id == run.pk and evidence.evidence_metric == "backlog"
     assert evidence.evidence_t_to_s > evidence.evidence_t_from_s >= 0
 
+    # "show" on the finding replays the run zoomed to the window it holds.
+    page.click("#panel-break .finding-item:has-text('Round-robin backlog builds') .evidence button")
+    page.wait_for_function(
+        "(w) => { const d = document.querySelector('.run-view [data-chart=queue]');"
+        " const r = d && d.layout && d.layout.xaxis.range; return r && r[0] === w[0] && r[1] === w[1]; }",
+        arg=[evidence.evidence_t_from_s, evidence.evidence_t_to_s], timeout=20000)
+
     # Stop the run so the worker is free for the next test.
     page.click(".run-view button:has-text('Cancel')")
     page.wait_for_selector(".run-view[data-status=cancelled]", timeout=40000)
