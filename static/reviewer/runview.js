@@ -230,7 +230,10 @@ export class RunView {
       type: "button", class: command.startsWith("restore") ? "restore" : "", disabled: true,
       dataset: { command }, onclick: () => this.inject(command),
     }, label);
-    for (const m of layout.models) buttons.push(button(`kill dispatcher:${m}`, `Kill ${m} dispatcher`));
+    for (const m of layout.models) {
+      buttons.push(button(`kill dispatcher:${m}`, `Kill ${m} dispatcher`));
+      buttons.push(button(`restore dispatcher:${m}`, `Restore ${m} dispatcher`));
+    }
     for (const h of layout.hosts) {
       buttons.push(button(`kill host:${h.index}`, `Kill host ${h.index}`));
       buttons.push(button(`restore host:${h.index}`, `Restore host ${h.index}`));
