@@ -32,7 +32,8 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     page = signed_in("alice")
     page.goto(dashboard.url + example_review.path + "#break")
     view = page.wait_for_selector(".run-view")
-    page.select_option(".run-view select[aria-label='Run A speed']", "10")
+    # Real time: the run outlasts the test however busy the machine is; it is cancelled at the end.
+    page.select_option(".run-view select[aria-label='Run A speed']", "1")
     page.click(".run-view button:has-text('Start run')")
     page.wait_for_selector(".run-view[data-status=running]", timeout=40000)
 
