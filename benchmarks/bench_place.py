@@ -3,8 +3,8 @@
 Prints the machine, then per fleet size: the in-process time of what the command
 does (solve, JSON form and text rendering; best and median of several runs), the
 number of candidate fleets scored, and the wall time of the whole command run as
-``python -m emulator place`` (interpreter start-up included). Then, with three
-worker types, how the cost grows with the number of maximal host layouts.
+``python -m emulator place`` (interpreter start-up included). Then harder
+questions with three worker types (more maximal host layouts per host).
 
     /work/venv/bin/python benchmarks/bench_place.py [--runs 5]
 """
@@ -74,7 +74,7 @@ def main() -> None:
     print(f"machine: {machine()}")
     print("place --units 10 --worker small=2 --worker big=5 --split small=0.5,big=0.5 "
           "--qps-per-worker small=13.33,big=13.33 --hosts N")
-    print(f"{'hosts':>6} {'best s':>9} {'median s':>9} {'candidates':>11} {'command s':>10}  top fleet")
+    print(f"{'hosts':>6} {'best s':>9} {'median s':>9} {'candidates':>11} {'scored':>8} {'command s':>10}  top fleet")
     for hosts in SIZES:
         times = []
         for _ in range(runs):
@@ -85,26 +85,29 @@ def main() -> None:
         command = whole_command(hosts)
         command_text = f"{command:10.3f}" if command is not None else f"{'n/a':>10}"
         print(f"{hosts:>6} {min(times):9.4f} {statistics.median(times):9.4f} {result.candidates:>11,} "
-              f"{command_text}  {result.ranked[0].label(result.problem.names)}")
+              f"{result.scored:>8,} {command_text}  {result.ranked[0].label(result.problem.names)}")
     more_layouts()
 
 
 def more_layouts() -> None:
-    """Where the counts method's cost grows: three worker sizes give 7 maximal layouts."""
+    """Harder questions: three worker types give 6 to 10 maximal layouts per host."""
     from emulator.placement import PlacementError
 
-    workers = {"small": 2, "mid": 3, "big": 5}
     print()
-    print("three worker types (small=2, mid=3, big=5 on 10 units: 7 maximal layouts), one run each")
-    print(f"{'hosts':>6} {'time s':>9} {'candidates':>11}")
-    for hosts in (5, 10, 20, 30, 60):
-        start = time.perf_counter()
-        try:
-            result = solve(hosts, 10, workers)
-        except PlacementError as exc:
-            print(f"{hosts:>6} {time.perf_counter() - start:9.4f} refused: {exc}")
-            continue
-        print(f"{hosts:>6} {time.perf_counter() - start:9.4f} {result.candidates:>11,}")
+    print("three worker types on 10-unit hosts, default split and throughput, one run each")
+    print(f"{'workers':<22} {'layouts':>7} {'hosts':>6} {'time s':>8} {'candidates':>22} {'scored':>10}")
+    for workers in ({"small": 2, "mid": 3, "big": 5}, {"small": 2, "mid": 4, "big": 5}, {"a": 1, "b": 2, "c": 5}):
+        label = ",".join(f"{n}={u}" for n, u in workers.items())
+        for hosts in (30, 300, 1000):
+            start = time.perf_counter()
+            try:
+                result = solve(hosts, 10, workers)
+            except PlacementError as exc:
+                print(f"{label:<22} {'':>7} {hosts:>6} {time.perf_counter() - start:8.3f}  refused: {exc}")
+                continue
+            layouts = sum(1 for lay in result.layouts if lay.maximal)
+            print(f"{label:<22} {layouts:>7} {hosts:>6} {time.perf_counter() - start:8.3f} "
+                  f"{result.candidates:>22,} {result.scored:>10,}")
 
 
 if __name__ == "__main__":

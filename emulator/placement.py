@@ -400,6 +400,7 @@ class PlacementResult:
     left_off: int
     method: str
     notes: list[str] = field(default_factory=list)
+    scored: int = 0  # fleets actually scored (the rest were ruled out by bounds)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form, as in the placement interface."""
@@ -415,6 +416,7 @@ class PlacementResult:
             "ratio_basis": p.ratio_basis,
             "method": self.method,
             "candidates": self.candidates,
+            "scored": self.scored,
             "left_off": self.left_off,
             "host_layouts": [lay.to_dict(p.names) for lay in self.layouts],
             "ranked": [f.to_dict(p) for f in self.ranked],
@@ -436,7 +438,9 @@ def solve(
     """Rank fleet placements of ``workers`` on ``hosts`` identical hosts.
 
     Shows the ``top`` best fleets plus every fleet tied with the last one shown.
-    ``method`` is "counts" (exact, fast) or "brute_force" (reference, small fleets).
+    ``method`` is "counts" (exact over counts of host layouts: every composition
+    scored, or for large questions only those a bound cannot rule out) or
+    "brute_force" (the reference, small fleets only).
     """
     from emulator import placement_exact
 

@@ -44,6 +44,8 @@ from emulator.placement import (
 # The counts method scores every composition in memory; beyond this many it
 # would need gigabytes, so the caller is told to shrink the question instead.
 MAX_COMPOSITIONS = 6_000_000
+# Up to this many compositions, scoring them all is quicker than bounding.
+ENUMERATE_ALL = 300_000
 MAX_BRUTE_FORCE = 2_000_000
 # Ties beyond this many are counted, not listed (a JSON page of 10^5 fleets helps nobody).
 MAX_SHOWN = 200
@@ -150,17 +152,38 @@ def _dense_ranks(keys: list[tuple[object, ...]]) -> list[int]:
     return ranks
 
 
-def solve_counts(problem: PlacementProblem, *, top: int = 10) -> PlacementResult:
-    """Exact ranking by scoring every composition of the hosts over maximal layouts."""
+def solve_counts(problem: PlacementProblem, *, top: int = 10, prune: bool | None = None) -> PlacementResult:
+    """Exact ranking over compositions of the hosts over maximal layouts.
+
+    Up to ENUMERATE_ALL compositions every one is scored; beyond, the search of
+    :mod:`emulator.placement_prune` scores only those whose bound could reach the
+    ranking (``prune`` forces one way or the other). Both give the same ranking.
+    """
+    from emulator.placement_prune import top_rows
+
     maximal = host_layouts(problem, maximal_only=True)
     every = host_layouts(problem)
     n = composition_count(problem.hosts, len(maximal))
-    if n > MAX_COMPOSITIONS:
-        raise PlacementError(
-            f"hosts: {problem.hosts} hosts over {len(maximal)} maximal layouts is {n:,} fleets to "
-            f"score (limit {MAX_COMPOSITIONS:,}); use fewer hosts or fewer worker types"
-        )
-    x = compositions(problem.hosts, len(maximal))
+    too_many = PlacementError(
+        f"hosts: {problem.hosts} hosts over {len(maximal)} maximal layouts is {n:,} fleets to "
+        f"score (limit {MAX_COMPOSITIONS:,}); use fewer hosts or fewer worker types"
+    )
+    x: np.ndarray | None = None
+    if (n > ENUMERATE_ALL) if prune is None else prune:
+        try:
+            x, scored = top_rows(problem, maximal, top, top + MAX_SHOWN)
+            how = f"{scored:,} fleets scored, the other {n - scored:,} shown by bounds to rank lower"
+        except OverflowError:
+            if n > MAX_COMPOSITIONS:
+                raise too_many from None
+        except PlacementError:
+            if n > MAX_COMPOSITIONS:
+                raise
+    if x is None:
+        if n > MAX_COMPOSITIONS:
+            raise too_many
+        x, scored = compositions(problem.hosts, len(maximal)), n
+        how = f"all {n:,} fleets scored"
     worst, nominal, wasted = score(problem, maximal, x)
     head = best_rows(x, worst, nominal, wasted, top + MAX_SHOWN)
     keys = {int(i): (worst[i], nominal[i], wasted[i]) for i in head}
@@ -170,8 +193,8 @@ def solve_counts(problem: PlacementProblem, *, top: int = 10) -> PlacementResult
     for rank, i in zip(ranks, chosen, strict=True):
         groups = [(int(c), lay) for c, lay in zip(x[i], maximal, strict=True)]
         ranked.append(evaluate_fleet(problem, groups, rank))
-    notes = [f"{len(maximal)} maximal host layouts; {n:,} fleets scored exactly"]
-    return PlacementResult(problem, every, ranked, n, n - len(ranked), "counts", notes)
+    notes = [f"{len(maximal)} maximal host layouts; {how}, exactly"]
+    return PlacementResult(problem, every, ranked, n, n - len(ranked), "counts", notes, scored=scored)
 
 
 def best_fleet(problem: PlacementProblem, *, failures: bool = True, limit: int = MAX_COMPOSITIONS) -> FleetPlacement:
@@ -246,4 +269,4 @@ def solve_brute_force(problem: PlacementProblem, *, top: int = 10) -> PlacementR
     total = len(maximal) ** problem.hosts
     notes = [f"{len(maximal)} maximal host layouts; {total:,} ordered assignments tried"]
     return PlacementResult(problem, host_layouts(problem), ranked, len(items), len(items) - len(ranked),
-                           "brute_force", notes)
+                           "brute_force", notes, scored=total)
