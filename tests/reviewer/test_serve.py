@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,10 +73,40 @@ def _alive(process: psutil.Process) -> bool:
         return False
 
 
+@pytest.fixture
+def database_url() -> Iterator[str | None]:
+    """A new, empty database on the server DATABASE_URL names (None: SQLite in DATA_DIR).
+
+    serve migrates and creates its first account in whatever database it is
+    given, so each test gets one of its own.
+    """
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        yield None
+        return
+    import dj_database_url
+    import psycopg
+
+    config = dj_database_url.parse(url)
+    name = f"serve_test_{uuid.uuid4().hex[:12]}"
+    admin = psycopg.connect(
+        host=config["HOST"] or None, port=config["PORT"] or None, user=config["USER"] or None,
+        password=config["PASSWORD"] or None, dbname="postgres", autocommit=True,
+    )
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        yield url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
 @contextmanager
-def serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
+def serve(tmp_path: Path, database_url: str | None, *extra: str) -> Iterator[Served]:
     port = free_port()
     env = dict(os.environ, DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    if database_url:
+        env["DATABASE_URL"] = database_url
     output_path = tmp_path / f"serve-{port}.out"
     with open(output_path, "w") as out:
         process = subprocess.Popen(
@@ -95,8 +126,8 @@ def serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
                 process.wait()
 
 
-def test_it_comes_up_healthy_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path) -> None:
-    with serve(tmp_path) as served:
+def test_it_comes_up_healthy_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Path, database_url: str | None) -> None:
+    with serve(tmp_path, database_url) as served:
         status, report = _wait_health(served, want_ok=True)
         assert status == 200
         assert report == {"database": "ok", "redis": "ok", "celery": "ok"}
@@ -119,22 +150,22 @@ def test_it_comes_up_healthy_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Pa
         assert left == []
 
 
-def test_it_reports_celery_unhealthy_without_workers_and_keeps_its_first_account(tmp_path: Path) -> None:
-    with serve(tmp_path, "--workers", "0") as first:
+def test_it_reports_celery_unhealthy_without_workers_and_keeps_its_first_account(tmp_path: Path, database_url: str | None) -> None:
+    with serve(tmp_path, database_url, "--workers", "0") as first:
         status, report = _wait_health(first, want_ok=False)
         assert status == 503
         assert report["database"] == "ok"
         assert report["redis"] == "ok"
         assert report["celery"].startswith("error: no Celery worker answered")
-    with serve(tmp_path, "--workers", "0") as second:
+    with serve(tmp_path, database_url, "--workers", "0") as second:
         _wait_health(second, want_ok=False)
     assert "Sign in as 'admin' with password" in first.output()
     assert "password" not in second.output()
     assert "already loaded" in second.output()
 
 
-def test_it_stops_with_an_error_naming_the_worker_that_died(tmp_path: Path) -> None:
-    with serve(tmp_path) as served:
+def test_it_stops_with_an_error_naming_the_worker_that_died(tmp_path: Path, database_url: str | None) -> None:
+    with serve(tmp_path, database_url) as served:
         _wait_health(served, want_ok=True)
         workers = [
             p for p in psutil.Process(served.process.pid).children()

@@ -47,11 +47,6 @@ class Command(BaseCommand):
         log_dir = data_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
 
-        call_command("migrate", interactive=False, verbosity=0)
-        self._ensure_admin()
-        if not options["no_example"]:
-            call_command("load_example", verbosity=0)
-
         env = dict(os.environ)
         env.setdefault("DJANGO_SETTINGS_MODULE", "reviewer.settings")
         env["DATA_DIR"] = str(data_dir)
@@ -69,6 +64,11 @@ class Command(BaseCommand):
             if not redis_url:
                 redis_url = self._start_valkey(supervisor, data_dir)
             env["REDIS_URL"] = redis_url
+            self._use_redis(redis_url)
+            call_command("migrate", interactive=False, verbosity=0)
+            self._ensure_admin()
+            if not options["no_example"]:
+                call_command("load_example", verbosity=0)
             for index in range(options["workers"]):
                 supervisor.start(
                     f"celery worker {index + 1}",
@@ -139,6 +139,23 @@ class Command(BaseCommand):
         # Other commands run beside serve (shell, load_example) find the server here.
         (valkey_dir / "url").write_text(url + "\n")
         return url
+
+    def _use_redis(self, redis_url: str) -> None:
+        """Point this process's channel layer and Celery app at ``redis_url``.
+
+        Settings were read before the embedded server existed; the example
+        review loaded below publishes live events, which must reach it.
+        """
+        from channels.layers import channel_layers
+
+        from reviewer.celery import app as celery_app
+
+        settings.REDIS_URL = redis_url
+        for layer in settings.CHANNEL_LAYERS.values():
+            layer.setdefault("CONFIG", {})["hosts"] = [{"address": redis_url, "socket_timeout": None}]
+        channel_layers.backends.clear()
+        celery_app.conf.broker_url = redis_url
+        celery_app.conf.result_backend = redis_url
 
     def _forget_valkey(self, data_dir: Path) -> None:
         (data_dir / "valkey" / "url").unlink(missing_ok=True)
