@@ -64,7 +64,9 @@ def render_ranking(data: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"Ranked fleets ({data['method']} method: {data['candidates']:,} possible fleets, "
-        f"{data['scored']:,} scored, the rest ruled out by bounds; {data['left_off']:,} not shown). "
+        + (f"{data['scored']:,} scored, the rest ruled out by bounds"
+           if data["scored"] < data["candidates"] else "all scored")
+        + f"; {data['left_off']:,} not shown). "
         "Rank by worst ratio over no failure and each single-host loss, then nominal capacity, "
         "then wasted units; ties share a rank."
     )
