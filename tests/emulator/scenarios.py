@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from emulator.scenario import Scenario
+
+REPO = Path(__file__).resolve().parents[2]
+#: The scenario file shipped beside the repository (shared/ next to the clone),
+#: which must keep loading unchanged; the doc-as-written preset is a verbatim
+#: copy, used when the shared folder is not there.
+SHARED_EXAMPLE = REPO.parent / "shared" / "examples" / "doc-as-written.toml"
+EXAMPLE = SHARED_EXAMPLE if SHARED_EXAMPLE.exists() else REPO / "emulator" / "presets" / "doc-as-written.toml"
 
 
 def single_model(

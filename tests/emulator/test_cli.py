@@ -8,13 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenarios import EXAMPLE
 
 from emulator.cli import REGISTER, build_parser, main
 from emulator.presets import PRESETS
-
-EXAMPLE = Path("/work/shared/examples/doc-as-written.toml")
-if not EXAMPLE.exists():
-    EXAMPLE = Path(__file__).resolve().parents[2] / "emulator" / "presets" / "doc-as-written.toml"
 
 
 def test_it_runs_the_shared_example_unchanged_and_prints_balanced_json() -> None:

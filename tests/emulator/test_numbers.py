@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from scenarios import EXAMPLE
 
 from emulator.numbers import compute, show
 from emulator.scenario import load_scenario
-
-EXAMPLE = Path("/work/shared/examples/doc-as-written.toml")
-if not EXAMPLE.exists():  # the preset is the same file, shipped with the package
-    EXAMPLE = Path(__file__).resolve().parents[2] / "emulator" / "presets" / "doc-as-written.toml"
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scenarios import EXAMPLE
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,7 +28,7 @@ def test_it_prints_the_doc_as_written_figures_with_their_explanations():
 
 
 def test_it_prints_json_with_figures_and_findings():
-    done = numbers("/work/shared/examples/doc-as-written.toml", "--json")
+    done = numbers(str(EXAMPLE), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     figs = {(f["model"], f["key"]): f for f in data["figures"]}
@@ -36,7 +38,7 @@ def test_it_prints_json_with_figures_and_findings():
 
 
 def test_it_rejects_an_unknown_model_in_a_scenario_with_one_line_and_status_2(tmp_path):
-    text = Path("/work/shared/examples/doc-as-written.toml").read_text()
+    text = EXAMPLE.read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('workers = ["big@0", "big@5"]', 'workers = ["huge@0"]'))
     done = numbers(str(bad))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from scenarios import EXAMPLE
 
 from emulator.placement import (
     PlacementError,
@@ -128,7 +129,7 @@ def test_it_turns_a_ranked_fleet_into_scenario_host_groups():
 def test_its_host_groups_load_as_a_scenario():
     from emulator.scenario import load_scenario
 
-    base = load_scenario("/work/shared/examples/doc-as-written.toml", max_requests=None).to_dict()
+    base = load_scenario(EXAMPLE, max_requests=None).to_dict()
     base["hosts"] = placement_to_hosts(seed_result().ranked[0])
     from emulator.scenario import Scenario
 

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from scenarios import EXAMPLE, REPO, SHARED_EXAMPLE
 
 from emulator import DEFAULT_REQUEST_BUDGET, Scenario, ScenarioError, load_scenario
 from emulator.presets import PRESETS, load_preset
-
-EXAMPLE = Path("/work/shared/examples/doc-as-written.toml")
-if not EXAMPLE.exists():  # the preset is a verbatim copy of the shared example
-    EXAMPLE = Path(__file__).resolve().parents[2] / "emulator" / "presets" / "doc-as-written.toml"
 
 
 def test_it_loads_the_shared_example_unchanged_with_its_values() -> None:
@@ -125,3 +121,9 @@ def test_it_sizes_the_peak_preset_near_750_workers_with_pull_and_a_max_wait() ->
     assert s.traffic.qps == 10000
     assert s.dispatcher.policy == "pull"
     assert s.dispatcher.close_after_s is not None
+
+
+@pytest.mark.skipif(not SHARED_EXAMPLE.exists(), reason="no shared/ folder beside this clone")
+def test_it_ships_the_shared_example_as_the_doc_as_written_preset_byte_for_byte() -> None:
+    shipped = REPO / "emulator" / "presets" / "doc-as-written.toml"
+    assert shipped.read_bytes() == SHARED_EXAMPLE.read_bytes()
