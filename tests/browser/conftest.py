@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from browser_helpers import ExampleReview, LiveServer
+from support import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -41,18 +42,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _database_url() -> str:
-    """A DATABASE_URL that opens the database pytest-django set up for this run."""
-    from django.db import connection
-
-    sd = connection.settings_dict
-    if sd["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{sd['NAME']}"
-    user, password = sd.get("USER") or "", sd.get("PASSWORD") or ""
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    return f"postgres://{auth}{sd.get('HOST') or '127.0.0.1'}:{sd.get('PORT') or '5432'}/{sd['NAME']}"
 
 
 def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -93,7 +82,7 @@ def dashboard(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> I
     from reviewer.celery import app
 
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        database_url = subprocess_database_url()
     port = _free_port()
     server = LiveServer(url=f"http://127.0.0.1:{port}")
     log_dir = Path(tempfile.mkdtemp(prefix="review-browser-"))

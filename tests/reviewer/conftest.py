@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,25 +73,6 @@ count = 2
 units = 10
 workers = ["small@0", "small@2"]
 """
-
-
-def test_database_url() -> str:
-    """A DATABASE_URL that opens the test database pytest-django set up."""
-    from django.db import connection
-
-    settings_dict = connection.settings_dict
-    name = settings_dict["NAME"]
-    if settings_dict["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{name}"
-    user = settings_dict.get("USER") or ""
-    password = settings_dict.get("PASSWORD") or ""
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or "5432"
-    return f"postgres://{auth}{host}:{port}/{name}"
-
-
-test_database_url.__test__ = False  # a helper, not a test
 
 
 class CeleryWorkers:
@@ -173,7 +155,7 @@ class CeleryWorkers:
 def celery_workers(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> Iterator[CeleryWorkers]:
     """A factory of real Celery workers on the test Redis and test database."""
     with django_db_blocker.unblock():
-        database_url = test_database_url()
+        database_url = subprocess_database_url()
     workers = CeleryWorkers(redis_url, database_url)
     _purge_queue()
     try:
