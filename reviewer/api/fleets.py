@@ -44,7 +44,7 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
                 author=self.request.user,
                 name=data.get("name"),
                 toml=data.get("toml"),
-                doc=data.get("doc", ...),
+                doc=data.get("doc", services.UNCHANGED),
             )
 
     def perform_destroy(self, instance: FleetConfig) -> None:

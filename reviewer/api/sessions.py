@@ -65,7 +65,7 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             serializer.instance = services.session_update(
                 session=session,
                 title=data.get("title"),
-                fleet_config=data.get("fleet_config", ...),
+                fleet_config=data.get("fleet_config", services.UNCHANGED),
                 current_pass=data.get("current_pass"),
                 status=data.get("status"),
                 reviewers=data.get("reviewers"),

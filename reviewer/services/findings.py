@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
@@ -126,7 +126,7 @@ ANCHOR_FIELDS = ("anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start
 def finding_create(
     *,
     session: ReviewSession,
-    author: AbstractBaseUser,
+    author: User,
     review_pass: str,
     title: str,
     body: str = "",
@@ -284,7 +284,7 @@ def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequ
 
 
 @transaction.atomic
-def reply_create(*, finding: Finding, author: AbstractBaseUser, body: str) -> FindingReply:
+def reply_create(*, finding: Finding, author: User, body: str) -> FindingReply:
     """Add a reply to a finding's thread; viewers see the finding updated."""
     if not body.strip():
         raise ValidationError({"body": "A reply needs some text."})

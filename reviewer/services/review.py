@@ -10,12 +10,13 @@ the transaction commits.
 
 from __future__ import annotations
 
+import enum
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -77,9 +78,19 @@ def scenario_dict_to_toml(data: dict[str, Any]) -> str:
         raise ValidationError(str(exc)) from None
 
 
+class Unchanged(enum.Enum):
+    """Type of :data:`UNCHANGED`, for arguments where ``None`` already means "clear"."""
+
+    UNCHANGED = "unchanged"
+
+
+#: Default of optional links in the update services: leave the stored value as it is.
+UNCHANGED: Final = Unchanged.UNCHANGED
+
+
 @transaction.atomic
 def fleet_config_create(
-    *, owner: AbstractBaseUser, name: str, toml: str, doc: DesignDoc | None = None
+    *, owner: User, name: str, toml: str, doc: DesignDoc | None = None
 ) -> FleetConfig:
     """Create a fleet config with its first version; the TOML is validated first."""
     config = FleetConfig(owner=owner, name=name, toml=toml, doc=doc)
@@ -92,20 +103,20 @@ def fleet_config_create(
 def fleet_config_save(
     *,
     config: FleetConfig,
-    author: AbstractBaseUser | None,
+    author: User | None,
     name: str | None = None,
     toml: str | None = None,
-    doc: DesignDoc | None | type[Ellipsis] = ...,
+    doc: DesignDoc | None | Unchanged = UNCHANGED,
 ) -> FleetConfig:
     """Change a fleet config; a changed scenario becomes a new version.
 
-    ``doc=...`` (the default) leaves the link as it is; ``None`` removes it.
+    ``doc=UNCHANGED`` (the default) leaves the link as it is; ``None`` removes it.
     """
     config = FleetConfig.objects.select_for_update().get(pk=config.pk)
     if name is not None:
         config.name = name
-    if doc is not ...:
-        config.doc = doc  # type: ignore[assignment]
+    if doc is not UNCHANGED:
+        config.doc = doc
     latest = config.latest_version()
     new_version = toml is not None and (latest is None or toml != latest.toml)
     if toml is not None:
@@ -130,7 +141,7 @@ class ReviseResult:
 
 
 @transaction.atomic
-def doc_create(*, owner: AbstractBaseUser, title: str, body: str = "") -> DesignDoc:
+def doc_create(*, owner: User, title: str, body: str = "") -> DesignDoc:
     """Create a doc and its first revision."""
     doc = DesignDoc.objects.create(owner=owner, title=title, body=body)
     DocRevision.objects.create(doc=doc, number=1, title=title, body=body, author=owner)
@@ -141,7 +152,7 @@ def doc_create(*, owner: AbstractBaseUser, title: str, body: str = "") -> Design
 def doc_revise(
     *,
     doc: DesignDoc,
-    author: AbstractBaseUser | None,
+    author: User | None,
     title: str | None = None,
     body: str | None = None,
     base_revision: int | None = None,
@@ -181,6 +192,8 @@ def doc_revise(
         .select_related("revision")
     )
     for finding in findings:
+        # The query keeps only findings made on a revision.
+        assert finding.revision is not None, f"finding {finding.pk} has no revision"
         old_text = finding.revision.body
         anchor = Anchor(
             exact=finding.anchor_exact,
@@ -233,11 +246,11 @@ def orphaned_findings(doc: DesignDoc) -> QuerySet[Finding]:
 @transaction.atomic
 def session_create(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     doc: DesignDoc,
     fleet_config: FleetConfig | None = None,
     title: str = "",
-    reviewers: Iterable[AbstractBaseUser] = (),
+    reviewers: Iterable[User] = (),
 ) -> ReviewSession:
     """Open a review session on ``doc`` owned by ``owner``."""
     session = ReviewSession.objects.create(owner=owner, doc=doc, fleet_config=fleet_config, title=title)
@@ -250,17 +263,17 @@ def session_update(
     *,
     session: ReviewSession,
     title: str | None = None,
-    fleet_config: FleetConfig | None | type[Ellipsis] = ...,
+    fleet_config: FleetConfig | None | Unchanged = UNCHANGED,
     current_pass: str | None = None,
     status: str | None = None,
-    reviewers: Iterable[AbstractBaseUser] | None = None,
+    reviewers: Iterable[User] | None = None,
 ) -> ReviewSession:
     """Change a session's settings; a pass change is announced to its viewers."""
     pass_changed = current_pass is not None and current_pass != session.current_pass
     if title is not None:
         session.title = title
-    if fleet_config is not ...:
-        session.fleet_config = fleet_config  # type: ignore[assignment]
+    if fleet_config is not UNCHANGED:
+        session.fleet_config = fleet_config
     if current_pass is not None:
         session.current_pass = current_pass
     if status is not None:
@@ -277,6 +290,8 @@ __all__ = [
     "Conflict",
     "ReviewPass",
     "ReviseResult",
+    "UNCHANGED",
+    "Unchanged",
     "doc_create",
     "doc_revise",
     "finding_create",

@@ -19,7 +19,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from reviewer import realtime
@@ -104,6 +104,14 @@ def claim_run(run_id: int, worker: str) -> EmulatorRun | None:
         if run.attempts == 1:
             publish_status(run)
     return run
+
+
+def _recorded_frame(command: RunCommand) -> int:
+    """The frame count after which a recorded command was applied."""
+    frame = command.applied_after_frame
+    # The replay list is queried with applied_after_frame__isnull=False.
+    assert frame is not None, f"command {command.pk} was never applied"
+    return frame
 
 
 class RunPlayer:
@@ -209,11 +217,11 @@ class RunPlayer:
 
     def next_replay_frame(self) -> int:
         """The frame count after which the next recorded command applies."""
-        return self.replay[0].applied_after_frame if self.replay else self.resume_from
+        return _recorded_frame(self.replay[0]) if self.replay else self.resume_from
 
     def apply_recorded(self) -> None:
         """Re-apply recorded faults that an earlier attempt applied after this frame."""
-        while self.replay and self.replay[0].applied_after_frame <= self.frames_done:
+        while self.replay and _recorded_frame(self.replay[0]) <= self.frames_done:
             command = self.replay.pop(0)
             if command.kind == CommandKind.FAULT and not command.error:
                 self.engine.inject(command.command)
@@ -247,7 +255,7 @@ class RunPlayer:
         """Simulated time at the end of frame number ``frames`` (1-based), capped."""
         return min(frames * self.sample_s, self.duration_s)
 
-    def mine(self):  # noqa: ANN201  (a QuerySet)
+    def mine(self) -> QuerySet[EmulatorRun]:
         """This attempt's run row, if nobody else took it over or finished it."""
         return EmulatorRun.objects.filter(pk=self.run.pk, status=RunStatus.RUNNING, attempts=self.run.attempts)
 

@@ -99,7 +99,7 @@ def resolve_scenario(
             loaded = _load_given(scenario)
         elif config_version is not None:
             loaded = _load_text(config_version.toml)
-        elif session is not None and session.fleet_config_id is not None:
+        elif session is not None and session.fleet_config is not None:
             config_version = session.fleet_config.latest_version()
             if config_version is None:
                 raise RunRequestError("session", "session: its fleet config has no saved version yet; save it first")
