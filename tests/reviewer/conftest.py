@@ -21,58 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import subprocess_database_url
+from support import TINY_SCENARIO, subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The smallest useful scenario: one model, one host of two workers, a few
-# simulated seconds at a light load. Frames are half a second apart.
-TINY_SCENARIO = """
-name = "tiny"
-duration_s = 6
-seed = 7
-sample_s = 0.5
-
-[traffic]
-qps = 40
-shape = "constant"
-peak_qps = 40
-
-[models.small]
-share = 1.0
-worker_units = 2
-tokens = 500
-tokens_cv = 0.0
-
-[dispatcher]
-max_batch_tokens = 5000
-close_after_s = 0.2
-policy = "pull"
-queue_limit = 0
-standby = "cold"
-failover_s = 1.0
-
-[worker]
-batch_s = 0.5
-service = "constant"
-service_cv = 0.0
-
-[client]
-timeout_s = 10
-retries = 0
-retry_backoff_s = 1.0
-
-[gateway]
-instances = 1
-rate_limit_qps = 0
-keys = 10
-shared_counter = true
-
-[[hosts]]
-count = 2
-units = 10
-workers = ["small@0", "small@2"]
-"""
 
 
 class CeleryWorkers:

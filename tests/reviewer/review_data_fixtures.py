@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support import TINY_SCENARIO
 
 REVIEW_DOC_BODY = """# Chat serving
 
@@ -23,52 +24,7 @@ Serve 10k QPS at peak. Keep latency low.
 """
 
 # The smallest useful scenario: one model on one host.
-SMALL_SCENARIO = """
-name = "small"
-duration_s = 6
-seed = 7
-sample_s = 0.5
-
-[traffic]
-qps = 40
-shape = "constant"
-peak_qps = 40
-
-[models.small]
-share = 1.0
-worker_units = 2
-tokens = 500
-tokens_cv = 0.0
-
-[dispatcher]
-max_batch_tokens = 5000
-close_after_s = 0.2
-policy = "pull"
-queue_limit = 0
-standby = "cold"
-failover_s = 1.0
-
-[worker]
-batch_s = 0.5
-service = "constant"
-service_cv = 0.0
-
-[client]
-timeout_s = 10
-retries = 0
-retry_backoff_s = 1.0
-
-[gateway]
-instances = 1
-rate_limit_qps = 0
-keys = 10
-shared_counter = true
-
-[[hosts]]
-count = 1
-units = 10
-workers = ["small@0", "small@2"]
-"""
+SMALL_SCENARIO = TINY_SCENARIO.replace('name = "tiny"', 'name = "small"').replace("count = 2", "count = 1")
 
 
 @pytest.fixture(autouse=True)
