@@ -41,7 +41,9 @@ def register_run(sub: Any) -> None:
     """``run FILE|PRESET [--seed N] [--set K=V ...] [--json] [--frames OUT.jsonl]``."""
     p = sub.add_parser("run", help="run a scenario file or preset and print its summary")
     p.add_argument("scenario", metavar="FILE|PRESET", help="a scenario TOML file or a preset name")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
+    p.add_argument(
+        "--seed", type=_seed, default=None, help="random seed (default: the scenario's)"
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -53,6 +55,17 @@ def register_run(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--frames", metavar="OUT.jsonl", help="also write every frame, one JSON a line")
     p.set_defaults(func=cmd_run)
+
+
+def _seed(text: str) -> int:
+    """A seed is a whole number, 0 or more (numpy refuses negative ones)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is below 0; give a seed of 0 or more")
+    return value
 
 
 def register_presets(sub: Any) -> None:

@@ -112,6 +112,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         ),
         (["run", "no-such-preset"], "is not a scenario file or a preset"),
         (["run", "doc-as-written", "--set", "traffic.qps"], "is not KEY=VALUE"),
+        (["run", "doc-as-written", "--seed", "-1"], "argument --seed: -1 is below 0"),
     ],
 )
 def test_the_cli_exits_2_with_one_line_and_no_traceback(args: list[str], expected: str) -> None:
