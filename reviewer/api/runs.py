@@ -85,7 +85,8 @@ class ScenarioSourceSerializer(serializers.Serializer):
                                        help_text="The review session the run belongs to.")
     overrides = serializers.ListField(child=serializers.CharField(), required=False, default=list,
                                       help_text='e.g. ["traffic.qps=2000", "hosts[0].count=3"]')
-    seed = serializers.IntegerField(required=False, allow_null=True)
+    # The seed is stored in a 64-bit column and seeds numpy, which takes no negatives.
+    seed = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=2**63 - 1)
 
     def resolve(self, user: Any) -> dict[str, Any]:
         """The service's keyword arguments, with ids looked up among what ``user`` may see."""

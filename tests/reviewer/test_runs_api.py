@@ -61,6 +61,15 @@ def test_it_refuses_a_speed_it_does_not_offer(run_users: dict, tiny_scenario: st
     assert "speed" in response.json()
 
 
+@pytest.mark.parametrize("seed", [-1, 2**63])
+def test_it_refuses_a_seed_it_cannot_store_naming_the_field(run_users: dict, tiny_scenario: str,
+                                                             seed: int) -> None:
+    response = start(run_users["owner"], tiny_scenario, seed=seed)
+    assert response.status_code == 400, response.content
+    assert "seed" in response.json()
+    assert not EmulatorRun.objects.exists()
+
+
 def test_it_names_the_key_of_a_bad_override(run_users: dict, tiny_scenario: str) -> None:
     response = start(run_users["owner"], tiny_scenario, overrides=["hosts[5].count=2"])
     assert response.status_code == 400
