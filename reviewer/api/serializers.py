@@ -291,7 +291,9 @@ class FindingSerializer(serializers.ModelSerializer):
         return obj.revision.number if obj.revision_id else None
 
     def get_reply_count(self, obj: Finding) -> int:
-        return obj.replies.count()
+        # Lists annotate the count; a single finding counts its replies.
+        annotated = getattr(obj, "reply_total", None)
+        return obj.replies.count() if annotated is None else annotated
 
 
 class FindingsReorderSerializer(serializers.Serializer):

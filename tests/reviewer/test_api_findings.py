@@ -96,6 +96,23 @@ def test_it_lists_findings_in_report_order_and_paginates(api_as, open_review):
     assert {"next", "previous"} <= set(data)
 
 
+def test_the_list_costs_the_same_queries_however_many_findings_it_shows(api_as, open_review):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            data = api_as("owner").get(_url(open_review)).json()
+        assert all(f["reply_count"] == 0 for f in data["results"])
+        return len(ctx.captured_queries)
+
+    _new(api_as, open_review)
+    one = queries()
+    for _ in range(4):
+        _new(api_as, open_review)
+    assert queries() == one
+
+
 def test_it_filters_by_pass_severity_status_and_author(api_as, open_review):
     _new(api_as, open_review, who="reviewer", **{"pass": "numbers", "severity": "clarify"})
     _new(api_as, open_review, who="owner", **{"pass": "trace", "severity": "fix_now"})
@@ -197,6 +214,7 @@ def test_participants_reply_in_a_thread(api_as, open_review):
     replies = api_as("reviewer").get(url).json()["results"]
     assert [(r["author"], r["body_html"]) for r in replies] == [("owner", "<p>Agreed, <em>pull</em> instead.</p>")]
     assert api_as("owner").get(f"/api/findings/{data['id']}/").json()["reply_count"] == 1
+    assert [f["reply_count"] for f in api_as("owner").get(_url(open_review)).json()["results"]] == [1]
 
 
 def test_a_full_put_of_an_orphan_keeps_its_anchor(api_as, open_review, people):
