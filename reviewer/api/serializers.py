@@ -203,7 +203,10 @@ class ReviewSessionSerializer(serializers.ModelSerializer):
         return obj.owner.get_username()
 
     def get_finding_counts(self, obj: ReviewSession) -> dict[str, int]:
-        counts = {"fix_now": 0, "clarify": 0, "mention": 0, "orphaned": 0}
+        names = ("fix_now", "clarify", "mention", "orphaned")
+        if hasattr(obj, "findings_orphaned"):  # annotated by the list's query
+            return {name: getattr(obj, f"findings_{name}") for name in names}
+        counts = dict.fromkeys(names, 0)
         for severity, orphaned in obj.findings.exclude(status="dropped").values_list("severity", "orphaned"):
             counts[severity] += 1
             counts["orphaned"] += int(orphaned)

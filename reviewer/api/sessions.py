@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import ProtectedError, QuerySet
+from django.db.models import Count, ProtectedError, Q, QuerySet
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
@@ -13,6 +13,20 @@ from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import ReviewSessionSerializer
 from reviewer.models.review import ReviewSession
 from reviewer.services import review as services
+
+
+def finding_count_annotations() -> dict[str, Count]:
+    """Counts of a session's findings not dropped, per bucket and orphaned, for one list query.
+
+    Distinct, because the visibility filter joins the reviewers and would repeat each finding.
+    """
+    live = ~Q(findings__status="dropped")
+    counts = {
+        f"findings_{severity}": Count("findings", filter=live & Q(findings__severity=severity), distinct=True)
+        for severity in ("fix_now", "clarify", "mention")
+    }
+    counts["findings_orphaned"] = Count("findings", filter=live & Q(findings__orphaned=True), distinct=True)
+    return counts
 
 
 def _same(session: ReviewSession, name: str, value: Any) -> bool:
@@ -34,6 +48,9 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             permissions.sessions_visible_to(self.request.user)
             .select_related("owner", "doc", "fleet_config")
             .prefetch_related("reviewers")
+            .annotate(**finding_count_annotations())
+            # Aggregating queries drop Meta.ordering; pages need a fixed order.
+            .order_by("-updated_at", "-id")
         )
 
     def perform_create(self, serializer: ReviewSessionSerializer) -> None:

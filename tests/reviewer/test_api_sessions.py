@@ -109,3 +109,29 @@ def test_a_token_authenticates_scripts_and_no_credentials_get_401(open_review, p
 def test_the_browser_session_authenticates_too(client, open_review, people):
     client.force_login(people["owner"])
     assert client.get(f"/api/sessions/{open_review.pk}/").status_code == 200
+
+
+def test_the_list_counts_findings_by_bucket_in_a_fixed_number_of_queries(api_as, open_review, people):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from reviewer.models import Finding
+
+    open_review.reviewers.add(people["staff"])  # a second reviewer: the counts must not double
+    for severity, status in [("fix_now", "open"), ("fix_now", "open"), ("clarify", "open"),
+                             ("mention", "dropped")]:
+        services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                                title="t", severity=severity, status=status)
+    Finding.objects.filter(severity="clarify").update(orphaned=True)
+
+    def listed() -> tuple[int, dict]:
+        with CaptureQueriesContext(connection) as ctx:
+            data = api_as("reviewer").get("/api/sessions/").json()["results"]
+        mine = next(s for s in data if s["id"] == open_review.pk)
+        return len(ctx.captured_queries), mine["finding_counts"]
+
+    queries, counts = listed()
+    assert counts == {"fix_now": 2, "clarify": 1, "mention": 0, "orphaned": 1}
+    for _ in range(3):
+        services.session_create(owner=people["owner"], doc=open_review.doc, reviewers=[people["reviewer"]])
+    assert listed() == (queries, counts)
