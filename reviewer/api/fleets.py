@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import ProtectedError, QuerySet
+from django.db.models import OuterRef, ProtectedError, QuerySet, Subquery
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework import viewsets
@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from reviewer import permissions
 from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import FleetConfigSerializer, FleetConfigVersionSerializer
-from reviewer.models.review import FleetConfig
+from reviewer.models.review import FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
 
 
@@ -27,7 +27,14 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
     permission_classes = [drf_permissions.IsAuthenticated, permissions.IsOwnerOrReadOnly]
 
     def get_queryset(self) -> QuerySet[FleetConfig]:
-        return permissions.fleet_configs_visible_to(self.request.user).select_related("owner")
+        # The latest version's number and id come with the list's one query.
+        latest = FleetConfigVersion.objects.filter(config=OuterRef("pk")).order_by("-number")
+        return (
+            permissions.fleet_configs_visible_to(self.request.user)
+            .select_related("owner")
+            .annotate(latest_number=Subquery(latest.values("number")[:1]),
+                      latest_id=Subquery(latest.values("pk")[:1]))
+        )
 
     def perform_create(self, serializer: FleetConfigSerializer) -> None:
         data = serializer.validated_data

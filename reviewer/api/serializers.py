@@ -150,10 +150,14 @@ class FleetConfigSerializer(serializers.ModelSerializer):
         return obj.owner.get_username()
 
     def get_version(self, obj: FleetConfig) -> int | None:
+        if hasattr(obj, "latest_number"):  # annotated by the API's query
+            return obj.latest_number
         latest = obj.latest_version()
         return latest.number if latest else None
 
     def get_version_id(self, obj: FleetConfig) -> int | None:
+        if hasattr(obj, "latest_id"):
+            return obj.latest_id
         latest = obj.latest_version()
         return latest.pk if latest else None
 

@@ -73,3 +73,27 @@ def test_who_may_read_and_change_a_config(api_as, open_review, who, read, write)
 
 def test_a_config_used_by_a_session_cannot_be_deleted(api_as, open_review):
     assert api_as("owner").delete(f"/api/fleets/{open_review.fleet_config_id}/").status_code == 409
+
+
+def test_the_list_gives_each_configs_latest_version_in_a_fixed_number_of_queries(api_as, review_fleet, people):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from reviewer.services import review as services
+
+    services.fleet_config_save(config=review_fleet, author=people["owner"],
+                               toml=SMALL_SCENARIO.replace("seed = 7", "seed = 8"))
+    latest = review_fleet.latest_version()
+    assert latest.number == 2
+
+    def listed() -> tuple[int, tuple]:
+        with CaptureQueriesContext(connection) as ctx:
+            data = api_as("owner").get("/api/fleets/").json()["results"]
+        mine = next(f for f in data if f["id"] == review_fleet.pk)
+        return len(ctx.captured_queries), (mine["version"], mine["version_id"])
+
+    queries, versions = listed()
+    assert versions == (2, latest.pk)
+    for i in range(3):
+        services.fleet_config_create(owner=people["owner"], name=f"more {i}", toml=SMALL_SCENARIO)
+    assert listed() == (queries, versions)
