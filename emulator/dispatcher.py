@@ -250,7 +250,10 @@ class Dispatcher:
         if self.queue_limit:
             cap = min(cap, max(0, self.queue_limit - self.depth()))
         plan: ClosePlan | None = None
-        if not self.varied:
+        if self.varied and self.open_count and self.open_tokens >= self.max_tokens:
+            # The request that did not fit the last batch fills this one on its own.
+            plan = (self.open_first_s, True, self.ingested, self.ingested)
+        elif not self.varied:
             k = self.batch_n - self.open_count
             if 1 <= k <= cap:
                 idx = self.ingested + k - 1
