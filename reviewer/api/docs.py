@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import ProtectedError, QuerySet
+from django.db.models import OuterRef, Prefetch, ProtectedError, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions as drf_permissions
@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from reviewer import permissions
 from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import DesignDocSerializer, DocRevisionSerializer
-from reviewer.models.review import DesignDoc
+from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
 from reviewer.services import review as services
 
 
@@ -29,7 +29,20 @@ class DesignDocViewSet(viewsets.ModelViewSet):
     permission_classes = [drf_permissions.IsAuthenticated, permissions.IsOwnerOrReadOnly]
 
     def get_queryset(self) -> QuerySet[DesignDoc]:
-        return permissions.docs_visible_to(self.request.user).select_related("owner")
+        # The latest revision number and the orphans come with a fixed number
+        # of queries, not one or two per doc.
+        user = self.request.user
+        latest = DocRevision.objects.filter(doc=OuterRef("pk")).order_by("-number")
+        orphans = Finding.objects.filter(status=FindingStatus.OPEN, orphaned=True).order_by("id")
+        sessions = ReviewSession.objects.filter(
+            pk__in=permissions.sessions_visible_to(user).values("pk")
+        ).order_by("pk").prefetch_related(Prefetch("findings", queryset=orphans, to_attr="orphans"))
+        return (
+            permissions.docs_visible_to(user)
+            .select_related("owner")
+            .annotate(latest_revision_number=Subquery(latest.values("number")[:1]))
+            .prefetch_related(Prefetch("sessions", queryset=sessions, to_attr="visible_sessions"))
+        )
 
     def perform_create(self, serializer: DesignDocSerializer) -> None:
         data = serializer.validated_data

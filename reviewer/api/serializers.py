@@ -97,6 +97,8 @@ class DesignDocSerializer(serializers.ModelSerializer):
         return render_markdown(obj.body)
 
     def get_revision(self, obj: DesignDoc) -> int | None:
+        if hasattr(obj, "latest_revision_number"):  # annotated by the API's query
+            return obj.latest_revision_number
         latest = obj.latest_revision()
         return latest.number if latest else None
 
@@ -104,6 +106,9 @@ class DesignDocSerializer(serializers.ModelSerializer):
     def get_orphaned_findings(self, obj: DesignDoc) -> list[dict[str, Any]]:
         from reviewer.services.review import orphaned_findings
 
+        if hasattr(obj, "visible_sessions"):  # prefetched by the API's query, sessions in id order
+            found = [f for session in obj.visible_sessions for f in session.orphans]
+            return OrphanedFindingSerializer(found, many=True).data
         qs = orphaned_findings(obj)
         request = self.context.get("request")
         if request is not None:

@@ -84,3 +84,29 @@ def test_a_doc_under_review_cannot_be_deleted_but_a_free_one_can(api_as, open_re
     free = services.doc_create(owner=people["owner"], title="Free", body="")
     assert api_as("reviewer").delete(f"/api/docs/{free.pk}/").status_code == 404
     assert api_as("owner").delete(f"/api/docs/{free.pk}/").status_code == 204
+
+
+def test_the_list_shows_revisions_and_visible_orphans_in_a_fixed_number_of_queries(api_as, open_review, people):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    doc = open_review.doc
+    hidden = services.session_create(owner=people["outsider"], doc=doc)
+    mine = services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                                   title="push", anchor_exact=GONE)
+    services.finding_create(session=hidden, author=people["outsider"], review_pass="trace",
+                            title="theirs", anchor_exact=GONE)
+    services.doc_revise(doc=doc, author=people["owner"], body=REVIEW_DOC_BODY.replace(GONE + "\n", ""))
+
+    def listed() -> tuple[int, tuple]:
+        with CaptureQueriesContext(connection) as ctx:
+            data = api_as("reviewer").get("/api/docs/").json()["results"]
+        entry = next(d for d in data if d["id"] == doc.pk)
+        return len(ctx.captured_queries), (entry["revision"], [f["id"] for f in entry["orphaned_findings"]])
+
+    queries, seen = listed()
+    assert seen == (2, [mine.pk])
+    for i in range(3):
+        other = services.doc_create(owner=people["owner"], title=f"other {i}", body="text")
+        services.session_create(owner=people["owner"], doc=other, reviewers=[people["reviewer"]])
+    assert listed() == (queries, seen)
