@@ -113,13 +113,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             k += 1
             frames = engine.advance_to(min(k * step, scenario.duration_s))
             if out is not None:
-                for frame in frames:
-                    out.write(json.dumps(frame.to_dict(), separators=(",", ":")) + "\n")
+                try:
+                    for frame in frames:
+                        out.write(json.dumps(frame.to_dict(), separators=(",", ":")) + "\n")
+                except OSError as exc:  # a full disk, say: the user's to fix, not a bug
+                    raise ScenarioError(
+                        "--frames", f"cannot write {args.frames} ({exc.strerror})"
+                    ) from None
             bar.show(engine.now_s, scenario.duration_s)
     finally:
         bar.clear()
         if out is not None:
-            out.close()
+            try:
+                out.close()
+            except OSError as exc:  # the last buffered frames did not fit either
+                raise ScenarioError(
+                    "--frames", f"cannot write {args.frames} ({exc.strerror})"
+                ) from None
     summary = engine.summary()
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))

@@ -75,6 +75,16 @@ def test_it_writes_every_frame_as_json_lines(
     )
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_it_reports_a_frames_file_it_cannot_write_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["run", "doc-as-written", "--set", "duration_s=5", "--set", "faults=[]"]
+    assert main([*args, "--frames", "/dev/full", "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --frames: cannot write /dev/full (No space left on device)"]
+
+
 def test_it_has_an_obvious_place_for_more_subcommands() -> None:
     def register_hello(sub: object) -> None:
         p = sub.add_parser("hello")  # type: ignore[attr-defined]
