@@ -57,6 +57,8 @@ class DesignDocAdmin(admin.ModelAdmin):
             obj.pk = created.pk
             return
         result = services.doc_revise(doc=obj, author=request.user, title=obj.title, body=obj.body)
+        if "owner" in form.changed_data:  # the service saves title and body only
+            DesignDoc.objects.filter(pk=obj.pk).update(owner=obj.owner)
         if result.orphaned:
             titles = ", ".join(f.title for f in result.orphaned)
             self.message_user(request, f"Findings whose quote is no longer in the doc: {titles}")
@@ -135,6 +137,8 @@ class FleetConfigAdmin(admin.ModelAdmin):
             obj.pk = created.pk
             return
         services.fleet_config_save(config=obj, author=request.user, name=obj.name, toml=obj.toml, doc=obj.doc)
+        if "owner" in form.changed_data:  # the service leaves the owner as it was
+            FleetConfig.objects.filter(pk=obj.pk).update(owner=obj.owner)
 
 
 @admin.register(ReviewSession)

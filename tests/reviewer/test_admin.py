@@ -114,3 +114,23 @@ def test_a_finding_changed_in_admin_gets_a_new_version_and_is_announced(staff_cl
     changed = Finding.objects.get(pk=finding.pk)
     assert (changed.title, changed.version) == ("Pull, not push", 2)
     assert [(event, data["finding"]["title"]) for event, data in sent] == [("finding.updated", "Pull, not push")]
+
+
+def test_a_new_owner_set_in_admin_is_kept_for_docs_and_fleet_configs(staff_client, review_doc, review_fleet, people):
+    doc_form = {"title": review_doc.title, "body": review_doc.body, "owner": people["reviewer"].pk,
+                "revisions-TOTAL_FORMS": "1", "revisions-INITIAL_FORMS": "1",
+                "revisions-MIN_NUM_FORMS": "0", "revisions-MAX_NUM_FORMS": "1000",
+                "revisions-0-id": review_doc.revisions.get().pk, "revisions-0-doc": review_doc.pk}
+    response = staff_client.post(f"/admin/reviewer/designdoc/{review_doc.pk}/change/", doc_form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert DesignDoc.objects.get(pk=review_doc.pk).owner == people["reviewer"]
+
+    fleet_form = _fleet_form(people, review_fleet.toml)
+    fleet_form.update({"name": review_fleet.name, "owner": str(people["reviewer"].pk),
+                       "doc": str(review_fleet.doc_id or ""),
+                       "versions-TOTAL_FORMS": "1", "versions-INITIAL_FORMS": "1",
+                       "versions-0-id": str(review_fleet.versions.get().pk),
+                       "versions-0-config": str(review_fleet.pk)})
+    response = staff_client.post(f"/admin/reviewer/fleetconfig/{review_fleet.pk}/change/", fleet_form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert FleetConfig.objects.get(pk=review_fleet.pk).owner == people["reviewer"]
