@@ -12,6 +12,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import Count, Prefetch
 from django.utils import timezone
 
 from emulator.numbers import compute
@@ -21,7 +22,14 @@ from reviewer.api.serializers import (
     ReviewSessionSerializer,
     finding_representation,
 )
-from reviewer.models.review import Finding, FindingStatus, ReviewPass, ReviewSession, Severity
+from reviewer.models.review import (
+    Finding,
+    FindingReply,
+    FindingStatus,
+    ReviewPass,
+    ReviewSession,
+    Severity,
+)
 from reviewer.services.review import findings_in_report_order
 
 ANNO_CONTEXT = "http://www.w3.org/ns/anno.jsonld"
@@ -66,7 +74,13 @@ UrlBuilder = Callable[[str], str]
 
 def ordered_findings(session: ReviewSession) -> list[Finding]:
     """The session's findings in report order."""
-    qs = session.findings.select_related("author", "revision")
+    # Reply counts and threads come with two queries, not two per finding.
+    replies = FindingReply.objects.select_related("author").order_by("created_at", "id")
+    qs = (
+        session.findings.select_related("author", "revision")
+        .annotate(reply_total=Count("replies"))
+        .prefetch_related(Prefetch("replies", queryset=replies))
+    )
     return list(findings_in_report_order(qs))
 
 

@@ -214,3 +214,30 @@ def test_ranks_agree_across_the_report_and_the_data_exports(api_as, reviewed):
         else:
             assert row["rank"] == str(finding["rank"])
             assert f"### {finding['rank']}. {finding['title']}" in report
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_data_exports_cost_the_same_queries_however_many_findings(api_as, reviewed, people, fmt):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def exported() -> tuple[int, bytes]:
+        with CaptureQueriesContext(connection) as ctx:
+            response = api_as("reviewer").get(f"/api/sessions/{reviewed.pk}/export.{fmt}")
+        assert response.status_code == 200
+        return len(ctx.captured_queries), response.content
+
+    first = Finding.objects.filter(session=reviewed).order_by("id").first()
+    services.reply_create(finding=first, author=people["owner"], body="A reply.")
+    queries, _ = exported()
+    for i in range(3):
+        services.finding_create(session=reviewed, author=people["reviewer"], review_pass="trace",
+                                title=f"More {i}")
+    for finding in Finding.objects.filter(session=reviewed):
+        services.reply_create(finding=finding, author=people["reviewer"], body="Another.")
+    more_queries, content = exported()
+    assert more_queries == queries
+    if fmt == "json":
+        by_id = {f["id"]: f for f in json.loads(content)["findings"]}
+        assert [r["body"] for r in by_id[first.pk]["replies"]] == ["A reply.", "Another."]
+        assert by_id[first.pk]["reply_count"] == 2
