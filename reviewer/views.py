@@ -173,13 +173,26 @@ def _scenario_for_session(user: Any, session_id: int) -> Any:
     return Scenario.from_dict(session.fleet_config.scenario)
 
 
+def _stale_scenario(exc: Exception) -> JsonResponse:
+    """409 for a fleet config saved before the emulator's current rules: name the key and the fix."""
+    return JsonResponse(
+        {"error": f"The fleet config's saved scenario no longer validates ({exc}); "
+                  f"fix that key in the fleet config and save it again."},
+        status=409,
+    )
+
+
 @login_required
 @require_GET
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass computed from the session's fleet config."""
     from emulator import numbers
+    from emulator.scenario import ScenarioError
 
-    scenario = _scenario_for_session(request.user, session_id)
+    try:
+        scenario = _scenario_for_session(request.user, session_id)
+    except ScenarioError as exc:
+        return _stale_scenario(exc)
     return JsonResponse(numbers.compute(scenario).to_dict())
 
 
@@ -193,8 +206,12 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
     groups that would make it a fleet config (``host_groups``).
     """
     from emulator import placement
+    from emulator.scenario import ScenarioError
 
-    scenario = _scenario_for_session(request.user, session_id)
+    try:
+        scenario = _scenario_for_session(request.user, session_id)
+    except ScenarioError as exc:
+        return _stale_scenario(exc)
     hosts = scenario.expanded_hosts()
     host_count = len(hosts)
     requested = _int_or_none(request.GET.get("hosts"))

@@ -177,3 +177,16 @@ def test_it_lists_recent_runs_of_the_users_sessions(people: dict, review: Review
     outsider_home = client_for(people["outsider"]).get("/").content.decode()
     assert f"Run {run.pk}" in reviewer_home and "seed 4" in reviewer_home
     assert f"Run {run.pk}" not in outsider_home
+
+
+@pytest.mark.parametrize("page", ["numbers.json", "placement.json"])
+def test_it_explains_a_saved_scenario_the_emulator_no_longer_accepts(
+    people: dict, review: ReviewSession, page: str
+) -> None:
+    from reviewer.models import FleetConfig
+
+    scenario = dict(review.fleet_config.scenario, duration_s=-1)
+    FleetConfig.objects.filter(pk=review.fleet_config_id).update(scenario=scenario)
+    response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/{page}")
+    assert response.status_code == 409
+    assert "duration_s" in response.json()["error"]
