@@ -309,7 +309,7 @@ def _fleet_figures(add: Any, scenario: Scenario, per_model: dict[str, dict[str, 
             " + ".join(f"{_s(per_model[n][f'growth_{tag}'], '')} {n}" for n in names)
             + " requests/s: each model's queue grows alone")
         if b:
-            fill = Fraction(b) / total
+            fill = _div(Fraction(b), total)  # None when there is no traffic
             add(f"fill_time_{tag}_s", f"Batch fill time at {word} traffic, all traffic to one dispatcher", "fleet",
                 fill, "s", f"{b} requests / {_s(total, 'QPS')}: as if one dispatcher saw every request "
                 "(each model's own dispatcher sees only its share: see per model)")

@@ -189,3 +189,11 @@ def test_it_says_why_a_best_mix_figure_is_missing_on_a_huge_fleet():
     fig = report.get("best_mix_qps")
     assert fig.value is None and fig.display == "n/a"
     assert fig.explain.startswith("not computed: hosts:")
+
+
+def test_it_explains_a_scenario_with_no_traffic_instead_of_dividing_by_zero():
+    report = _doc("traffic.qps=0", "traffic.peak_qps=0")
+    assert report.value("offered_avg_qps") == 0
+    assert report.value("fill_time_avg_s") is None
+    assert report.value("fill_time_avg_s", "small") is None
+    assert report.value("capacity_qps", "small") == Fraction(200, 3)
