@@ -150,9 +150,11 @@ class RunListCreateView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[EmulatorRun]:
         qs = runs_visible_to(self.request.user).select_related("started_by").prefetch_related("commands")
-        session = self.request.query_params.get("session")
-        if session and session.isdigit():
-            qs = qs.filter(session_id=int(session))
+        session = _int_param(self.request, "session", 0)
+        if session:
+            if not 0 < session < 2**63:
+                raise serializers.ValidationError({"session": ["give the id of a review session"]})
+            qs = qs.filter(session_id=session)
         return qs
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:

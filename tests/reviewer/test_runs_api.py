@@ -105,6 +105,20 @@ def test_it_hides_a_run_from_outsiders(run_users: dict, tiny_scenario: str, revi
     assert api(run_users["outsider"]).post(f"/api/runs/{run_id}/cancel/").status_code == 404
 
 
+def test_it_lists_the_runs_of_one_session(run_users: dict, tiny_scenario: str, review_session: Any) -> None:
+    in_session = start(run_users["owner"], tiny_scenario, session=review_session.pk).json()["id"]
+    start(run_users["owner"], tiny_scenario)
+    listed = api(run_users["owner"]).get(f"/api/runs/?session={review_session.pk}").json()["results"]
+    assert [run["id"] for run in listed] == [in_session]
+
+
+@pytest.mark.parametrize("value", ["abc", "\u00b2", "1.5", str(2**63), "-3"])
+def test_it_names_the_session_filter_when_it_is_not_a_session_id(run_users: dict, value: str) -> None:
+    response = api(run_users["owner"]).get("/api/runs/", {"session": value})
+    assert response.status_code == 400
+    assert "session" in response.json()
+
+
 def test_it_refuses_a_session_the_user_is_not_in(run_users: dict, tiny_scenario: str,
                                                  review_session: Any) -> None:
     response = start(run_users["outsider"], tiny_scenario, session=review_session.pk)
