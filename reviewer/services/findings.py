@@ -19,6 +19,7 @@ from reviewer import realtime
 from reviewer.anchoring import Anchor, anchor_at, locate_fuzzy, locate_quote
 from reviewer.models.review import (
     SEVERITY_ORDER,
+    DesignDoc,
     DocRevision,
     Finding,
     FindingReply,
@@ -162,7 +163,10 @@ def finding_create(
         evidence_t_to_s=evidence_t_to_s,
         evidence_metric=evidence_metric,
     )
-    revision = session.doc.latest_revision()
+    # The doc's row lock orders this against doc_revise, which takes it too: a
+    # revision committed meanwhile would otherwise leave the new finding on the
+    # old revision, neither moved nor orphaned.
+    revision = DesignDoc.objects.select_for_update().get(pk=session.doc_id).latest_revision()
     if revision is not None:
         anchor = resolve_anchor(
             revision=revision,
