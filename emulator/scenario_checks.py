@@ -33,6 +33,10 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _SLOT = re.compile(r"^([^@\s]+)@(\d+)$")
 #: Frames are kept by live runs and the web app; more than this is a mistake.
 MAX_FRAMES = 200_000
+#: The engine keeps one rate-limit counter per key (and instance); more is a mistake.
+MAX_RATE_COUNTERS = 10_000_000
+#: Hosts in one scenario (the engine holds each host and worker); more is a mistake.
+MAX_HOSTS = 100_000
 #: Shortest retry backoff the engine honours (its arrival chunks are at least this long).
 MIN_BACKOFF_S = 0.01
 
@@ -302,12 +306,21 @@ def _gateway(raw: Any) -> GatewaySpec:
             f"{_show(rate)} is below 1 request a second",
             "use 0 (off) or at least 1; the counter window is one second",
         )
-    return GatewaySpec(
+    gateway = GatewaySpec(
         instances=t.integer("instances", 2, low=1),
         rate_limit_qps=rate,
         keys=t.integer("keys", 50, low=1),
         shared_counter=t.flag("shared_counter", True),
     )
+    counters = gateway.keys * (1 if gateway.shared_counter else gateway.instances)
+    if counters > MAX_RATE_COUNTERS:
+        raise ScenarioError(
+            t.key("keys"),
+            f"{gateway.keys:,} keys need {counters:,} counters, "
+            f"more than {MAX_RATE_COUNTERS:,} rate-limit counters",
+            "use fewer keys (or fewer instances with shared_counter = false)",
+        )
+    return gateway
 
 
 def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
@@ -358,6 +371,13 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
                 taken[unit] = spelling
             slots.append(WorkerSlot(model=model, first_unit=first))
         groups.append(HostGroup(count=count, units=units, workers=tuple(slots)))
+        total = sum(g.count for g in groups)
+        if total > MAX_HOSTS:
+            raise ScenarioError(
+                t.key("count"),
+                f"{total:,} hosts in all, more than {MAX_HOSTS:,} hosts",
+                "lower the count",
+            )
     return tuple(groups)
 
 

@@ -46,6 +46,12 @@ MISTAKES = [
     ("models.small.tokens=20000", "models.small.tokens", "more than dispatcher.max_batch_tokens"),
     ("gateway.rate_limit_qps=0.5", "gateway.rate_limit_qps", "below 1 request a second"),
     ("sample_s=0.0001", "sample_s", "frames"),
+    ("hosts[0].count=100000000", "hosts[0].count", "more than 100,000 hosts"),
+    (
+        "gateway.keys=1000000000",
+        "gateway.keys",
+        "more than 10,000,000 rate-limit counters",
+    ),
     ("client.retries=2", None, None),  # valid: a control that the table itself is sound
 ]
 
