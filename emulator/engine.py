@@ -165,7 +165,11 @@ class Engine:
 
     def set_qps(self, qps: float) -> None:
         """Make the offered load constant at ``qps`` from the current simulated time."""
-        if not isinstance(qps, int | float) or isinstance(qps, bool) or not qps >= 0:
+        if (
+            not isinstance(qps, int | float)
+            or isinstance(qps, bool)
+            or not 0 <= qps < float("inf")
+        ):
             raise ScenarioError(
                 "qps", f"{qps!r} is not a rate", "give a number of requests per second, 0 or more"
             )

@@ -162,6 +162,14 @@ def test_set_qps_changes_the_offered_load_from_now_on() -> None:
         engine.set_qps(-1)
 
 
+@pytest.mark.parametrize("qps", [float("inf"), float("nan"), "10"])
+def test_set_qps_refuses_what_is_not_a_finite_rate(qps: object) -> None:
+    engine = Engine(single_model(qps=100, workers=20, duration_s=10))
+    engine.advance_to(2.5)
+    with pytest.raises(ScenarioError):
+        engine.set_qps(qps)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("shape", ["constant", "ramp", "step", "burst", "diurnal"])
 def test_traffic_shapes_move_the_offered_rate(shape: str) -> None:
     s = single_model(
