@@ -26,9 +26,8 @@ def sessions_visible_to(user: Any) -> QuerySet[ReviewSession]:
     return qs.filter(Q(owner=user) | Q(reviewers=user)).distinct()
 
 
-def docs_visible_to(user: Any) -> QuerySet[DesignDoc]:
-    """Docs ``user`` owns or reviews in a session (all of them for staff)."""
-    qs = DesignDoc.objects.all()
+def _owned_or_in_a_session(qs: QuerySet[Any], user: Any) -> QuerySet[Any]:
+    """Rows of ``qs`` (docs or fleet configs) that ``user`` owns or meets in a session."""
     if not getattr(user, "is_authenticated", False):
         return qs.none()
     if user.is_staff:
@@ -36,18 +35,16 @@ def docs_visible_to(user: Any) -> QuerySet[DesignDoc]:
     return qs.filter(
         Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user)
     ).distinct()
+
+
+def docs_visible_to(user: Any) -> QuerySet[DesignDoc]:
+    """Docs ``user`` owns or reviews in a session (all of them for staff)."""
+    return _owned_or_in_a_session(DesignDoc.objects.all(), user)
 
 
 def fleet_configs_visible_to(user: Any) -> QuerySet[FleetConfig]:
     """Fleet configs ``user`` owns or that a session of theirs uses (all for staff)."""
-    qs = FleetConfig.objects.all()
-    if not getattr(user, "is_authenticated", False):
-        return qs.none()
-    if user.is_staff:
-        return qs
-    return qs.filter(
-        Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user)
-    ).distinct()
+    return _owned_or_in_a_session(FleetConfig.objects.all(), user)
 
 
 def findings_visible_to(user: Any) -> QuerySet[Finding]:
