@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from reviewer import presence, realtime
+from reviewer import presence, realtime, selectors
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,9 @@ def _run_for_user(run_id: int, user: Any) -> tuple[Any, int]:
     from reviewer.models import EmulatorRun
     from reviewer.services.runs import runs_reap_stale
 
-    run = EmulatorRun.objects.select_related("session").filter(pk=run_id).first()
+    run = selectors.runs_visible_to(user).filter(pk=run_id).first()
     if run is None:
-        return None, CLOSE_NOT_FOUND
-    if not run.viewable_by(user):
-        return None, CLOSE_FORBIDDEN
+        return None, CLOSE_FORBIDDEN if EmulatorRun.objects.filter(pk=run_id).exists() else CLOSE_NOT_FOUND
     if run.status == "running":
         runs_reap_stale()
         run.refresh_from_db()
@@ -42,9 +40,7 @@ def _run_for_user(run_id: int, user: Any) -> tuple[Any, int]:
 
 @database_sync_to_async
 def _frames_after(run_id: int, after: int) -> list[dict[str, Any]]:
-    from reviewer.services.runs import frames_after
-
-    return frames_after(run_id, after)
+    return selectors.frames_after(run_id, after)
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
@@ -100,7 +96,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             for frame in frames:
                 await self.send_json({"type": "frame", "frame": frame})
                 self.last_i = frame["i"]
-            if len(frames) < 500:
+            if len(frames) < selectors.FRAMES_PER_READ:
                 return
 
     async def _send_final(self, status: str, reason: str | None, summary: Any) -> None:
@@ -161,12 +157,9 @@ def _session_access(session_id: int, user: Any) -> int:
     """0 when ``user`` may watch the session, else the close code."""
     from reviewer.models import ReviewSession
 
-    session = ReviewSession.objects.filter(pk=session_id).first()
-    if session is None:
-        return CLOSE_NOT_FOUND
-    if not (user.is_staff or session.is_participant(user)):
-        return CLOSE_FORBIDDEN
-    return 0
+    if selectors.sessions_visible_to(user).filter(pk=session_id).exists():
+        return 0
+    return CLOSE_FORBIDDEN if ReviewSession.objects.filter(pk=session_id).exists() else CLOSE_NOT_FOUND
 
 
 class SessionConsumer(AsyncJsonWebsocketConsumer):

@@ -30,7 +30,7 @@ from reviewer.models.review import (
     ReviewSession,
     Severity,
 )
-from reviewer.services.review import findings_in_report_order
+from reviewer.selectors import findings_in_report_order
 
 ANNO_CONTEXT = "http://www.w3.org/ns/anno.jsonld"
 

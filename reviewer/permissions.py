@@ -1,55 +1,16 @@
-"""Who may see and change review data.
+"""Who may change review data, given that they may see it.
 
-Sessions are visible to their participants (the owner and the reviewers) and
-to staff; anything else answers 404, so outsiders cannot even learn that a
-session exists. Docs and fleet configs are visible to their owner, to the
-participants of sessions that use them, and to staff.
+Who may *see* what is in :mod:`reviewer.selectors`; these predicates are asked
+only about rows the user can already see.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
 from rest_framework.permissions import BasePermission
 
 from reviewer.models.review import DesignDoc, Finding, FleetConfig, ReviewSession
-
-
-def sessions_visible_to(user: Any) -> QuerySet[ReviewSession]:
-    """Review sessions ``user`` takes part in (all of them for staff)."""
-    qs = ReviewSession.objects.all()
-    if not getattr(user, "is_authenticated", False):
-        return qs.none()
-    if user.is_staff:
-        return qs
-    return qs.filter(Q(owner=user) | Q(reviewers=user)).distinct()
-
-
-def _owned_or_in_a_session(qs: QuerySet[Any], user: Any) -> QuerySet[Any]:
-    """Rows of ``qs`` (docs or fleet configs) that ``user`` owns or meets in a session."""
-    if not getattr(user, "is_authenticated", False):
-        return qs.none()
-    if user.is_staff:
-        return qs
-    return qs.filter(
-        Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user)
-    ).distinct()
-
-
-def docs_visible_to(user: Any) -> QuerySet[DesignDoc]:
-    """Docs ``user`` owns or reviews in a session (all of them for staff)."""
-    return _owned_or_in_a_session(DesignDoc.objects.all(), user)
-
-
-def fleet_configs_visible_to(user: Any) -> QuerySet[FleetConfig]:
-    """Fleet configs ``user`` owns or that a session of theirs uses (all for staff)."""
-    return _owned_or_in_a_session(FleetConfig.objects.all(), user)
-
-
-def findings_visible_to(user: Any) -> QuerySet[Finding]:
-    """Findings of the sessions ``user`` may see."""
-    return Finding.objects.filter(session__in=sessions_visible_to(user))
 
 
 def is_participant(user: Any, session: ReviewSession) -> bool:

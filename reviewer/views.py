@@ -13,17 +13,16 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from reviewer import permissions
+from reviewer import permissions, selectors
 from reviewer.markdown import render_markdown
 from reviewer.models import (
-    EmulatorRun,
     ReviewPass,
     ReviewSession,
     Severity,
@@ -35,22 +34,12 @@ from reviewer.services import review as review_services
 
 def _sessions_for(user: Any) -> QuerySet[ReviewSession]:
     """Review sessions the user takes part in (all of them for staff)."""
-    return permissions.sessions_visible_to(user).select_related("doc", "fleet_config", "owner")
+    return selectors.sessions_visible_to(user).select_related("doc", "fleet_config", "owner")
 
 
 def _get_session_for_user(user: Any, session_id: int) -> ReviewSession:
     """The session if the user may see it; 404 otherwise (never reveal it exists)."""
     return get_object_or_404(_sessions_for(user), pk=session_id)
-
-
-def _recent_runs_for(user: Any, limit: int = 10) -> list[EmulatorRun]:
-    """The latest emulator runs the user started or can watch in a session, newest first."""
-    sessions = _sessions_for(user).values("pk")
-    return list(
-        EmulatorRun.objects.filter(Q(started_by=user) | Q(session__in=sessions), sweep__isnull=True)
-        .select_related("session", "session__doc")
-        .order_by("-id")[:limit]
-    )
 
 
 @login_required
@@ -60,9 +49,9 @@ def home(request: HttpRequest) -> HttpResponse:
     user = request.user
     context = {
         "sessions": _sessions_for(user)[:50],
-        "docs": permissions.docs_visible_to(user)[:50],
-        "fleets": permissions.fleet_configs_visible_to(user).select_related("doc")[:50],
-        "runs": _recent_runs_for(user),
+        "docs": selectors.docs_visible_to(user)[:50],
+        "fleets": selectors.fleet_configs_visible_to(user).select_related("doc")[:50],
+        "runs": selectors.recent_runs_for(user),
     }
     return render(request, "reviewer/home.html", context)
 
@@ -72,13 +61,13 @@ def home(request: HttpRequest) -> HttpResponse:
 def session_create(request: HttpRequest) -> HttpResponse:
     """Start a review of a doc with a fleet config; the creator owns it."""
     errors = []
-    doc = permissions.docs_visible_to(request.user).filter(pk=_int_or_none(request.POST.get("doc"))).first()
+    doc = selectors.docs_visible_to(request.user).filter(pk=_int_or_none(request.POST.get("doc"))).first()
     if doc is None:
         errors.append("doc: choose one of your docs.")
     fleet = None
     fleet_id = _int_or_none(request.POST.get("fleet_config"))
     if fleet_id is not None:
-        fleet = permissions.fleet_configs_visible_to(request.user).filter(pk=fleet_id).first()
+        fleet = selectors.fleet_configs_visible_to(request.user).filter(pk=fleet_id).first()
         if fleet is None:
             errors.append("fleet_config: choose one of your fleet configs, or none.")
     title = (request.POST.get("title") or "").strip()[:200]

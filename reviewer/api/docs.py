@@ -13,7 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from reviewer import permissions
+from reviewer import permissions, selectors
 from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import DesignDocSerializer, DocRevisionSerializer
 from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
@@ -35,10 +35,10 @@ class DesignDocViewSet(viewsets.ModelViewSet):
         latest = DocRevision.objects.filter(doc=OuterRef("pk")).order_by("-number")
         orphans = Finding.objects.filter(status=FindingStatus.OPEN, orphaned=True).order_by("id")
         sessions = ReviewSession.objects.filter(
-            pk__in=permissions.sessions_visible_to(user).values("pk")
+            pk__in=selectors.sessions_visible_to(user).values("pk")
         ).order_by("pk").prefetch_related(Prefetch("findings", queryset=orphans, to_attr="orphans"))
         return (
-            permissions.docs_visible_to(user)
+            selectors.docs_visible_to(user)
             .select_related("owner")
             .annotate(latest_revision_number=Subquery(latest.values("number")[:1]))
             .prefetch_related(Prefetch("sessions", queryset=sessions, to_attr="visible_sessions"))

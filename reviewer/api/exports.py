@@ -13,12 +13,12 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from reviewer import exports, permissions
+from reviewer import exports, selectors
 from reviewer.models.review import ReviewSession
 
 
 def _session(request: Request, pk: int) -> ReviewSession:
-    return get_object_or_404(permissions.sessions_visible_to(request.user), pk=pk)
+    return get_object_or_404(selectors.sessions_visible_to(request.user), pk=pk)
 
 
 def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:

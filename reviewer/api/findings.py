@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reviewer import permissions
+from reviewer import permissions, selectors
 from reviewer.api.common import service_errors
 from reviewer.api.serializers import (
     FindingReplySerializer,
@@ -44,7 +44,7 @@ FILTERS = [
 
 def _session_for(request: Request, session_pk: int) -> ReviewSession:
     """The session if the user may see it; 404 otherwise (outsiders learn nothing)."""
-    return get_object_or_404(permissions.sessions_visible_to(request.user), pk=session_pk)
+    return get_object_or_404(selectors.sessions_visible_to(request.user), pk=session_pk)
 
 
 def _choice_filter(params: Any, name: str, allowed: list[str]) -> str | None:
@@ -83,7 +83,7 @@ class SessionFindingList(generics.ListCreateAPIView):
             qs = qs.filter(author__username=params["author"])
         if (value := _choice_filter(params, "orphaned", ["true", "false"])) is not None:
             qs = qs.filter(orphaned=value == "true")
-        return services.findings_in_report_order(qs)
+        return selectors.findings_in_report_order(qs)
 
     def perform_create(self, serializer: FindingSerializer) -> None:
         session = _session_for(self.request, self.kwargs["session_pk"])
@@ -124,7 +124,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
     serializer_class = FindingSerializer
 
     def get_queryset(self) -> QuerySet[Finding]:
-        return permissions.findings_visible_to(self.request.user).select_related("author", "revision")
+        return selectors.findings_visible_to(self.request.user).select_related("author", "revision")
 
     def perform_update(self, serializer: FindingSerializer) -> None:
         finding = serializer.instance
@@ -157,7 +157,7 @@ class FindingReplyList(generics.ListCreateAPIView):
     serializer_class = FindingReplySerializer
 
     def _finding(self) -> Finding:
-        return get_object_or_404(permissions.findings_visible_to(self.request.user), pk=self.kwargs["pk"])
+        return get_object_or_404(selectors.findings_visible_to(self.request.user), pk=self.kwargs["pk"])
 
     def get_queryset(self) -> QuerySet[FindingReply]:
         return self._finding().replies.select_related("author").order_by("created_at", "id")

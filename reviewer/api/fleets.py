@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from reviewer import permissions
+from reviewer import permissions, selectors
 from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import FleetConfigSerializer, FleetConfigVersionSerializer
 from reviewer.models.review import FleetConfig, FleetConfigVersion
@@ -30,7 +30,7 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
         # The latest version's number and id come with the list's one query.
         latest = FleetConfigVersion.objects.filter(config=OuterRef("pk")).order_by("-number")
         return (
-            permissions.fleet_configs_visible_to(self.request.user)
+            selectors.fleet_configs_visible_to(self.request.user)
             .select_related("owner")
             .annotate(latest_number=Subquery(latest.values("number")[:1]),
                       latest_id=Subquery(latest.values("pk")[:1]))

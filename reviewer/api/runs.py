@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reviewer import permissions
+from reviewer import selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame, Sweep
 from reviewer.services import runs as run_services
 from reviewer.services import sweeps as sweep_services
@@ -54,26 +54,6 @@ def run_errors() -> Iterator[None]:
         raise serializers.ValidationError({exc.field: [exc.message]}) from None
 
 
-def runs_visible_to(user: Any) -> QuerySet[EmulatorRun]:
-    """Runs of sessions ``user`` takes part in, and session-less runs they started."""
-    qs = EmulatorRun.objects.all()
-    if user.is_staff:
-        return qs
-    return qs.filter(
-        Q(session__in=permissions.sessions_visible_to(user)) | Q(session__isnull=True, started_by=user)
-    )
-
-
-def sweeps_visible_to(user: Any) -> QuerySet[Sweep]:
-    """The same rule for sweeps."""
-    qs = Sweep.objects.all()
-    if user.is_staff:
-        return qs
-    return qs.filter(
-        Q(session__in=permissions.sessions_visible_to(user)) | Q(session__isnull=True, started_by=user)
-    )
-
-
 class ScenarioSourceSerializer(serializers.Serializer):
     """Where the scenario comes from, and how to change it."""
 
@@ -93,13 +73,13 @@ class ScenarioSourceSerializer(serializers.Serializer):
         data = self.validated_data
         session = None
         if data.get("session") is not None:
-            session = permissions.sessions_visible_to(user).filter(pk=data["session"]).first()
+            session = selectors.sessions_visible_to(user).filter(pk=data["session"]).first()
             if session is None:
                 raise serializers.ValidationError(
                     {"session": [f"no review session {data['session']} that you take part in"]})
         version = None
         if data.get("config_version") is not None:
-            configs = permissions.fleet_configs_visible_to(user)
+            configs = selectors.fleet_configs_visible_to(user)
             version = FleetConfigVersion.objects.filter(pk=data["config_version"], config__in=configs).first()
             if version is None:
                 raise serializers.ValidationError(
@@ -149,7 +129,7 @@ class RunListCreateView(generics.ListAPIView):
     serializer_class = RunSerializer
 
     def get_queryset(self) -> QuerySet[EmulatorRun]:
-        qs = runs_visible_to(self.request.user).select_related("started_by").prefetch_related("commands")
+        qs = selectors.runs_visible_to(self.request.user).select_related("started_by").prefetch_related("commands")
         session = _int_param(self.request, "session", 0)
         if session:
             if not 0 < session < 2**63:
@@ -173,7 +153,7 @@ class RunListCreateView(generics.ListAPIView):
 
 def _run_for(request: Request, pk: int) -> EmulatorRun:
     """The run if ``request.user`` may see it, else 404 (outsiders learn nothing)."""
-    return get_object_or_404(runs_visible_to(request.user), pk=pk)
+    return get_object_or_404(selectors.runs_visible_to(request.user), pk=pk)
 
 
 class RunDetailView(APIView):
@@ -362,7 +342,7 @@ class SweepDetailView(APIView):
 
     @extend_schema(responses=SweepSerializer)
     def get(self, request: Request, pk: int) -> Response:
-        sweep = sweeps_visible_to(request.user).filter(pk=pk).first()
+        sweep = selectors.sweeps_visible_to(request.user).filter(pk=pk).first()
         if sweep is None:
             raise NotFound()
         run_services.runs_reap_stale()

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from reviewer import permissions
+from reviewer import selectors
 from reviewer.markdown import render_markdown
 from reviewer.models.review import (
     DesignDoc,
@@ -104,15 +104,13 @@ class DesignDocSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OrphanedFindingSerializer(many=True))
     def get_orphaned_findings(self, obj: DesignDoc) -> list[dict[str, Any]]:
-        from reviewer.services.review import orphaned_findings
-
         if hasattr(obj, "visible_sessions"):  # prefetched by the API's query, sessions in id order
             found = [f for session in obj.visible_sessions for f in session.orphans]
             return OrphanedFindingSerializer(found, many=True).data
-        qs = orphaned_findings(obj)
+        qs = selectors.orphaned_findings(obj)
         request = self.context.get("request")
         if request is not None:
-            qs = qs.filter(session__in=permissions.sessions_visible_to(request.user))
+            qs = qs.filter(session__in=selectors.sessions_visible_to(request.user))
         return OrphanedFindingSerializer(qs, many=True).data
 
 
@@ -136,7 +134,7 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     """A fleet config; give the scenario as ``toml`` text or as a ``scenario`` object."""
 
     owner = serializers.SerializerMethodField()
-    doc = VisibleToRequestUser(permissions.docs_visible_to, required=False, allow_null=True)
+    doc = VisibleToRequestUser(selectors.docs_visible_to, required=False, allow_null=True)
     toml = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
     scenario = serializers.JSONField(
         required=False, help_text="The scenario as JSON; used when no toml is given."
@@ -196,8 +194,8 @@ class ReviewSessionSerializer(serializers.ModelSerializer):
     """A review session; ``reviewers`` are usernames."""
 
     owner = serializers.SerializerMethodField()
-    doc = VisibleToRequestUser(permissions.docs_visible_to)
-    fleet_config = VisibleToRequestUser(permissions.fleet_configs_visible_to, required=False, allow_null=True)
+    doc = VisibleToRequestUser(selectors.docs_visible_to)
+    fleet_config = VisibleToRequestUser(selectors.fleet_configs_visible_to, required=False, allow_null=True)
     reviewers = UsernameField(many=True, required=False)
     finding_counts = serializers.SerializerMethodField()
 

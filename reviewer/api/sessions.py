@@ -8,7 +8,7 @@ from django.db.models import Count, ProtectedError, Q, QuerySet
 from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
-from reviewer import permissions
+from reviewer import permissions, selectors
 from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import ReviewSessionSerializer
 from reviewer.models.review import ReviewSession
@@ -45,7 +45,7 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
 
     def get_queryset(self) -> QuerySet[ReviewSession]:
         return (
-            permissions.sessions_visible_to(self.request.user)
+            selectors.sessions_visible_to(self.request.user)
             .select_related("owner", "doc", "fleet_config")
             .prefetch_related("reviewers")
             .annotate(**finding_count_annotations())

@@ -280,7 +280,7 @@ class Finding(models.Model):
 
     class Meta:
         # Buckets are ordered by SEVERITY_ORDER, not alphabetically: see
-        # services.review.findings_in_report_order.
+        # selectors.findings_in_report_order.
         ordering = ["session", "position", "id"]
         indexes = [models.Index(fields=["session", "severity", "position"])]
 

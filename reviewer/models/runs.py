@@ -9,8 +9,6 @@ the config has been edited since. The workflows live in
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 
@@ -100,16 +98,6 @@ class EmulatorRun(models.Model):
     def speed_for_json(self) -> int | str:
         """The speed as clients send it: 1, 10, 100 or "max"."""
         return "max" if self.speed == "max" else int(self.speed)
-
-    def viewable_by(self, user: Any) -> bool:
-        """Participants of the run's review session, else its starter; staff always."""
-        if not getattr(user, "is_authenticated", False):
-            return False
-        if user.is_staff:
-            return True
-        if self.session_id is not None:
-            return self.session.is_participant(user)
-        return self.started_by_id == user.pk
 
 
 class RunFrame(models.Model):
@@ -204,13 +192,3 @@ class Sweep(models.Model):
     def is_final(self) -> bool:
         """True once the sweep is done or failed."""
         return self.status in FINAL_STATUSES
-
-    def viewable_by(self, user: Any) -> bool:
-        """The same rule as for runs."""
-        if not getattr(user, "is_authenticated", False):
-            return False
-        if user.is_staff:
-            return True
-        if self.session_id is not None:
-            return self.session.is_participant(user)
-        return self.started_by_id == user.pk

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Case, IntegerField, Max, QuerySet, Value, When
+from django.db.models import Max
 
 from reviewer import realtime
 from reviewer.anchoring import Anchor, anchor_at, locate_fuzzy, locate_quote
@@ -29,15 +29,6 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import EmulatorRun
 from reviewer.services.errors import Conflict
-
-
-def findings_in_report_order(qs: QuerySet[Finding]) -> QuerySet[Finding]:
-    """Findings ordered by bucket (fix now, clarify, mention), then position."""
-    bucket = Case(
-        *[When(severity=s, then=Value(i)) for s, i in SEVERITY_ORDER.items()],
-        output_field=IntegerField(),
-    )
-    return qs.annotate(bucket_order=bucket).order_by("bucket_order", "position", "id")
 
 
 def _check_evidence_run(session: ReviewSession, run_id: int | None) -> None:

@@ -19,7 +19,6 @@ from typing import Any, Final
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
 
 from emulator.scenario import Scenario, ScenarioError
 from reviewer import realtime
@@ -39,7 +38,6 @@ from reviewer.services.findings import (
     finding_create,
     finding_delete,
     finding_update,
-    findings_in_report_order,
     findings_reorder,
     publish_finding,
     reply_create,
@@ -233,13 +231,6 @@ def _move_unchanged(doc: DesignDoc, revision: DocRevision, result: ReviseResult)
         result.moved.append(finding)
 
 
-def orphaned_findings(doc: DesignDoc) -> QuerySet[Finding]:
-    """Open findings on ``doc`` whose quote could not be placed in its latest revision."""
-    return Finding.objects.filter(session__doc=doc, status=FindingStatus.OPEN, orphaned=True).order_by(
-        "session_id", "id"
-    )
-
-
 # --- sessions --------------------------------------------------------------
 
 
@@ -297,11 +288,9 @@ __all__ = [
     "finding_create",
     "finding_delete",
     "finding_update",
-    "findings_in_report_order",
     "findings_reorder",
     "fleet_config_create",
     "fleet_config_save",
-    "orphaned_findings",
     "publish_finding",
     "reply_create",
     "resolve_anchor",

@@ -24,7 +24,6 @@ from reviewer.models import (
     FleetConfigVersion,
     ReviewSession,
     RunCommand,
-    RunFrame,
     RunStatus,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
@@ -384,12 +383,6 @@ def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
     if reaped:
         log.warning("marked runs %s failed: their workers stopped", reaped)
     return reaped
-
-
-def frames_after(run_id: int, after: int, limit: int = 500) -> list[dict[str, Any]]:
-    """Stored frames of a run with index > ``after``, in order, at most ``limit``."""
-    rows = RunFrame.objects.filter(run_id=run_id, i__gt=after).order_by("i").values_list("data", flat=True)
-    return list(rows[:limit])
 
 
 def run_for_json(run: EmulatorRun) -> dict[str, Any]:

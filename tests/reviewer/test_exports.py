@@ -13,6 +13,7 @@ from review_data_fixtures import *  # noqa: F403
 
 from emulator.numbers import compute
 from emulator.scenario import Scenario
+from reviewer import selectors
 from reviewer.models import EmulatorRun, Finding, ReviewSession
 from reviewer.services import review as services
 
@@ -46,7 +47,7 @@ def reviewed(open_review: Any, people: dict[str, Any]) -> Any:
 
 
 def _report_order(session: ReviewSession) -> list[Finding]:
-    return list(services.findings_in_report_order(session.findings.all()))
+    return list(selectors.findings_in_report_order(session.findings.all()))
 
 
 def test_json_export_holds_every_finding_in_report_order(api_as, reviewed):

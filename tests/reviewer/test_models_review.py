@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from review_data_fixtures import *  # noqa: F403
 from review_data_fixtures import SMALL_SCENARIO
 
+from reviewer import selectors
 from reviewer.models import DocRevision, Finding, FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
 
@@ -73,7 +74,7 @@ def test_revising_moves_open_findings_and_orphans_unplaceable_ones(open_review, 
     # The orphan keeps its anchor on the revision it was made on.
     assert lost.orphaned and lost.revision.number == 1 and lost.anchor_exact == GONE
     assert resolved.revision.number == 1
-    assert list(services.orphaned_findings(doc)) == [lost]
+    assert list(selectors.orphaned_findings(doc)) == [lost]
     assert sorted((e, d["finding"]["id"]) for _, e, d in events) == sorted(
         [("finding.updated", kept.pk), ("finding.updated", lost.pk)]
     )
