@@ -195,44 +195,31 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
     groups that would make it a fleet config (``host_groups``).
     """
     from emulator import placement
+    from emulator.placement_scenario import problem_args
     from emulator.scenario import ScenarioError
 
     try:
         scenario = _scenario_for_session(request.user, session_id)
     except ScenarioError as exc:
         return _stale_scenario(exc)
-    hosts = scenario.expanded_hosts()
-    host_count = len(hosts)
     requested = _int_or_none(request.GET.get("hosts"))
-    if requested is not None:
-        if not 1 <= requested <= 64:
-            return JsonResponse({"error": "hosts: give a whole number from 1 to 64."}, status=400)
-        host_count = requested
-    units = hosts[0][1] if hosts else 10
-    workers = {name: spec.worker_units for name, spec in scenario.models.items()}
-    split = {name: spec.share for name, spec in scenario.models.items()}
+    if requested is not None and not 1 <= requested <= 64:
+        return JsonResponse({"error": "hosts: give a whole number from 1 to 64."}, status=400)
     try:
-        result = placement.solve(
-            host_count, units, workers, split,
-            qps_per_worker=_qps_per_worker(scenario), demand_qps=scenario.traffic.qps,
-        ).to_dict()
+        # The scenario's own figures (per-worker throughput, split, demand),
+        # exactly as `python -m emulator place --scenario` takes them.
+        problem = problem_args(scenario)
+        if requested is not None:
+            problem["hosts"] = requested
+        result = placement.solve(**problem).to_dict()
     except placement.PlacementError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
+    units = problem["units"]
     # The scenario form of each ranked layout, so "use this layout" can make a
     # fleet config without the browser knowing the TOML grammar.
     for entry in result["ranked"]:
         entry["host_groups"] = placement.placement_to_hosts(entry, units)
     return JsonResponse(result)
-
-
-def _qps_per_worker(scenario: Any) -> dict[str, float]:
-    """Requests a worker of each model serves per second with full batches."""
-    per_batch_s = scenario.worker.batch_s
-    out = {}
-    for name, spec in scenario.models.items():
-        per_batch = max(1, scenario.dispatcher.max_batch_tokens // max(1, spec.tokens))
-        out[name] = per_batch / per_batch_s
-    return out
 
 
 @require_http_methods(["GET", "HEAD"])

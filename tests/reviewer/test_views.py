@@ -190,3 +190,48 @@ def test_it_explains_a_saved_scenario_the_emulator_no_longer_accepts(
     response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/{page}")
     assert response.status_code == 409
     assert "duration_s" in response.json()["error"]
+
+
+def _cli_place(toml: str, tmp_path: Any) -> Any:
+    """``python -m emulator place --scenario FILE --json`` as a user runs it."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "fleet.toml"
+    path.write_text(toml)
+    return subprocess.run([sys.executable, "-m", "emulator", "place", "--scenario", str(path), "--json"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _with_fleet_toml(review: ReviewSession, toml: str) -> None:
+    review_services.fleet_config_save(config=review.fleet_config, author=review.owner, toml=toml)
+
+
+def test_it_ranks_placements_with_the_same_per_worker_throughput_as_the_cli(
+    people: dict, review: ReviewSession, tmp_path: Any
+) -> None:
+    # 3000 tokens a request: 3 requests a batch of 10000, 2 QPS per worker.
+    toml = review.fleet_config.toml.replace("tokens = 500 ", "tokens = 3000 ", 1)
+    _with_fleet_toml(review, toml)
+    page = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json").json()
+    cli = _cli_place(toml, tmp_path)
+    assert cli.returncode == 0, cli.stderr
+    assert page["qps_per_worker"] == json.loads(cli.stdout)["qps_per_worker"]
+    assert page["qps_per_worker"]["small"] == 2.0
+
+
+def test_it_refuses_like_the_cli_when_a_request_is_bigger_than_a_batch(
+    people: dict, review: ReviewSession, tmp_path: Any
+) -> None:
+    # A mean request of 12000 tokens (sizes vary, so the scenario is valid)
+    # fills no batch of 10000 at the mean: the page used to say one per batch.
+    toml = review.fleet_config.toml.replace(
+        "tokens = 500 ", "tokens = 12000 ", 1).replace("tokens_cv = 0.0 ", "tokens_cv = 0.5 ", 1)
+    _with_fleet_toml(review, toml)
+    response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json")
+    cli = _cli_place(toml, tmp_path)
+    assert cli.returncode != 0
+    assert response.status_code == 400
+    message = response.json()["error"]
+    assert message.startswith("models.small.tokens:")
+    assert message in cli.stderr
