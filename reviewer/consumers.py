@@ -14,6 +14,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from reviewer import presence, realtime, selectors
+from reviewer.models.runs import FINAL_STATUSES
+from reviewer.representations import run_representation
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +26,8 @@ CLOSE_NOT_FOUND = 4404
 
 
 @database_sync_to_async
-def _run_for_user(run_id: int, user: Any) -> tuple[Any, int]:
-    """The run and 0, or None and the close code that refuses the viewer."""
+def _run_for_user(run_id: int, user: Any) -> tuple[dict[str, Any] | None, int]:
+    """The run as the API shows it and 0, or None and the close code that refuses the viewer."""
     from reviewer.models import EmulatorRun
     from reviewer.services.runs import runs_reap_stale
 
@@ -35,7 +37,7 @@ def _run_for_user(run_id: int, user: Any) -> tuple[Any, int]:
     if run.status == "running":
         runs_reap_stale()
         run.refresh_from_db()
-    return run, 0
+    return run_representation(run), 0
 
 
 @database_sync_to_async
@@ -73,14 +75,12 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if run is None:  # deleted, or access withdrawn, meanwhile
             await self.close(code=refusal)
             return
-        from reviewer.services.runs import run_for_json
-
-        await self.send_json({"type": "layout", "layout": run.layout, "run": run_for_json(run)})
+        await self.send_json({"type": "layout", "layout": run["layout"], "run": run})
         await self._send_stored()
-        if run.is_final:
-            await self._send_final(run.status, run.reason or None, run.summary)
+        if run["status"] in FINAL_STATUSES:
+            await self._send_final(run["status"], run["reason"] or None, run["summary"])
         else:
-            await self.send_json({"type": "status", "status": run.status, "reason": None})
+            await self.send_json({"type": "status", "status": run["status"], "reason": None})
 
     def _after_from_query(self) -> int:
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -144,7 +144,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_status(self, event: dict[str, Any]) -> None:
         """A status change; the final one carries the summary."""
-        if event["status"] in ("done", "cancelled", "failed"):
+        if event["status"] in FINAL_STATUSES:
             # Frames are published before the status; catch up on any dropped.
             await self._send_stored()
             await self._send_final(event["status"], event.get("reason"), event.get("summary"))

@@ -17,11 +17,6 @@ from django.utils import timezone
 
 from emulator.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
-from reviewer.api.serializers import (
-    FindingReplySerializer,
-    ReviewSessionSerializer,
-    finding_representation,
-)
 from reviewer.models.review import (
     Finding,
     FindingReply,
@@ -29,6 +24,11 @@ from reviewer.models.review import (
     ReviewPass,
     ReviewSession,
     Severity,
+)
+from reviewer.representations import (
+    finding_representation,
+    reply_representations,
+    session_representation,
 )
 from reviewer.selectors import findings_in_report_order
 
@@ -126,10 +126,10 @@ def export_json(session: ReviewSession) -> dict[str, Any]:
     for finding, rank in ranked_findings(session):
         data = finding_representation(finding)
         data["rank"] = rank
-        data["replies"] = [dict(r) for r in FindingReplySerializer(finding.replies.all(), many=True).data]
+        data["replies"] = reply_representations(finding.replies.all())
         findings.append(data)
     return {
-        "session": dict(ReviewSessionSerializer(session).data),
+        "session": session_representation(session),
         "doc": {"id": doc.pk, "title": doc.title, "revision": latest.number if latest else None},
         "fleet_config": (
             {"id": config.pk, "name": config.name, "version": config_version.number if config_version else None}

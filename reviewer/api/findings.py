@@ -16,11 +16,7 @@ from rest_framework.views import APIView
 
 from reviewer import permissions, selectors
 from reviewer.api.common import service_errors
-from reviewer.api.serializers import (
-    FindingReplySerializer,
-    FindingSerializer,
-    FindingsReorderSerializer,
-)
+from reviewer.api.serializers import FindingsReorderSerializer
 from reviewer.models.review import (
     Finding,
     FindingReply,
@@ -29,6 +25,7 @@ from reviewer.models.review import (
     ReviewSession,
     Severity,
 )
+from reviewer.representations import FindingReplySerializer, FindingSerializer
 from reviewer.services import review as services
 
 RENAME = {"review_pass": "pass"}

@@ -13,7 +13,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -22,7 +22,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewer import selectors
-from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame, Sweep
+from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
+from reviewer.representations import RunSerializer, SweepSerializer
 from reviewer.services import runs as run_services
 from reviewer.services import sweeps as sweep_services
 
@@ -92,35 +93,6 @@ class RunStartSerializer(ScenarioSourceSerializer):
     """A request for a run."""
 
     speed = serializers.JSONField(required=False, default=10, help_text='1, 10, 100 or "max"')
-
-
-class RunSerializer(serializers.ModelSerializer):
-    """A run's header: status, summary and where it came from."""
-
-    speed = serializers.SerializerMethodField()
-    duration_s = serializers.FloatField(read_only=True)
-    started_by = serializers.CharField(source="started_by.username", read_only=True)
-    commands = serializers.SerializerMethodField()
-
-    class Meta:
-        model = EmulatorRun
-        fields = ["id", "status", "reason", "speed", "seed", "duration_s", "sim_s", "frames_stored",
-                  "behind", "summary", "session", "config_version", "sweep", "sweep_value", "overrides",
-                  "started_by", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
-                  "commands"]
-        read_only_fields = fields
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_speed(self, run: EmulatorRun) -> int | str:
-        return run.speed_for_json()
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_commands(self, run: EmulatorRun) -> list[dict[str, Any]]:
-        return [
-            {"id": c.pk, "kind": c.kind, "command": c.command, "applied_at_s": c.applied_at_s,
-             "applied_after_frame": c.applied_after_frame, "error": c.error or None}
-            for c in run.commands.all()
-        ]
 
 
 class RunListCreateView(generics.ListAPIView):
@@ -300,24 +272,6 @@ class SweepStartSerializer(ScenarioSourceSerializer):
     values = serializers.ListField(child=serializers.FloatField(), min_length=1)
     target_p99_s = serializers.FloatField(required=False, allow_null=True, min_value=0.0)
     min_ok_rate = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
-
-
-class SweepSerializer(serializers.ModelSerializer):
-    """A sweep with its progress, curve and answer."""
-
-    progress = serializers.SerializerMethodField()
-    started_by = serializers.CharField(source="started_by.username", read_only=True)
-
-    class Meta:
-        model = Sweep
-        fields = ["id", "status", "reason", "key", "values", "seed", "target_p99_s", "min_ok_rate",
-                  "progress", "curve", "answer", "session", "config_version", "started_by",
-                  "created_at", "finished_at"]
-        read_only_fields = fields
-
-    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
-    def get_progress(self, sweep: Sweep) -> dict[str, int]:
-        return sweep_services.sweep_progress(sweep)
 
 
 class SweepCreateView(APIView):

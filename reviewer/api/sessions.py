@@ -10,8 +10,8 @@ from rest_framework.exceptions import PermissionDenied
 
 from reviewer import permissions, selectors
 from reviewer.api.common import ConflictError, service_errors
-from reviewer.api.serializers import ReviewSessionSerializer
 from reviewer.models.review import ReviewSession
+from reviewer.representations import ReviewSessionSerializer
 from reviewer.services import review as services
 
 

@@ -14,6 +14,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from reviewer.fleet_toml import validate_scenario_toml
+
 
 class ReviewPass(models.TextChoices):
     """The five passes of a review, in the order they are run."""
@@ -111,13 +113,6 @@ class DocRevision(models.Model):
         return f"{self.doc.title} r{self.number}"
 
 
-def _validate_toml(text: str) -> dict[str, Any]:
-    # Imported here: the services module imports these models.
-    from reviewer.services.review import validate_scenario_toml
-
-    return validate_scenario_toml(text)
-
-
 class FleetConfig(models.Model):
     """A named emulator scenario, edited as TOML and stored as JSON too.
 
@@ -152,7 +147,7 @@ class FleetConfig(models.Model):
     def clean(self) -> None:
         """Validate the TOML; errors are reported on the ``toml`` field."""
         try:
-            self.scenario = _validate_toml(self.toml)
+            self.scenario = validate_scenario_toml(self.toml)
         except ValidationError as exc:
             raise ValidationError({"toml": exc.messages}) from None
 
@@ -185,7 +180,7 @@ class FleetConfigVersion(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Validate the TOML and refresh ``scenario`` from it, then save."""
         try:
-            self.scenario = _validate_toml(self.toml)
+            self.scenario = validate_scenario_toml(self.toml)
         except ValidationError as exc:
             raise ValidationError({"toml": exc.messages}) from None
         super().save(*args, **kwargs)

@@ -28,6 +28,7 @@ from reviewer.models.review import (
     Severity,
 )
 from reviewer.models.runs import EmulatorRun
+from reviewer.representations import finding_representation
 from reviewer.services.errors import Conflict
 
 
@@ -290,8 +291,4 @@ def reply_create(*, finding: Finding, author: User, body: str) -> FindingReply:
 
 def publish_finding(finding: Finding, event: str) -> None:
     """Tell the session's viewers that ``finding`` was created or updated (after commit)."""
-    # The API representation is what browsers already render; imported here
-    # because the serializers import this module's models and services.
-    from reviewer.api.serializers import finding_representation
-
     realtime.session_event(finding.session_id, event, {"finding": finding_representation(finding)})

@@ -11,18 +11,16 @@ the transaction commits.
 from __future__ import annotations
 
 import enum
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from emulator.scenario import Scenario, ScenarioError
 from reviewer import realtime
 from reviewer.anchoring import Anchor, reanchor
+from reviewer.fleet_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -46,34 +44,6 @@ from reviewer.services.findings import (
 )
 
 # --- fleet configs ---------------------------------------------------------
-
-
-def validate_scenario_toml(text: str) -> dict[str, Any]:
-    """Validate a scenario given as TOML with the emulator; return it as a JSON-safe dict.
-
-    Raises ``ValidationError`` whose message is the emulator's one-line error,
-    naming the key path and the fix.
-    """
-    if not text or not text.strip():
-        raise ValidationError("scenario: empty; paste a scenario in the emulator's TOML format")
-    # Parsed here rather than by load_scenario, which would also take a file
-    # path or a preset name: user input is only ever TOML text.
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError(f"scenario: not valid TOML: {exc}") from None
-    try:
-        return Scenario.from_dict(data).to_dict()
-    except ScenarioError as exc:
-        raise ValidationError(str(exc)) from None
-
-
-def scenario_dict_to_toml(data: dict[str, Any]) -> str:
-    """TOML text for a scenario given as a dict (the JSON form); errors name the key."""
-    try:
-        return Scenario.from_dict(data).to_toml()
-    except ScenarioError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 class Unchanged(enum.Enum):

@@ -383,8 +383,3 @@ def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
     if reaped:
         log.warning("marked runs %s failed: their workers stopped", reaped)
     return reaped
-
-
-def run_for_json(run: EmulatorRun) -> dict[str, Any]:
-    """The run's header as the websocket's layout message carries it."""
-    return {"id": run.pk, "status": run.status, "duration_s": run.duration_s, "speed": run.speed_for_json()}

@@ -1,0 +1,241 @@
+"""How findings, replies, sessions, runs and sweeps look to the outside.
+
+One representation of each object serves the REST API, the live events sent
+to browsers and the exports, so a finding pushed over a websocket or written
+to an export is the finding the API answers with. The API's views, the
+services and the exports import from here; this module imports models,
+selectors and the Markdown renderer only, never the API or the services.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from reviewer import selectors
+from reviewer.markdown import render_markdown
+from reviewer.models import EmulatorRun, Sweep
+from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
+
+
+def username_or_none(user: Any) -> str | None:
+    """The user's username, or None for a user since deleted."""
+    return user.get_username() if user is not None else None
+
+
+class VisibleToRequestUser(serializers.PrimaryKeyRelatedField):
+    """A reference that only accepts objects the requesting user may see."""
+
+    def __init__(self, visible: Any, **kwargs: Any) -> None:
+        self.visible = visible
+        super().__init__(**kwargs)
+
+    def get_queryset(self) -> Any:
+        request = self.context.get("request")
+        return self.visible(request.user if request else None)
+
+
+class UsernameField(serializers.SlugRelatedField):
+    """A user given by username."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(slug_field="username", queryset=get_user_model().objects.all(), **kwargs)
+
+
+# --- sessions --------------------------------------------------------------
+
+
+class ReviewSessionSerializer(serializers.ModelSerializer):
+    """A review session; ``reviewers`` are usernames."""
+
+    owner = serializers.SerializerMethodField()
+    doc = VisibleToRequestUser(selectors.docs_visible_to)
+    fleet_config = VisibleToRequestUser(selectors.fleet_configs_visible_to, required=False, allow_null=True)
+    reviewers = UsernameField(many=True, required=False)
+    finding_counts = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReviewSession
+        fields = [
+            "id", "title", "doc", "fleet_config", "owner", "reviewers", "current_pass", "status",
+            "finding_counts", "created_at", "updated_at",
+        ]
+
+    def get_owner(self, obj: ReviewSession) -> str:
+        return obj.owner.get_username()
+
+    def get_finding_counts(self, obj: ReviewSession) -> dict[str, int]:
+        names = ("fix_now", "clarify", "mention", "orphaned")
+        if hasattr(obj, "findings_orphaned"):  # annotated by the list's query
+            return {name: getattr(obj, f"findings_{name}") for name in names}
+        counts = dict.fromkeys(names, 0)
+        for severity, orphaned in obj.findings.exclude(status="dropped").values_list("severity", "orphaned"):
+            counts[severity] += 1
+            counts["orphaned"] += int(orphaned)
+        return counts
+
+
+
+# --- findings --------------------------------------------------------------
+
+
+class FindingReplySerializer(serializers.ModelSerializer):
+    """A reply in a finding's thread."""
+
+    author = serializers.SerializerMethodField()
+    body_html = serializers.SerializerMethodField()
+
+    class Meta:
+        model = FindingReply
+        fields = ["id", "finding", "author", "body", "body_html", "created_at"]
+        read_only_fields = ["finding"]
+
+    def get_author(self, obj: FindingReply) -> str:
+        return obj.author.get_username()
+
+    def get_body_html(self, obj: FindingReply) -> str:
+        return render_markdown(obj.body)
+
+
+class FindingSerializer(serializers.ModelSerializer):
+    """A finding. ``pass`` is the review pass; writes must carry the current ``version``.
+
+    The anchor may be given as a quote (``anchor_exact``, with optional
+    ``anchor_prefix``/``anchor_suffix`` to pick among repeats), as offsets
+    (``anchor_start``/``anchor_end``), or both; it is taken on the doc's latest
+    revision and answered with all five filled in.
+    """
+
+    author = serializers.SerializerMethodField()
+    body_html = serializers.SerializerMethodField()
+    revision = serializers.SerializerMethodField()
+    reply_count = serializers.SerializerMethodField()
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="Required on update: the version you read."
+    )
+    position = serializers.IntegerField(required=False, min_value=0, max_value=1_000_000)
+    anchor_start = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=10_000_000)
+    anchor_end = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=10_000_000)
+    evidence_run_id = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=2**63 - 1
+    )
+    evidence_t_from_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
+    evidence_t_to_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
+
+    class Meta:
+        model = Finding
+        fields = [
+            "id", "session", "author", "title", "body", "body_html", "severity", "position",
+            "status", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start",
+            "anchor_end", "revision", "orphaned", "trace_hop", "evidence_run_id",
+            "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "reply_count",
+            "created_at", "updated_at", "version",
+        ]
+        read_only_fields = ["session", "orphaned"]
+        # Quotes and their context are compared character for character.
+        extra_kwargs = {
+            "anchor_exact": {"trim_whitespace": False},
+            "anchor_prefix": {"trim_whitespace": False},
+            "anchor_suffix": {"trim_whitespace": False},
+        }
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # "pass" is a Python keyword, so the field is added here, not declared.
+        fields["pass"] = serializers.ChoiceField(
+            source="review_pass", choices=ReviewPass.choices, help_text="The review pass."
+        )
+        return fields
+
+    def get_author(self, obj: Finding) -> str:
+        return obj.author.get_username()
+
+    def get_body_html(self, obj: Finding) -> str:
+        return render_markdown(obj.body)
+
+    def get_revision(self, obj: Finding) -> int | None:
+        return obj.revision.number if obj.revision_id else None
+
+    def get_reply_count(self, obj: Finding) -> int:
+        # Lists annotate the count; a single finding counts its replies.
+        annotated = getattr(obj, "reply_total", None)
+        return obj.replies.count() if annotated is None else annotated
+
+
+
+# --- runs ------------------------------------------------------------------
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run's header: status, summary and where it came from."""
+
+    speed = serializers.SerializerMethodField()
+    duration_s = serializers.FloatField(read_only=True)
+    started_by = serializers.CharField(source="started_by.username", read_only=True)
+    commands = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EmulatorRun
+        fields = ["id", "status", "reason", "speed", "seed", "duration_s", "sim_s", "frames_stored",
+                  "behind", "summary", "layout", "session", "config_version", "sweep", "sweep_value", "overrides",
+                  "started_by", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
+                  "commands"]
+        read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_speed(self, run: EmulatorRun) -> int | str:
+        return run.speed_for_json()
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_commands(self, run: EmulatorRun) -> list[dict[str, Any]]:
+        return [
+            {"id": c.pk, "kind": c.kind, "command": c.command, "applied_at_s": c.applied_at_s,
+             "applied_after_frame": c.applied_after_frame, "error": c.error or None}
+            for c in run.commands.all()
+        ]
+
+
+class SweepSerializer(serializers.ModelSerializer):
+    """A sweep with its progress, curve and answer."""
+
+    progress = serializers.SerializerMethodField()
+    started_by = serializers.CharField(source="started_by.username", read_only=True)
+
+    class Meta:
+        model = Sweep
+        fields = ["id", "status", "reason", "key", "values", "seed", "target_p99_s", "min_ok_rate",
+                  "progress", "curve", "answer", "session", "config_version", "started_by",
+                  "created_at", "finished_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_progress(self, sweep: Sweep) -> dict[str, int]:
+        return selectors.sweep_progress(sweep)
+
+
+
+# --- plain dicts for live events and exports -------------------------------
+
+
+def finding_representation(finding: Finding) -> dict[str, Any]:
+    """A finding as the API shows it, as a plain dict."""
+    return dict(FindingSerializer(finding).data)
+
+
+def reply_representations(replies: Any) -> list[dict[str, Any]]:
+    """Replies as the API shows them, as plain dicts."""
+    return [dict(r) for r in FindingReplySerializer(replies, many=True).data]
+
+
+def session_representation(session: ReviewSession) -> dict[str, Any]:
+    """A review session as the API shows it, as a plain dict."""
+    return dict(ReviewSessionSerializer(session).data)
+
+
+def run_representation(run: EmulatorRun) -> dict[str, Any]:
+    """A run's header as the API shows it, as a plain dict (the run socket's layout message)."""
+    return dict(RunSerializer(run).data)
