@@ -79,7 +79,7 @@ def run_variant(preset: str, overrides: tuple[str, ...], commands: Any, seed: in
 
 
 def main() -> None:
-    from emulator.presets import PRESETS
+    from emulator.scenario.presets import PRESETS
 
     for name in PRESETS:
         for seed in (1, 2):
