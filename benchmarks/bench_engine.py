@@ -31,7 +31,7 @@ TOLERANCE = 0.03
 
 
 def _scenario(duration_s: float) -> Any:
-    from emulator.presets import load_preset
+    from emulator.scenario.presets import load_preset
 
     scenario = load_preset("peak-sized", max_requests=None)
     return scenario.with_overrides([f"duration_s={duration_s}"], max_requests=None)

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from emulator import cli_place  # noqa: E402
-from emulator.placement import solve  # noqa: E402
+from emulator.analysis.placement import solve  # noqa: E402
+from emulator.cli import place as cli_place  # noqa: E402
 
 SIZES = (3, 30, 300, 1000)
 ARGS = ["--units", "10", "--worker", "small=2", "--worker", "big=5", "--split", "small=0.5,big=0.5",
@@ -91,7 +91,7 @@ def main() -> None:
 
 def more_layouts() -> None:
     """Harder questions: three worker types give 6 to 10 maximal layouts per host."""
-    from emulator.placement import PlacementError
+    from emulator.analysis.placement import PlacementError
 
     print()
     print("three worker types on 10-unit hosts, default split and throughput, one run each")

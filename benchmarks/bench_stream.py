@@ -110,7 +110,7 @@ def main() -> None:
         print(f"channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}")
         # The doc's system at its average load: one frame per simulated second, at speed 10.
         duration = int(args.seconds * 10)
-        from emulator.presets import load_preset
+        from emulator.scenario.presets import load_preset
 
         doc = {**load_preset("doc-as-written").to_dict(), "duration_s": duration, "faults": []}
         resolved = resolve_scenario(scenario=doc)

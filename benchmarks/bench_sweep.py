@@ -30,7 +30,7 @@ def main() -> None:
         stack.django()
         from django.contrib.auth import get_user_model
 
-        from emulator.presets import load_preset
+        from emulator.scenario.presets import load_preset
         from reviewer.models import Sweep
         from reviewer.services.sweeps import sweep_start
 

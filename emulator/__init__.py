@@ -1,7 +1,7 @@
 """The emulator: a discrete-event simulation of an LLM inference serving system.
 
 Pure Python (numpy only). It reads a scenario (TOML, see ``emulator.scenario``),
-runs it (``emulator.engine.Engine``) and reports frames and a summary. Nothing here
+runs it (``emulator.sim.engine.Engine``) and reports frames and a summary. Nothing here
 imports Django, Celery or Channels, so it runs alone: ``python -m emulator``.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 #: callers pass ``max_requests`` to load/validate to use another cap (None: no cap).
 DEFAULT_REQUEST_BUDGET: int = 20_000_000
 
-from emulator.engine import Engine  # noqa: E402
-from emulator.results import Frame, Summary  # noqa: E402
 from emulator.scenario import Scenario, ScenarioError, load_scenario  # noqa: E402
+from emulator.sim.engine import Engine  # noqa: E402
+from emulator.sim.results import Frame, Summary  # noqa: E402
 
 __all__ = [
     "DEFAULT_REQUEST_BUDGET",

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from emulator.numbers import compute
+from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
 from reviewer.models.review import (
     DesignDoc,

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Count, Prefetch
 from django.utils import timezone
 
-from emulator.numbers import compute
+from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
 from reviewer.models.review import (
     Finding,

@@ -175,7 +175,7 @@ def _stale_scenario(exc: Exception) -> JsonResponse:
 @require_GET
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass computed from the session's fleet config."""
-    from emulator import numbers
+    from emulator.analysis import numbers
     from emulator.scenario import ScenarioError
 
     try:
@@ -194,8 +194,8 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
     about a different number of hosts. Each ranked layout carries the host
     groups that would make it a fleet config (``host_groups``).
     """
-    from emulator import placement
-    from emulator.placement_scenario import problem_args
+    from emulator.analysis import placement
+    from emulator.analysis.placement.scenario import problem_args
     from emulator.scenario import ScenarioError
 
     try:

@@ -118,8 +118,8 @@ class RunPlayer:
     """One attempt at playing one run."""
 
     def __init__(self, run: EmulatorRun) -> None:
-        from emulator.engine import Engine
         from emulator.scenario import Scenario
+        from emulator.sim.engine import Engine
 
         self.run = run
         self.scenario = Scenario.from_dict(run.scenario, max_requests=None)

@@ -131,8 +131,8 @@ def _load_text(text: str) -> Any:
 
 def _load_given(scenario: str | dict[str, Any]) -> Any:
     """A scenario sent by a user: a dict, TOML text, or a preset name, never a file path."""
-    from emulator.presets import PRESETS
     from emulator.scenario import Scenario
+    from emulator.scenario.presets import PRESETS
 
     if isinstance(scenario, dict):
         return Scenario.from_dict(scenario, max_requests=None)
@@ -218,7 +218,7 @@ def build_run(
     sweep_value: float | None = None,
 ) -> EmulatorRun:
     """Create (not enqueue) a run row for a resolved scenario."""
-    from emulator.engine import Engine
+    from emulator.sim.engine import Engine
 
     scenario = resolved.scenario
     effective_seed = int(scenario.seed if seed is None else seed)

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: which must keep loading unchanged; the doc-as-written preset is a verbatim
 #: copy, used when the shared folder is not there.
 SHARED_EXAMPLE = REPO.parent / "shared" / "examples" / "doc-as-written.toml"
-EXAMPLE = SHARED_EXAMPLE if SHARED_EXAMPLE.exists() else REPO / "emulator" / "presets" / "doc-as-written.toml"
+EXAMPLE = SHARED_EXAMPLE if SHARED_EXAMPLE.exists() else REPO / "emulator" / "scenario" / "presets" / "doc-as-written.toml"
 
 
 def single_model(

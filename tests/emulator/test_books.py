@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scenarios import shortened
 
 from emulator import Engine, Frame, Scenario
-from emulator.presets import PRESETS, load_preset
+from emulator.scenario.presets import PRESETS, load_preset
 
 # Long presets are cut short here; their full runs belong to the CLI and the benchmark.
 SHORT = {

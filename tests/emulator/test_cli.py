@@ -11,7 +11,7 @@ import pytest
 from scenarios import EXAMPLE
 
 from emulator.cli import REGISTER, build_parser, main
-from emulator.presets import PRESETS
+from emulator.scenario.presets import PRESETS
 
 
 def test_it_runs_the_shared_example_unchanged_and_prints_balanced_json() -> None:
@@ -101,7 +101,7 @@ def test_it_has_an_obvious_place_for_more_subcommands() -> None:
 def test_it_shows_a_progress_bar_on_long_runs_but_not_with_json(tmp_path: Path) -> None:
     env = {"EMULATOR_PROGRESS": "1", "PATH": "/usr/bin:/bin"}
     code = (
-        "import emulator.cli as c; c.PROGRESS_AFTER_S = 0.0; "
+        "import emulator.cli.run as c; c.PROGRESS_AFTER_S = 0.0; "
         "raise SystemExit(c.main(['run', 'doc-as-written', '--set', 'duration_s=20', "
         "'--set', 'faults=[]'{extra}]))"
     )

@@ -8,7 +8,7 @@ import pytest
 from scenarios import shortened, single_model
 
 from emulator import Engine, Frame, ScenarioError, Summary
-from emulator.presets import load_preset
+from emulator.scenario.presets import load_preset
 
 M_KEYS = {
     "offered",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from scenarios import shortened, single_model
 
 from emulator import Engine
-from emulator.presets import load_preset
+from emulator.scenario.presets import load_preset
 
 RESILIENT = 'hosts=[{count=3, units=10, workers=["big@0", "small@5", "small@7"]}]'
 FAULTS_KILL_HOST_2 = 'faults=[{at_s=60.5, kill="host:2"}]'

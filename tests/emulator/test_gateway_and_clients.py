@@ -5,7 +5,7 @@ from __future__ import annotations
 from scenarios import shortened, single_model
 
 from emulator import Engine
-from emulator.presets import load_preset
+from emulator.scenario.presets import load_preset
 
 
 def _rate_limited(shared: bool) -> float:

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from scenarios import EXAMPLE
 
-from emulator.numbers import compute, show
+from emulator.analysis.numbers import compute, show
 from emulator.scenario import load_scenario
 
 

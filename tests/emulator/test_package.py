@@ -10,7 +10,7 @@ from importlib import resources
 
 def test_importing_emulator_loads_no_django_celery_or_channels() -> None:
     code = (
-        "import json, sys, emulator, emulator.cli, emulator.engine\n"
+        "import json, sys, emulator, emulator.cli, emulator.sim.engine\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'django', 'celery', 'channels', 'channels_redis', 'daphne', 'kombu', 'reviewer'})\n"
         "print(json.dumps(heavy))\n"
@@ -24,5 +24,5 @@ def test_importing_emulator_loads_no_django_celery_or_channels() -> None:
 def test_it_ships_its_presets_and_type_marker_as_package_data() -> None:
     files = {p.name for p in resources.files("emulator").iterdir()}
     assert "py.typed" in files
-    presets = {p.name for p in resources.files("emulator.presets").iterdir()}
+    presets = {p.name for p in resources.files("emulator.scenario.presets").iterdir()}
     assert {"doc-as-written.toml", "peak-sized.toml", "retry-storm.toml"} <= presets

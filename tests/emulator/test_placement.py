@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from scenarios import EXAMPLE
 
-from emulator.placement import (
+from emulator.analysis.placement import (
     PlacementError,
     evaluate_fleet,
     host_layouts,

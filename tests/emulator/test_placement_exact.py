@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emulator.placement import host_layouts, make_problem, solve
-from emulator.placement_exact import (
+from emulator.analysis.placement import host_layouts, make_problem, solve
+from emulator.analysis.placement.search import (
     MAX_COMPOSITIONS,
     brute_force_fleets,
     composition_count,
@@ -146,7 +146,7 @@ def test_it_generates_every_composition_once(total, parts):
 
 
 def test_it_refuses_a_question_too_big_to_score_with_a_hint():
-    from emulator.placement import PlacementError
+    from emulator.analysis.placement import PlacementError
 
     with pytest.raises(PlacementError, match="fewer hosts"):
         solve(400, 10, {"a": 1, "b": 2, "c": 5})

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.placement import PlacementError
-from emulator.placement_fragment import (
+from emulator.analysis.placement import PlacementError
+from emulator.analysis.placement.fragment import (
     fleet_fragmentation,
     free_blocks,
     host_fragmentation,

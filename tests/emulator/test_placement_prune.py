@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emulator import placement_prune
-from emulator.placement import PlacementError, host_layouts, make_problem, solve
-from emulator.placement_exact import ENUMERATE_ALL, composition_count, score, solve_counts
+from emulator.analysis.placement import PlacementError, host_layouts, make_problem, solve
+from emulator.analysis.placement import prune as placement_prune
+from emulator.analysis.placement.search import ENUMERATE_ALL, composition_count, score, solve_counts
 
 WORKER_SETS = [
     (10, {"small": 2, "big": 5}),

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.placement import PlacementError, make_problem, solve
-from emulator.placement_scenario import current_fleet, problem_args, rank_of
+from emulator.analysis.placement import PlacementError, make_problem, solve
+from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
 from emulator.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import pytest
 from scenarios import EXAMPLE, REPO, SHARED_EXAMPLE
 
 from emulator import DEFAULT_REQUEST_BUDGET, Scenario, ScenarioError, load_scenario
-from emulator.presets import PRESETS, load_preset
+from emulator.scenario.presets import PRESETS, load_preset
 
 
 def test_it_loads_the_shared_example_unchanged_with_its_values() -> None:
@@ -125,5 +125,5 @@ def test_it_sizes_the_peak_preset_near_750_workers_with_pull_and_a_max_wait() ->
 
 @pytest.mark.skipif(not SHARED_EXAMPLE.exists(), reason="no shared/ folder beside this clone")
 def test_it_ships_the_shared_example_as_the_doc_as_written_preset_byte_for_byte() -> None:
-    shipped = REPO / "emulator" / "presets" / "doc-as-written.toml"
+    shipped = REPO / "emulator" / "scenario" / "presets" / "doc-as-written.toml"
     assert shipped.read_bytes() == SHARED_EXAMPLE.read_bytes()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from emulator import ScenarioError, load_scenario
-from emulator.presets import load_preset
+from emulator.scenario.presets import load_preset
 
 BASE = load_preset("doc-as-written")
 

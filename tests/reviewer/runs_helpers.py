@@ -92,8 +92,8 @@ def without_wall(summary: dict[str, Any]) -> dict[str, Any]:
 
 def engine_summary(scenario_dict: dict[str, Any], seed: int, faults: list[tuple[int, str]] = ()) -> dict:
     """The summary the engine gives alone, with ``faults`` applied after the given frame counts."""
-    from emulator.engine import Engine
     from emulator.scenario import Scenario
+    from emulator.sim.engine import Engine
 
     scenario = Scenario.from_dict(scenario_dict, max_requests=None)
     engine = Engine(scenario, seed=seed)

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from review_data_fixtures import *  # noqa: F403
 
-from emulator.numbers import compute
+from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario
 from reviewer import selectors
 from reviewer.models import EmulatorRun, Finding, ReviewSession

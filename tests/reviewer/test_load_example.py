@@ -30,7 +30,7 @@ def test_it_loads_a_doc_a_fleet_config_and_a_session(admin_user) -> None:
 
 def test_it_uses_the_shipped_scenario_file_unchanged(admin_user) -> None:
     call_command("load_example", verbosity=0)
-    shipped = resources.files("emulator.presets").joinpath("doc-as-written.toml").read_text("utf-8")
+    shipped = resources.files("emulator.scenario.presets").joinpath("doc-as-written.toml").read_text("utf-8")
     config = FleetConfig.objects.get()
     assert config.toml == shipped
     assert config.versions.get().toml == shipped

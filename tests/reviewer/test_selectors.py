@@ -37,7 +37,7 @@ def session(people: dict[str, Any]) -> ReviewSession:
     """A session of owner and reviewer; "former" took part and was removed."""
     owner = people["owner"]
     doc = review_services.doc_create(owner=owner, title="Doc", body="The dispatcher batches.")
-    toml = resources.files("emulator.presets").joinpath("doc-as-written.toml").read_text("utf-8")
+    toml = resources.files("emulator.scenario.presets").joinpath("doc-as-written.toml").read_text("utf-8")
     fleet = review_services.fleet_config_create(owner=owner, name="fleet", toml=toml, doc=doc)
     return review_services.session_create(
         owner=owner, doc=doc, fleet_config=fleet, reviewers=[people["reviewer"], people["former"]]

@@ -26,8 +26,8 @@ def _run(user: Any, scenario_text: str, *, speed: str = "max", overrides: tuple[
 
 def _reference_frames(run: EmulatorRun, faults: dict[int, str] | None = None) -> tuple[list[dict], dict]:
     """Frames and summary of the engine alone, stepping frame by frame."""
-    from emulator.engine import Engine
     from emulator.scenario import Scenario
+    from emulator.sim.engine import Engine
 
     scenario = Scenario.from_dict(run.scenario, max_requests=None)
     engine = Engine(scenario, seed=run.seed)

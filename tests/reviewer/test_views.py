@@ -35,7 +35,7 @@ def review(people: dict[str, Any]) -> ReviewSession:
     """A session on a small doc with the doc-as-written fleet; owner + reviewer."""
     owner = people["owner"]
     doc = review_services.doc_create(owner=owner, title="Serving doc", body=DOC_BODY)
-    toml = resources.files("emulator.presets").joinpath("doc-as-written.toml").read_text("utf-8")
+    toml = resources.files("emulator.scenario.presets").joinpath("doc-as-written.toml").read_text("utf-8")
     fleet = review_services.fleet_config_create(owner=owner, name="as written", toml=toml, doc=doc)
     return review_services.session_create(
         owner=owner, doc=doc, fleet_config=fleet, title="Serving review", reviewers=[people["reviewer"]]

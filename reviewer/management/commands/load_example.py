@@ -67,7 +67,7 @@ class Command(BaseCommand):
             return
         owner = self._owner(options.get("owner"))
         body = resources.files("reviewer.example").joinpath("design-doc.md").read_text("utf-8")
-        toml = resources.files("emulator.presets").joinpath("doc-as-written.toml").read_text("utf-8")
+        toml = resources.files("emulator.scenario.presets").joinpath("doc-as-written.toml").read_text("utf-8")
         doc = review_services.doc_create(owner=owner, title=EXAMPLE_TITLE, body=body)
         fleet = review_services.fleet_config_create(owner=owner, name=FLEET_NAME, toml=toml, doc=doc)
         session = review_services.session_create(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from emulator.numbers import show
+from emulator.analysis.numbers import show
 
 __all__ = ["render_check", "render_ranking", "strip_text", "symbols"]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.placement import PlacementError
+from emulator.analysis.placement import PlacementError
 
 Slot = tuple[str, int]  # (worker type, first unit)
 

@@ -8,8 +8,8 @@ from collections import deque
 
 import numpy as np
 
-from emulator.results import IDLE
 from emulator.scenario import Scenario
+from emulator.sim.results import IDLE
 
 
 class Fleet:

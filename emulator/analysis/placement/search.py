@@ -31,7 +31,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from emulator.placement import (
+from emulator.analysis.placement import (
     FleetPlacement,
     HostLayout,
     PlacementError,
@@ -156,10 +156,10 @@ def solve_counts(problem: PlacementProblem, *, top: int = 10, prune: bool | None
     """Exact ranking over compositions of the hosts over maximal layouts.
 
     Up to ENUMERATE_ALL compositions every one is scored; beyond, the search of
-    :mod:`emulator.placement_prune` scores only those whose bound could reach the
+    :mod:`emulator.analysis.placement.prune` scores only those whose bound could reach the
     ranking (``prune`` forces one way or the other). Both give the same ranking.
     """
-    from emulator.placement_prune import top_rows
+    from emulator.analysis.placement.prune import top_rows
 
     maximal = host_layouts(problem, maximal_only=True)
     every = host_layouts(problem)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emulator.arrivals import Arrivals, ArrivalSource
-from emulator.histogram import LatencyHistogram
-from emulator.requests import LOST, OK, ORPHANED, PENDING, SHED, TIMED_OUT, RequestStore
 from emulator.scenario import ModelSpec, Scenario
+from emulator.sim.arrivals import Arrivals, ArrivalSource
+from emulator.sim.histogram import LatencyHistogram
+from emulator.sim.requests import LOST, OK, ORPHANED, PENDING, SHED, TIMED_OUT, RequestStore
 
 #: A batch: (first row, end row, requests, tokens, dispatcher epoch, model index).
 Batch = tuple[int, int, int, int, int, int]

@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
-from emulator import cli_numbers, cli_place
-from emulator.engine import Engine
-from emulator.presets import PRESETS
-from emulator.results import Outcomes, Summary
+from emulator.cli import numbers as cli_numbers
+from emulator.cli import place as cli_place
 from emulator.scenario import ScenarioError, load_scenario
+from emulator.scenario.presets import PRESETS
+from emulator.sim.engine import Engine
+from emulator.sim.results import Outcomes, Summary
 
 #: A function that adds one subcommand to the subparsers (its return value is ignored).
 Register = Callable[[Any], object]

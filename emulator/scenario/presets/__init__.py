@@ -1,7 +1,7 @@
 """Shipped scenarios, each reproducing one finding of a review of the canonical doc.
 
 ``PRESETS`` maps a preset's name to a one-line description; ``load_preset(name)``
-reads ``emulator/presets/<name>.toml`` (package data) into a validated Scenario.
+reads ``emulator/scenario/presets/<name>.toml`` (package data) into a validated Scenario.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from emulator.placement import (
+from emulator.analysis.placement import (
     FleetPlacement,
     HostLayout,
     PlacementError,
@@ -19,7 +19,7 @@ from emulator.placement import (
     exact,
     host_layouts,
 )
-from emulator.placement_exact import (
+from emulator.analysis.placement.search import (
     MAX_COMPOSITIONS,
     composition_count,
     compositions,
@@ -32,7 +32,7 @@ __all__ = ["current_fleet", "problem_args", "rank_of"]
 
 
 def problem_args(scenario: Scenario) -> dict[str, Any]:
-    """Keyword arguments for :func:`emulator.placement.solve` describing the scenario's fleet."""
+    """Keyword arguments for :func:`emulator.analysis.placement.solve` describing the scenario's fleet."""
     hosts = scenario.expanded_hosts()
     if not hosts:
         raise PlacementError("hosts: the scenario has no hosts; add a [[hosts]] group")

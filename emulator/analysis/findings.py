@@ -12,10 +12,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from emulator.numbers import show
+from emulator.analysis.numbers import show
 
 if TYPE_CHECKING:
-    from emulator.numbers import NumbersReport
+    from emulator.analysis.numbers import NumbersReport
     from emulator.scenario import Scenario
 
 __all__ = ["suggest"]

@@ -25,8 +25,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Compute and print the report; a bad scenario is one line on stderr and status 2."""
-    from emulator.numbers import compute
-    from emulator.placement import PlacementError
+    from emulator.analysis.numbers import compute
+    from emulator.analysis.placement import PlacementError
     from emulator.scenario import ScenarioError, load_scenario
 
     try:

@@ -13,7 +13,7 @@ of capacity / demand per model, (2) nominal capacity, (3) fewer wasted units.
 All arithmetic is exact (``fractions.Fraction``); floats appear only in
 ``to_dict``.
 
-The search itself lives in :mod:`emulator.placement_exact` (an exact method over
+The search itself lives in :mod:`emulator.analysis.placement.search` (an exact method over
 counts of layout types, and the brute-force reference it is tested against).
 """
 
@@ -442,7 +442,7 @@ def solve(
     scored, or for large questions only those a bound cannot rule out) or
     "brute_force" (the reference, small fleets only).
     """
-    from emulator import placement_exact
+    from emulator.analysis.placement import search as placement_exact
 
     problem = make_problem(hosts, units, workers, split, qps_per_worker=qps_per_worker,
                            demand_qps=demand_qps)

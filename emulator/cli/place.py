@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from emulator.placement import PlacementError
+from emulator.analysis.placement import PlacementError
 
 __all__ = ["register", "run"]
 
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from emulator import cli_place_text
-    from emulator.placement import solve
+    from emulator.analysis.placement import solve
+    from emulator.cli import place_text as cli_place_text
 
     workers_raw = _pairs(args.worker, "worker")
     if not workers_raw:
@@ -153,9 +153,9 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from emulator import cli_place_text
-    from emulator.placement import make_problem, solve
-    from emulator.placement_scenario import current_fleet, problem_args, rank_of
+    from emulator.analysis.placement import make_problem, solve
+    from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
+    from emulator.cli import place_text as cli_place_text
     from emulator.scenario import load_scenario
 
     clash = [flag for flag, value in (("--hosts", args.hosts), ("--units", args.units), ("--worker", args.worker),
@@ -179,8 +179,12 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 def _run_check(
     args: argparse.Namespace, units: int, workers: dict[str, int]
 ) -> tuple[dict[str, Any], str]:
-    from emulator import cli_place_text
-    from emulator.placement_fragment import fleet_fragmentation, parse_slots, place_incremental
+    from emulator.analysis.placement.fragment import (
+        fleet_fragmentation,
+        parse_slots,
+        place_incremental,
+    )
+    from emulator.cli import place_text as cli_place_text
 
     hosts = [parse_slots(text, field_name=f"--check host {i}") for i, text in enumerate(args.check)]
     frag = fleet_fragmentation(units, workers, hosts)

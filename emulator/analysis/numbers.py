@@ -3,7 +3,7 @@
 Every figure is computed with ``fractions.Fraction`` from the scenario's own
 numbers (floats are read by their decimal spelling, so 1.5 is exactly 3/2) and
 rounded only when shown, by one rule (:func:`show`). Each figure carries a
-one-line explanation of how it was computed. :mod:`emulator.numbers_findings`
+one-line explanation of how it was computed. :mod:`emulator.analysis.findings`
 turns the figures into suggested findings.
 """
 
@@ -15,8 +15,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
-from emulator.placement import PlacementError, exact, make_problem
-from emulator.placement_exact import best_fleet
+from emulator.analysis.placement import PlacementError, exact, make_problem
+from emulator.analysis.placement.search import best_fleet
 from emulator.scenario import Scenario
 
 __all__ = ["Figure", "NumbersReport", "compute", "show"]
@@ -132,7 +132,7 @@ class _Builder:
 
 def compute(scenario: Scenario) -> NumbersReport:
     """Every figure of the numbers pass for ``scenario``, per model and for the fleet."""
-    from emulator.numbers_findings import suggest
+    from emulator.analysis.findings import suggest
 
     report = NumbersReport(scenario.name)
     add = _Builder(report).add

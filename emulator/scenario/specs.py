@@ -29,28 +29,13 @@ from typing import Any
 
 import tomli_w
 
+from emulator.scenario.errors import ScenarioError
+
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
 POLICIES = ("round_robin", "pull", "least_loaded")
 STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
-
-
-class ScenarioError(ValueError):
-    """A mistake in a scenario a user can fix.
-
-    ``path`` is the key path (``hosts[2].workers[1]``), ``fix`` a hint (may be None);
-    ``str(e)`` is one line: ``path: problem`` followed by the hint when there is one.
-    """
-
-    def __init__(self, path: str, message: str, fix: str | None = None) -> None:
-        self.path = path
-        self.message = message
-        self.fix = fix
-        text = f"{path}: {message}" if path else message
-        if fix:
-            text = f"{text}; {fix}"
-        super().__init__(" ".join(text.split()))
 
 
 @dataclass(frozen=True)
@@ -204,7 +189,7 @@ class Scenario:
         ``max_requests`` caps the simulated requests (default
         ``emulator.DEFAULT_REQUEST_BUDGET``; None: no cap). Raises ScenarioError.
         """
-        from emulator.scenario_checks import parse_scenario
+        from emulator.scenario.checks import parse_scenario
 
         return parse_scenario(data, _budget(max_requests))
 
@@ -251,7 +236,7 @@ class Scenario:
         values are TOML values (``10000``, ``"pull"``, ``[\"big@0\"]``), or bare words
         taken as strings (``pull``, ``never``). The result is validated again.
         """
-        from emulator.overrides import apply_overrides
+        from emulator.scenario.overrides import apply_overrides
 
         return Scenario.from_dict(apply_overrides(self.to_dict(), overrides), max_requests)
 
@@ -305,7 +290,7 @@ def load_scenario(path_or_text: str | Path, max_requests: int | None | object = 
     elif path_or_text.endswith(".toml") or "/" in path_or_text:
         raise ScenarioError(path_or_text, "no such file", "give a scenario file or a preset name")
     else:
-        from emulator.presets import load_preset
+        from emulator.scenario.presets import load_preset
 
         return load_preset(path_or_text, max_requests=max_requests)
     try:

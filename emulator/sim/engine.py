@@ -1,8 +1,8 @@
 """The engine: runs a scenario as a discrete-event simulation in simulated time.
 
 Events are per batch, per fault and per frame, never per request: arrivals are
-generated in bulk a chunk ahead (``emulator.arrivals``), a batch is a range of one
-model's arrivals (``emulator.dispatcher``), and a batch's requests are booked in bulk
+generated in bulk a chunk ahead (``emulator.sim.arrivals``), a batch is a range of one
+model's arrivals (``emulator.sim.dispatcher``), and a batch's requests are booked in bulk
 with numpy when it completes. Randomness comes from numpy Generators seeded from the
 scenario's seed (or the one given), so a run is a pure function of scenario and seed.
 
@@ -36,16 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from emulator import events as ev
-from emulator.arrivals import ArrivalSource, chunk_length
-from emulator.dispatcher import Batch, ClosePlan, Counts, Dispatcher
-from emulator.events import CLOSE, DONE
-from emulator.histogram import LatencyHistogram, frame_percentiles
-from emulator.requests import OK, ORPHANED
-from emulator.results import BUSY, DEAD, IDLE, Frame, Outcomes, Summary
 from emulator.scenario import Scenario, ScenarioError
-from emulator.scenario_checks import check_target
-from emulator.workers import Fleet, ServiceTime
+from emulator.scenario.checks import check_target
+from emulator.sim import events as ev
+from emulator.sim.arrivals import ArrivalSource, chunk_length
+from emulator.sim.dispatcher import Batch, ClosePlan, Counts, Dispatcher
+from emulator.sim.events import CLOSE, DONE
+from emulator.sim.fleet import Fleet, ServiceTime
+from emulator.sim.histogram import LatencyHistogram, frame_percentiles
+from emulator.sim.requests import OK, ORPHANED
+from emulator.sim.results import BUSY, DEAD, IDLE, Frame, Outcomes, Summary
 
 #: A model's request store is compacted once it holds more rows than this.
 COMPACT_ROWS = 50_000

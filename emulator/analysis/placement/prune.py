@@ -24,8 +24,8 @@ import itertools
 
 import numpy as np
 
-from emulator.placement import HostLayout, PlacementError, PlacementProblem
-from emulator.placement_exact import best_rows, integer_weights, score
+from emulator.analysis.placement import HostLayout, PlacementError, PlacementProblem
+from emulator.analysis.placement.search import best_rows, integer_weights, score
 
 __all__ = ["top_rows"]
 

@@ -1,0 +1,6 @@
+"""``python -m emulator``: one module per subcommand (``run`` and ``presets`` in
+``run``, ``numbers``, ``place``); ``main`` builds the parser from ``REGISTER``."""
+
+from emulator.cli.run import REGISTER, build_parser, main
+
+__all__ = ["REGISTER", "build_parser", "main"]
