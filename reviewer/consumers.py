@@ -29,14 +29,10 @@ CLOSE_NOT_FOUND = 4404
 def _run_for_user(run_id: int, user: Any) -> tuple[dict[str, Any] | None, int]:
     """The run as the API shows it and 0, or None and the close code that refuses the viewer."""
     from reviewer.models import EmulatorRun
-    from reviewer.services.runs import runs_reap_stale
 
     run = selectors.runs_visible_to(user).filter(pk=run_id).first()
     if run is None:
         return None, CLOSE_FORBIDDEN if EmulatorRun.objects.filter(pk=run_id).exists() else CLOSE_NOT_FOUND
-    if run.status == "running":
-        runs_reap_stale()
-        run.refresh_from_db()
     return run_representation(run), 0
 
 

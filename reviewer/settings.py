@@ -202,6 +202,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600)}
+# The beat process (one per deployment; serve starts it) sends the reaper of
+# stalled runs and sweeps; expired sends are dropped rather than piled up.
+REAP_EVERY_S = 10.0
+CELERY_BEAT_SCHEDULE = {
+    "reap-stalled": {"task": "reviewer.reap_stalled", "schedule": REAP_EVERY_S,
+                     "options": {"expires": REAP_EVERY_S}},
+}
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first

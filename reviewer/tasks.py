@@ -4,7 +4,11 @@ Run tasks are acknowledged late and rejected when their worker dies, so the
 broker hands a run whose worker was killed to another worker, which resumes it
 (see :mod:`reviewer.services.run_player`). Every worker also runs the stale-run
 watchdog every two seconds, so a run whose worker vanished without the broker
-noticing is marked failed within half a minute.
+noticing is marked failed within half a minute, and a sweep whose chord was
+lost is finished. The beat process (``celery beat``, started by ``serve``)
+sends :func:`reap_stalled` on a schedule too, so the reaping does not hang on
+any one worker's timer. Reads (GET requests, websocket connections) never do
+this work.
 """
 
 from __future__ import annotations
@@ -44,16 +48,22 @@ def sweep_finish(sweep_id: int) -> str:
     return finish(sweep_id=sweep_id).status
 
 
-@shared_task(name="reviewer.reap_stale_runs", soft_time_limit=30, time_limit=60)
-def reap_stale_runs() -> list[int]:
-    """Mark failed the running runs whose worker stopped beating."""
-    from reviewer.services.runs import runs_reap_stale
+@shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
+def reap_stalled() -> dict[str, list[int]]:
+    """Mark failed the runs whose worker stopped beating; finish sweeps whose chord was lost."""
+    return _reap()
 
-    return runs_reap_stale()
+
+def _reap() -> dict[str, list[int]]:
+    from reviewer.services.runs import runs_reap_stale
+    from reviewer.services.sweeps import sweeps_finish_stalled
+
+    # Runs first: a run marked failed here may be the last one a sweep waited for.
+    return {"runs": runs_reap_stale(), "sweeps": sweeps_finish_stalled()}
 
 
 class StaleRunWatchdog(bootsteps.StartStopStep):
-    """Checks for runs whose worker died, every few seconds, in every worker."""
+    """Checks for runs whose worker died (and sweeps left unfinished), every few seconds, in every worker."""
 
     requires = {"celery.worker.components:Timer"}
 
@@ -74,11 +84,9 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
         """One pass of the watchdog; errors are logged so the timer keeps running."""
         from django.db import close_old_connections
 
-        from reviewer.services.runs import runs_reap_stale
-
         try:
             close_old_connections()
-            runs_reap_stale()
+            _reap()
         except Exception:
             log.warning("stale-run check failed", exc_info=True)
 

@@ -15,7 +15,7 @@ from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -109,10 +109,6 @@ class RunListCreateView(generics.ListAPIView):
             qs = qs.filter(session_id=session)
         return qs
 
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        run_services.runs_reap_stale()
-        return super().list(request, *args, **kwargs)
-
     @extend_schema(request=RunStartSerializer, responses={202: RunSerializer})
     def post(self, request: Request) -> Response:
         incoming = RunStartSerializer(data=request.data)
@@ -133,11 +129,7 @@ class RunDetailView(APIView):
 
     @extend_schema(responses=RunSerializer)
     def get(self, request: Request, pk: int) -> Response:
-        run = _run_for(request, pk)
-        if run.status == "running":
-            run_services.runs_reap_stale()
-            run.refresh_from_db()
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(_run_for(request, pk)).data)
 
 
 CSV_METRICS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned", "queue_depth", "backlog",
@@ -296,13 +288,7 @@ class SweepDetailView(APIView):
 
     @extend_schema(responses=SweepSerializer)
     def get(self, request: Request, pk: int) -> Response:
-        sweep = selectors.sweeps_visible_to(request.user).filter(pk=pk).first()
-        if sweep is None:
-            raise NotFound()
-        run_services.runs_reap_stale()
-        # Reading progress finishes a sweep whose chord callback was lost.
-        sweep_services.sweep_progress(sweep)
-        sweep.refresh_from_db()
+        sweep = get_object_or_404(selectors.sweeps_visible_to(request.user), pk=pk)
         return Response(SweepSerializer(sweep).data)
 
 

@@ -170,11 +170,17 @@ def sweep_finish(*, sweep_id: int) -> Sweep:
     return sweep
 
 
-def sweep_progress(sweep: Sweep) -> dict[str, Any]:
-    """Points done out of the total; finishes the sweep if its chord never fired."""
-    statuses = list(sweep.runs.values_list("status", flat=True))
-    done = sum(1 for status in statuses if status in FINAL_STATUSES)
-    if not sweep.is_final and statuses and done == len(statuses):
-        # The chord callback is lost when a worker dies with it; the last read finishes it.
-        sweep = sweep_finish(sweep_id=sweep.pk)
-    return {"done": done, "total": len(statuses)}
+def sweeps_finish_stalled() -> list[int]:
+    """Finish every sweep whose runs are all final but which is not; return their ids.
+
+    The chord's callback is lost when a worker dies holding it; the watchdog
+    and the periodic reaper call this so such a sweep still gets its curve.
+    """
+    unfinished = Sweep.objects.exclude(status__in=FINAL_STATUSES).exclude(
+        runs__status__in=[s for s in RunStatus if s not in FINAL_STATUSES]
+    ).filter(runs__isnull=False).distinct()
+    finished = []
+    for sweep_id in unfinished.values_list("pk", flat=True):
+        sweep_finish(sweep_id=sweep_id)
+        finished.append(sweep_id)
+    return finished

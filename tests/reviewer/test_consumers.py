@@ -3,6 +3,7 @@ duplicates, session events and presence."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -64,6 +65,19 @@ async def test_it_opens_a_sessionless_run_only_to_its_starter_and_staff(run_user
     run = await sync_to_async(_make_run)(run_users["owner"])
     _, connected, code = await ws_connect(f"/ws/runs/{run.pk}/", run_users["reviewer"])
     assert (connected, code) == (False, 4403)
+
+
+async def test_it_only_reads_a_run_whose_worker_stopped_beating(run_users: dict) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"])
+    await sync_to_async(EmulatorRun.objects.filter(pk=run.pk).update)(
+        heartbeat_at=timezone.now() - timedelta(minutes=5))
+    viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", run_users["owner"])
+    assert connected
+    layout = await viewer.receive_json_from()
+    assert layout["run"]["status"] == "running"
+    await viewer.disconnect()
+    # Reaping is the watchdog's and the beat's job, never a viewer's.
+    assert (await sync_to_async(EmulatorRun.objects.get)(pk=run.pk)).status == "running"
 
 
 async def test_it_refuses_a_foreign_origin(run_users: dict) -> None:

@@ -135,6 +135,8 @@ def test_it_comes_up_healthy_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Pa
         names = " ".join(" ".join(p.cmdline()) for p in started)
         assert "daphne" in names
         assert "celery" in names
+        # One beat sends the periodic reaper of stalled runs and sweeps.
+        assert sum(1 for p in started if " beat " in " ".join(p.cmdline())) == 1
         if not os.environ.get("REDIS_URL"):
             assert "valkey-server" in names
         output = served.output()
@@ -169,7 +171,7 @@ def test_it_stops_with_an_error_naming_the_worker_that_died(tmp_path: Path, data
         _wait_health(served, want_ok=True)
         workers = [
             p for p in psutil.Process(served.process.pid).children()
-            if "celery" in " ".join(p.cmdline())
+            if "celery" in " ".join(p.cmdline()) and " worker " in " ".join(p.cmdline())
         ]
         assert len(workers) == 1
         everything = _descendants(served.process.pid)

@@ -66,8 +66,10 @@ def test_it_refuses_a_sweep_with_a_bad_value_naming_it(run_users: dict, tiny_sce
     assert not Sweep.objects.exists()
 
 
-def test_it_finishes_a_sweep_on_read_when_its_chord_never_fired(run_users: dict, tiny_scenario: str,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_it_finishes_a_sweep_whose_chord_never_fired_in_the_periodic_reaper_not_on_read(
+        run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reviewer.tasks import reap_stalled
+
     monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
     owner = api(run_users["owner"])
     body = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
@@ -77,12 +79,28 @@ def test_it_finishes_a_sweep_on_read_when_its_chord_never_fired(run_users: dict,
                  {"ok": 10, "offered": 10, "latency_s": {"p99": 0.8}}]
     for run, summary in zip(runs, summaries, strict=True):
         EmulatorRun.objects.filter(pk=run.pk).update(status="done", summary=summary)
+    read = owner.get(f"/api/sweeps/{body['id']}/").json()
+    assert (read["status"], read["progress"], read["curve"]) == ("running", {"done": 2, "total": 2}, None)
+
+    assert reap_stalled() == {"runs": [], "sweeps": [body["id"]]}
     body = owner.get(f"/api/sweeps/{body['id']}/").json()
     assert body["status"] == "done"
     assert [(p["value"], p["p99_s"], p["ok_rate"]) for p in body["curve"]] == [(10, 1.5, 0.9), (20, 0.8, 1.0)]
     assert body["answer"]["value"] == 20
+    assert reap_stalled() == {"runs": [], "sweeps": []}
     assert api(run_users["outsider"]).get(f"/api/sweeps/{body['id']}/").status_code == 404
 
+
+def test_it_leaves_a_sweep_with_runs_still_going_to_its_chord(run_users: dict, tiny_scenario: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from reviewer.services.sweeps import sweeps_finish_stalled
+
+    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    body = api(run_users["owner"]).post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
+                                                         "values": [10, 20]}, format="json").json()
+    first = EmulatorRun.objects.filter(sweep_id=body["id"]).order_by("sweep_value").first()
+    EmulatorRun.objects.filter(pk=first.pk).update(status="done", summary={"ok": 1, "offered": 1})
+    assert sweeps_finish_stalled() == []
 
 
 @override_settings(RUNS_PER_USER=1)

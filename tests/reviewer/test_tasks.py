@@ -143,6 +143,29 @@ def test_it_marks_failed_only_the_runs_whose_heartbeat_stopped(run_users: dict, 
     assert EmulatorRun.objects.get(pk=queued.pk).status == "queued"
 
 
+def test_it_leaves_a_stale_run_as_it_is_when_it_is_only_read(run_users: dict, tiny_scenario: str) -> None:
+    from runs_helpers import api
+
+    owner = run_users["owner"]
+    stale = _run(owner, tiny_scenario, status="running", heartbeat_at=timezone.now() - timedelta(seconds=60))
+    assert api(owner).get("/api/runs/").status_code == 200
+    assert api(owner).get(f"/api/runs/{stale.pk}/").json()["status"] == "running"
+    assert EmulatorRun.objects.get(pk=stale.pk).status == "running"
+
+
+def test_it_reaps_stale_runs_in_the_task_the_beat_schedule_sends(run_users: dict, tiny_scenario: str) -> None:
+    from django.conf import settings
+
+    from reviewer.tasks import reap_stalled
+
+    stale = _run(run_users["owner"], tiny_scenario, status="running",
+                 heartbeat_at=timezone.now() - timedelta(seconds=60))
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert reap_stalled.name in scheduled
+    assert reap_stalled() == {"runs": [stale.pk], "sweeps": []}
+    assert EmulatorRun.objects.get(pk=stale.pk).status == "failed"
+
+
 def test_it_gives_paced_runs_time_limits_that_fit_their_length() -> None:
     soft, hard = time_limits_for(duration_s=300, speed="1")
     assert soft >= 300 * 1.5 and hard > soft

@@ -2,7 +2,7 @@
 
 Migrates, loads the example review on an empty database, creates the first
 admin account, starts the embedded Redis-compatible server (unless REDIS_URL is
-set), N Celery workers and Daphne, and watches them. Ctrl-C or SIGTERM stops
+set), N Celery workers, one Celery beat and Daphne, and watches them. Ctrl-C or SIGTERM stops
 every child; a child that dies stops the app with a non-zero status.
 """
 
@@ -39,6 +39,10 @@ class Command(BaseCommand):
             help="Celery worker processes to start (default 1; 0 when workers run on other machines)",
         )
         parser.add_argument("--no-example", action="store_true", help="do not load the example review")
+        parser.add_argument(
+            "--no-beat", action="store_true",
+            help="start no Celery beat (when another machine's serve or a beat of its own runs the schedule)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["workers"] < 0:
@@ -76,6 +80,15 @@ class Command(BaseCommand):
                      "--loglevel", "INFO", "--concurrency", "1", "--hostname", f"worker{index + 1}@%h",
                      "--without-gossip", "--without-mingle"],
                     log_path=log_dir / f"celery-{index + 1}.log",
+                )
+            if not options["no_beat"]:
+                # One beat for any number of workers: a worker's embedded beat
+                # (-B) would run the schedule once per worker started with it.
+                supervisor.start(
+                    "celery beat",
+                    [sys.executable, "-m", "celery", "-A", "reviewer", "beat", "--loglevel", "INFO",
+                     "--schedule", str(data_dir / "celerybeat-schedule")],
+                    log_path=log_dir / "celery-beat.log",
                 )
             web = supervisor.start(
                 "daphne",
@@ -178,7 +191,8 @@ class Command(BaseCommand):
         url = f"http://{shown_host}:{options['port']}/"
         self.stdout.write(
             f"serve: the dashboard is at {url}  (health: {url}healthz)\n"
-            f"       {options['workers']} Celery worker(s), Redis at {redis_url}, logs in {log_dir}\n"
+            f"       {options['workers']} Celery worker(s){'' if options['no_beat'] else ' and a beat'}, "
+            f"Redis at {redis_url}, logs in {log_dir}\n"
             "       sign in with the admin account; Ctrl-C stops everything",
         )
         self.stdout.flush()
