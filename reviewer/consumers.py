@@ -14,8 +14,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from reviewer import presence, realtime, selectors
+from reviewer.api.errors import ws_reply
 from reviewer.models.runs import FINAL_STATUSES
 from reviewer.representations import run_representation
+from reviewer.services.errors import Invalid
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +160,16 @@ def _session_access(session_id: int, user: Any) -> int:
     return CLOSE_FORBIDDEN if ReviewSession.objects.filter(pk=session_id).exists() else CLOSE_NOT_FOUND
 
 
+def _presence_pass(content: Any) -> str:
+    """The pass a presence message names; Invalid naming the field otherwise."""
+    if not isinstance(content, dict) or content.get("type") != "presence":
+        raise Invalid("type", 'type: send {"type": "presence", "pass": NAME}')
+    review_pass = content.get("pass")
+    if not isinstance(review_pass, str) or review_pass not in presence.PASSES:
+        raise Invalid("pass", f"pass: use one of {', '.join(presence.PASSES)}")
+    return review_pass
+
+
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     """``/ws/sessions/<id>/``: findings, the current pass and presence, live.
 
@@ -197,16 +209,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """``{"type": "presence", "pass": "numbers"}`` says which pass this viewer is on."""
-        if not isinstance(content, dict) or content.get("type") != "presence" or self.presence is None:
-            await self.send_json({"type": "error", "error": 'send {"type": "presence", "pass": NAME}'})
+        try:
+            review_pass = _presence_pass(content)
+        except Invalid as exc:
+            await self.send_json(ws_reply(exc))
             return
-        review_pass = content.get("pass")
-        if not isinstance(review_pass, str) or review_pass not in presence.PASSES:
-            await self.send_json({"type": "error",
-                                  "error": f"pass: use one of {', '.join(presence.PASSES)}"})
-            return
-        await self.presence.set_pass(review_pass)
-        await self._broadcast_presence()
+        if self.presence is not None:
+            await self.presence.set_pass(review_pass)
+            await self._broadcast_presence()
 
     async def _broadcast_presence(self) -> None:
         viewers = await presence.viewers(self.session_id)

@@ -221,6 +221,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Service errors and model validation become answers here, in one place.
+    "EXCEPTION_HANDLER": "reviewer.api.errors.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {

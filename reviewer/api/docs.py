@@ -14,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from reviewer import permissions, selectors
-from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import DesignDocSerializer, DocRevisionSerializer
 from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
 from reviewer.services import review as services
+from reviewer.services.errors import Conflict
 
 
 class DesignDocViewSet(viewsets.ModelViewSet):
@@ -46,28 +46,26 @@ class DesignDocViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer: DesignDocSerializer) -> None:
         data = serializer.validated_data
-        with service_errors():
-            serializer.instance = services.doc_create(
-                owner=self.request.user, title=data["title"], body=data.get("body", "")
-            )
+        serializer.instance = services.doc_create(
+            owner=self.request.user, title=data["title"], body=data.get("body", "")
+        )
 
     def perform_update(self, serializer: DesignDocSerializer) -> None:
         data = serializer.validated_data
-        with service_errors():
-            result = services.doc_revise(
-                doc=serializer.instance,
-                author=self.request.user,
-                title=data.get("title"),
-                body=data.get("body"),
-                base_revision=data.get("base_revision"),
-            )
+        result = services.doc_revise(
+            doc=serializer.instance,
+            author=self.request.user,
+            title=data.get("title"),
+            body=data.get("body"),
+            base_revision=data.get("base_revision"),
+        )
         serializer.instance = result.revision.doc
 
     def perform_destroy(self, instance: DesignDoc) -> None:
         try:
             instance.delete()
         except ProtectedError:
-            raise ConflictError(
+            raise Conflict(
                 "The doc has review sessions or findings; delete those first."
             ) from None
 

@@ -15,7 +15,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewer import permissions, selectors
-from reviewer.api.common import service_errors
 from reviewer.api.serializers import FindingsReorderSerializer
 from reviewer.models.review import (
     Finding,
@@ -28,6 +27,7 @@ from reviewer.models.review import (
 from reviewer.representations import FindingReplySerializer, FindingSerializer
 from reviewer.services import review as services
 
+# The model's field, as the API calls it, in error answers.
 RENAME = {"review_pass": "pass"}
 
 FILTERS = [
@@ -64,6 +64,7 @@ class SessionFindingList(generics.ListCreateAPIView):
     Participants add findings; the doc's latest revision is where the quote is anchored."""
 
     serializer_class = FindingSerializer
+    error_field_names = RENAME
 
     def get_queryset(self) -> QuerySet[Finding]:
         session = _session_for(self.request, self.kwargs["session_pk"])
@@ -86,10 +87,9 @@ class SessionFindingList(generics.ListCreateAPIView):
         session = _session_for(self.request, self.kwargs["session_pk"])
         if not permissions.can_add_finding(self.request.user, session):
             raise PermissionDenied("Only the session's participants add findings.")
-        with service_errors(rename=RENAME):
-            serializer.instance = services.finding_create(
-                session=session, author=self.request.user, **_finding_fields(serializer.validated_data)
-            )
+        serializer.instance = services.finding_create(
+            session=session, author=self.request.user, **_finding_fields(serializer.validated_data)
+        )
 
 
 class SessionFindingReorder(APIView):
@@ -102,10 +102,9 @@ class SessionFindingReorder(APIView):
             raise PermissionDenied("Only the session's owner ranks its findings.")
         body = FindingsReorderSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        with service_errors():
-            ordered = services.findings_reorder(
-                session=session, severity=body.validated_data["severity"], ordered_ids=body.validated_data["ids"]
-            )
+        ordered = services.findings_reorder(
+            session=session, severity=body.validated_data["severity"], ordered_ids=body.validated_data["ids"]
+        )
         return Response(FindingSerializer(ordered, many=True, context={"request": request}).data)
 
 
@@ -119,6 +118,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
     ``version`` it was read at, and a stale one answers 409 with the current version."""
 
     serializer_class = FindingSerializer
+    error_field_names = RENAME
 
     def get_queryset(self) -> QuerySet[Finding]:
         return selectors.findings_visible_to(self.request.user).select_related("author", "revision")
@@ -131,8 +131,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
         if "version" not in data:
             raise ValidationError({"version": ["Send the version you read; it guards against overwriting."]})
         version = data.pop("version")
-        with service_errors(rename=RENAME):
-            serializer.instance = services.finding_update(finding=finding, version=version, **data)
+        serializer.instance = services.finding_update(finding=finding, version=version, **data)
 
     def perform_destroy(self, instance: Finding) -> None:
         if not permissions.can_edit_finding(self.request.user, instance):
@@ -144,8 +143,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
                 version = int(raw)
             except ValueError:
                 raise ValidationError({"version": ["A whole number."]}) from None
-        with service_errors():
-            services.finding_delete(finding=instance, version=version)
+        services.finding_delete(finding=instance, version=version)
 
 
 class FindingReplyList(generics.ListCreateAPIView):
@@ -163,10 +161,9 @@ class FindingReplyList(generics.ListCreateAPIView):
         finding = self._finding()
         if not permissions.can_add_finding(self.request.user, finding.session):
             raise PermissionDenied("Only the session's participants reply.")
-        with service_errors():
-            serializer.instance = services.reply_create(
-                finding=finding, author=self.request.user, body=serializer.validated_data["body"]
-            )
+        serializer.instance = services.reply_create(
+            finding=finding, author=self.request.user, body=serializer.validated_data["body"]
+        )
 
 
 __all__ = ["FindingDetail", "FindingReplyList", "SessionFindingList", "SessionFindingReorder"]

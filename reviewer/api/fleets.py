@@ -13,10 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from reviewer import permissions, selectors
-from reviewer.api.common import ConflictError, service_errors
 from reviewer.api.serializers import FleetConfigSerializer, FleetConfigVersionSerializer
 from reviewer.models.review import FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
+from reviewer.services.errors import Conflict
 
 
 class FleetConfigViewSet(viewsets.ModelViewSet):
@@ -24,6 +24,8 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
     new version; errors name the scenario's key path and the fix."""
 
     serializer_class = FleetConfigSerializer
+    # A TOML problem the model finds is about the toml field.
+    error_default_field = "toml"
     permission_classes = [drf_permissions.IsAuthenticated, permissions.IsOwnerOrReadOnly]
 
     def get_queryset(self) -> QuerySet[FleetConfig]:
@@ -38,27 +40,25 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer: FleetConfigSerializer) -> None:
         data = serializer.validated_data
-        with service_errors(default_field="toml"):
-            serializer.instance = services.fleet_config_create(
-                owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc")
-            )
+        serializer.instance = services.fleet_config_create(
+            owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc")
+        )
 
     def perform_update(self, serializer: FleetConfigSerializer) -> None:
         data = serializer.validated_data
-        with service_errors(default_field="toml"):
-            serializer.instance = services.fleet_config_save(
-                config=serializer.instance,
-                author=self.request.user,
-                name=data.get("name"),
-                toml=data.get("toml"),
-                doc=data.get("doc", services.UNCHANGED),
-            )
+        serializer.instance = services.fleet_config_save(
+            config=serializer.instance,
+            author=self.request.user,
+            name=data.get("name"),
+            toml=data.get("toml"),
+            doc=data.get("doc", services.UNCHANGED),
+        )
 
     def perform_destroy(self, instance: FleetConfig) -> None:
         try:
             instance.delete()
         except ProtectedError:
-            raise ConflictError(
+            raise Conflict(
                 "Review sessions or emulator runs use this fleet config; remove them first."
             ) from None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.db.models import QuerySet
@@ -15,7 +14,6 @@ from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import APIException
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,33 +24,6 @@ from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
 from reviewer.representations import RunSerializer, SweepSerializer
 from reviewer.services import runs as run_services
 from reviewer.services import sweeps as sweep_services
-
-
-class TooManyRuns(APIException):
-    """429: the user already has as many runs going as allowed."""
-
-    status_code = status.HTTP_429_TOO_MANY_REQUESTS
-    default_code = "too_many_runs"
-
-
-class RunConflict(APIException):
-    """409: the run is not in a state that takes the request."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
-
-
-@contextmanager
-def run_errors() -> Iterator[None]:
-    """Service refusals as HTTP answers that say why: 429, 409 or 400."""
-    try:
-        yield
-    except run_services.RunLimitError as exc:
-        raise TooManyRuns({"detail": exc.message, "setting": exc.field}) from None
-    except run_services.RunStateError as exc:
-        raise RunConflict({"detail": exc.message}) from None
-    except run_services.RunRequestError as exc:
-        raise serializers.ValidationError({exc.field: [exc.message]}) from None
 
 
 class ScenarioSourceSerializer(serializers.Serializer):
@@ -113,9 +84,8 @@ class RunListCreateView(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         incoming = RunStartSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
-        with run_errors():
-            run = run_services.run_start(user=request.user, speed=incoming.validated_data.get("speed", 10),
-                                         **incoming.resolve(request.user))
+        run = run_services.run_start(user=request.user, speed=incoming.validated_data.get("speed", 10),
+                                     **incoming.resolve(request.user))
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -239,9 +209,8 @@ class RunFaultsView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         run = _run_for(request, pk)
         fault = request.data if isinstance(request.data, dict) else {}
-        with run_errors():
-            command = run_services.run_inject(run=run, user=request.user,
-                                              fault={k: v for k, v in fault.items()})
+        command = run_services.run_inject(run=run, user=request.user,
+                                          fault={k: v for k, v in fault.items()})
         return Response({"id": command.pk, "run": run.pk, "command": command.command},
                         status=status.HTTP_202_ACCEPTED)
 
@@ -252,8 +221,7 @@ class RunCancelView(APIView):
     @extend_schema(request=None, responses={202: RunSerializer})
     def post(self, request: Request, pk: int) -> Response:
         run = _run_for(request, pk)
-        with run_errors():
-            run = run_services.run_cancel(run=run, user=request.user)
+        run = run_services.run_cancel(run=run, user=request.user)
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -274,12 +242,11 @@ class SweepCreateView(APIView):
         incoming = SweepStartSerializer(data=request.data)
         incoming.is_valid(raise_exception=True)
         data = incoming.validated_data
-        with run_errors():
-            sweep = sweep_services.sweep_start(
-                user=request.user, key=data["key"], values=data["values"],
-                target_p99_s=data.get("target_p99_s"), min_ok_rate=data.get("min_ok_rate"),
-                **incoming.resolve(request.user),
-            )
+        sweep = sweep_services.sweep_start(
+            user=request.user, key=data["key"], values=data["values"],
+            target_p99_s=data.get("target_p99_s"), min_ok_rate=data.get("min_ok_rate"),
+            **incoming.resolve(request.user),
+        )
         return Response(SweepSerializer(sweep).data, status=status.HTTP_202_ACCEPTED)
 
 

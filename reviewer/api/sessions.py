@@ -9,10 +9,10 @@ from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
 from reviewer import permissions, selectors
-from reviewer.api.common import ConflictError, service_errors
 from reviewer.models.review import ReviewSession
 from reviewer.representations import ReviewSessionSerializer
 from reviewer.services import review as services
+from reviewer.services.errors import Conflict
 
 
 def finding_count_annotations() -> dict[str, Count]:
@@ -55,14 +55,13 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer: ReviewSessionSerializer) -> None:
         data = serializer.validated_data
-        with service_errors():
-            serializer.instance = services.session_create(
-                owner=self.request.user,
-                doc=data["doc"],
-                fleet_config=data.get("fleet_config"),
-                title=data.get("title", ""),
-                reviewers=data.get("reviewers", []),
-            )
+        serializer.instance = services.session_create(
+            owner=self.request.user,
+            doc=data["doc"],
+            fleet_config=data.get("fleet_config"),
+            title=data.get("title", ""),
+            reviewers=data.get("reviewers", []),
+        )
 
     def perform_update(self, serializer: ReviewSessionSerializer) -> None:
         session = serializer.instance
@@ -78,15 +77,14 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             from rest_framework.exceptions import ValidationError
 
             raise ValidationError({"doc": ["A session's doc cannot be changed; open a new session."]})
-        with service_errors():
-            serializer.instance = services.session_update(
-                session=session,
-                title=data.get("title"),
-                fleet_config=data.get("fleet_config", services.UNCHANGED),
-                current_pass=data.get("current_pass"),
-                status=data.get("status"),
-                reviewers=data.get("reviewers"),
-            )
+        serializer.instance = services.session_update(
+            session=session,
+            title=data.get("title"),
+            fleet_config=data.get("fleet_config", services.UNCHANGED),
+            current_pass=data.get("current_pass"),
+            status=data.get("status"),
+            reviewers=data.get("reviewers"),
+        )
 
     def perform_destroy(self, instance: ReviewSession) -> None:
         if not permissions.can_manage_session(self.request.user, instance):
@@ -94,4 +92,4 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
         try:
             instance.delete()
         except ProtectedError:
-            raise ConflictError("Emulator runs refer to this session; delete them first.") from None
+            raise Conflict("Emulator runs refer to this session; delete them first.") from None

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
 
@@ -29,7 +28,7 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import EmulatorRun
 from reviewer.representations import finding_representation
-from reviewer.services.errors import Conflict
+from reviewer.services.errors import Conflict, Invalid
 
 
 def _check_evidence_run(session: ReviewSession, run_id: int | None) -> None:
@@ -38,10 +37,10 @@ def _check_evidence_run(session: ReviewSession, run_id: int | None) -> None:
         return
     run = EmulatorRun.objects.filter(pk=run_id).only("pk", "session_id").first()
     if run is None:
-        raise ValidationError({"evidence_run_id": f"There is no emulator run {run_id}; pick one of this session's runs."})
+        raise Invalid("evidence_run_id", f"There is no emulator run {run_id}; pick one of this session's runs.")
     if run.session_id not in (None, session.pk):
-        raise ValidationError(
-            {"evidence_run_id": f"Run {run_id} belongs to another review session; pick one of this session's runs."}
+        raise Invalid(
+            "evidence_run_id", f"Run {run_id} belongs to another review session; pick one of this session's runs."
         )
 
 
@@ -74,29 +73,29 @@ def resolve_anchor(
     Offsets alone cut the quote from the text; a quote alone is searched for
     verbatim (context picks among repeats), then approximately (a selection in
     the rendered page lacks the Markdown markup); both must agree. Errors name
-    the field.
+    the field (:class:`Invalid`).
     """
     text = revision.body
     if start is None and end is None and not exact:
         return None
     if (start is None) != (end is None):
-        raise ValidationError({"anchor_end" if end is None else "anchor_start": "Give both anchor_start and anchor_end."})
+        raise Invalid("anchor_end" if end is None else "anchor_start", "Give both anchor_start and anchor_end.")
     if start is not None and end is not None:
         if not 0 <= start <= end <= len(text):
-            raise ValidationError(
-                {"anchor_end": f"Offsets {start}..{end} are outside revision {revision.number} (0..{len(text)})."}
+            raise Invalid(
+                "anchor_end", f"Offsets {start}..{end} are outside revision {revision.number} (0..{len(text)})."
             )
         anchor = anchor_at(text, start, end)
         if exact and anchor.exact != exact:
-            raise ValidationError(
-                {"anchor_exact": f"The quote does not match revision {revision.number} at {start}..{end}."}
+            raise Invalid(
+                "anchor_exact", f"The quote does not match revision {revision.number} at {start}..{end}."
             )
         return anchor
     # Verbatim first; a quote copied from the rendered page may have lost
     # Markdown markup, so a close match of the source comes next.
     found = locate_quote(text, exact, prefix, suffix) or locate_fuzzy(text, exact, prefix, suffix)
     if found is None:
-        raise ValidationError({"anchor_exact": f"The quote does not occur in revision {revision.number}."})
+        raise Invalid("anchor_exact", f"The quote does not occur in revision {revision.number}.")
     return found
 
 
@@ -139,7 +138,7 @@ def finding_create(
 ) -> Finding:
     """Record a finding; a quote is anchored on the doc's latest revision."""
     if not session.is_open:
-        raise ValidationError({"session": "The session is closed; reopen it to add findings."})
+        raise Invalid("session", "The session is closed; reopen it to add findings.")
     _check_evidence_run(session, evidence_run_id)
     finding = Finding(
         session=session,
@@ -171,7 +170,7 @@ def finding_create(
         if anchor is not None:
             set_anchor(finding, revision, anchor)
     elif anchor_exact or anchor_start is not None:
-        raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})
+        raise Invalid("anchor_exact", "The doc has no revision to anchor to.")
     finding.position = _next_position(session, severity) if position is None else position
     finding.full_clean(exclude=["session", "author", "revision"])
     finding.save()
@@ -195,7 +194,8 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
         )
     unknown = set(changes) - set(FINDING_FIELDS) - set(ANCHOR_FIELDS) - {"position"}
     if unknown:
-        raise ValidationError({name: "This field cannot be changed." for name in sorted(unknown)})
+        names = sorted(unknown)
+        raise Invalid(names[0], f"{', '.join(names)}: cannot be changed; leave them out.")
     if "evidence_run_id" in changes and changes["evidence_run_id"] != finding.evidence_run_id:
         _check_evidence_run(finding.session, changes["evidence_run_id"])
     old_severity = finding.severity
@@ -211,7 +211,7 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
     if any(name in changes and changes[name] != getattr(finding, name) for name in ANCHOR_FIELDS):
         revision = finding.session.doc.latest_revision()
         if revision is None:
-            raise ValidationError({"anchor_exact": "The doc has no revision to anchor to."})
+            raise Invalid("anchor_exact", "The doc has no revision to anchor to.")
         anchor = resolve_anchor(
             revision=revision,
             exact=changes.get("anchor_exact", ""),
@@ -256,13 +256,13 @@ def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequ
     bucket's findings left out keep their relative order after the listed ones.
     """
     if severity not in SEVERITY_ORDER:
-        raise ValidationError({"severity": f"Unknown bucket {severity!r}; use one of {', '.join(SEVERITY_ORDER)}."})
+        raise Invalid("severity", f"Unknown bucket {severity!r}; use one of {', '.join(SEVERITY_ORDER)}.")
     if len(set(ordered_ids)) != len(ordered_ids):
-        raise ValidationError({"ids": "An id is listed twice."})
+        raise Invalid("ids", "An id is listed twice.")
     listed = {f.pk: f for f in Finding.objects.select_for_update().filter(session=session, pk__in=ordered_ids)}
     missing = [i for i in ordered_ids if i not in listed]
     if missing:
-        raise ValidationError({"ids": f"Not findings of this session: {', '.join(map(str, missing))}."})
+        raise Invalid("ids", f"Not findings of this session: {', '.join(map(str, missing))}.")
     rest = Finding.objects.filter(session=session, severity=severity).exclude(pk__in=ordered_ids).order_by(
         "position", "id"
     )
@@ -283,7 +283,7 @@ def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequ
 def reply_create(*, finding: Finding, author: User, body: str) -> FindingReply:
     """Add a reply to a finding's thread; viewers see the finding updated."""
     if not body.strip():
-        raise ValidationError({"body": "A reply needs some text."})
+        raise Invalid("body", "A reply needs some text.")
     reply = FindingReply.objects.create(finding=finding, author=author, body=body)
     publish_finding(finding, "finding.updated")
     return reply

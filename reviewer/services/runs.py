@@ -27,6 +27,7 @@ from reviewer.models import (
     RunStatus,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
+from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 log = logging.getLogger(__name__)
 
@@ -39,26 +40,6 @@ STALE_AFTER_S = 20.0
 TIME_LIMIT_MARGIN_S = 120.0
 HARD_LIMIT_EXTRA_S = 30.0
 MAX_SPEED_LIMIT_S = 3600.0
-
-
-class RunRequestError(ValueError):
-    """A request for a run that cannot be met as asked (HTTP 400).
-
-    ``field`` names the request field or setting to change.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-class RunLimitError(RunRequestError):
-    """The user already has as many runs going as allowed (HTTP 429)."""
-
-
-class RunStateError(RunRequestError):
-    """The run is not in a state that takes the request (HTTP 409)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +56,7 @@ def parse_speed(speed: Any) -> str:
     if text.endswith(".0"):
         text = text[:-2]
     if text not in SPEEDS:
-        raise RunRequestError("speed", f"speed: {speed!r} is not one of 1, 10, 100 or \"max\"")
+        raise Invalid("speed", f"speed: {speed!r} is not one of 1, 10, 100 or \"max\"")
     return text
 
 
@@ -101,24 +82,24 @@ def resolve_scenario(
         elif session is not None and session.fleet_config is not None:
             config_version = session.fleet_config.latest_version()
             if config_version is None:
-                raise RunRequestError("session", "session: its fleet config has no saved version yet; save it first")
+                raise Invalid("session", "session: its fleet config has no saved version yet; save it first")
             loaded = _load_text(config_version.toml)
         else:
-            raise RunRequestError(
+            raise Invalid(
                 "config_version",
                 "config_version: give a fleet config version, a scenario (TOML text or a preset "
                 "name), or a session that has a fleet config",
             )
     except ScenarioError as exc:
-        raise RunRequestError("scenario", f"scenario: {exc}") from None
+        raise Invalid("scenario", f"scenario: {exc}") from None
     if overrides:
         if not isinstance(overrides, list | tuple) or not all(isinstance(o, str) for o in overrides):
-            raise RunRequestError("overrides", 'overrides: give a list of "key=value" strings')
+            raise Invalid("overrides", 'overrides: give a list of "key=value" strings')
         try:
             # The budget is checked by check_request_budget against the setting.
             loaded = loaded.with_overrides(list(overrides), max_requests=None)
         except ScenarioError as exc:
-            raise RunRequestError("overrides", f"overrides: {exc}") from None
+            raise Invalid("overrides", f"overrides: {exc}") from None
     return ResolvedScenario(scenario=loaded, config_version=config_version)
 
 
@@ -137,12 +118,12 @@ def _load_given(scenario: str | dict[str, Any]) -> Any:
     if isinstance(scenario, dict):
         return Scenario.from_dict(scenario, max_requests=None)
     if not isinstance(scenario, str):
-        raise RunRequestError("scenario", "scenario: give TOML text, a preset name or an object")
+        raise Invalid("scenario", "scenario: give TOML text, a preset name or an object")
     if "\n" in scenario or "=" in scenario:
         return _load_text(scenario)
     name = scenario.strip()
     if name not in PRESETS:
-        raise RunRequestError(
+        raise Invalid(
             "scenario", f"scenario: {name!r} is not a preset; use one of {', '.join(sorted(PRESETS))} "
             f"or give TOML text",
         )
@@ -159,7 +140,7 @@ def check_request_budget(scenario: Any) -> None:
     budget = settings.RUN_REQUEST_BUDGET
     expected = expected_requests(scenario)
     if expected > budget:
-        raise RunRequestError(
+        raise Invalid(
             "scenario",
             f"scenario: about {expected:,} simulated requests (traffic x duration_s x (1 + "
             f"client.retries)) is over the "
@@ -182,7 +163,7 @@ def check_run_limit(user: Any) -> None:
     limit = settings.RUNS_PER_USER
     going = active_runs_for(user)
     if going >= limit:
-        raise RunLimitError(
+        raise OverLimit(
             "RUNS_PER_USER",
             f"you have {going} runs or sweeps going and the limit is {limit} (RUNS_PER_USER); "
             f"wait for one to finish or cancel one",
@@ -250,11 +231,11 @@ def run_start(
 ) -> EmulatorRun:
     """Queue a run of a scenario and hand it to a worker on commit.
 
-    Raises RunLimitError when the user has too many runs going, and
-    RunRequestError for a scenario, override, speed or budget problem.
+    Raises OverLimit when the user has too many runs going, and
+    Invalid for a scenario, override, speed or budget problem.
     """
     if session is not None and not session.is_participant(user) and not user.is_staff:
-        raise RunRequestError("session", "session: only its owner and reviewers can start runs in it")
+        raise Invalid("session", "session: only its owner and reviewers can start runs in it")
     speed_text = parse_speed(speed)
     check_run_limit(user)
     resolved = resolve_scenario(
@@ -282,7 +263,7 @@ def run_cancel(*, run: EmulatorRun, user: Any) -> EmulatorRun:
         publish_status(run)
         return run
     if run.is_final:
-        raise RunStateError("status", f"run {run.pk} is already {run.status}; nothing to cancel")
+        raise Conflict(f"run {run.pk} is already {run.status}; nothing to cancel", field="status")
     RunCommand.objects.create(run=run, kind=CommandKind.CANCEL, command=reason, created_by=user)
     return run
 
@@ -297,20 +278,20 @@ def parse_fault(fault: dict[str, Any] | str) -> str:
         parts = fault.split()
         if len(parts) == 2:
             return parse_fault({"action": parts[0], "target": parts[1]})
-        raise RunRequestError("fault", f'fault: {fault!r} is not "kill TARGET" or "restore TARGET"')
+        raise Invalid("fault", f'fault: {fault!r} is not "kill TARGET" or "restore TARGET"')
     if "action" in fault:
         action, target = fault.get("action"), fault.get("target")
     else:
         actions = [key for key in ("kill", "restore") if key in fault]
         if len(actions) != 1:
-            raise RunRequestError(
+            raise Invalid(
                 "kill", 'fault: give exactly one of "kill" or "restore", e.g. {"kill": "host:2"}'
             )
         action, target = actions[0], fault[actions[0]]
     if action not in ("kill", "restore"):
-        raise RunRequestError("action", f'action: {action!r} is not "kill" or "restore"')
+        raise Invalid("action", f'action: {action!r} is not "kill" or "restore"')
     if not isinstance(target, str) or not target.strip():
-        raise RunRequestError(
+        raise Invalid(
             str(action), f"{action}: give a target: dispatcher:MODEL, host:INDEX or worker:MODEL:INDEX"
         )
     return f"{action} {target.strip()}"
@@ -327,7 +308,7 @@ def validate_fault_target(run: EmulatorRun, command: str) -> None:
         Scenario.from_dict(data, max_requests=None)
     except ScenarioError as exc:
         message = str(exc).split(": ", 1)[-1]
-        raise RunRequestError(action, f"{action}: {message}") from None
+        raise Invalid(action, f"{action}: {message}") from None
 
 
 @transaction.atomic
@@ -336,7 +317,7 @@ def run_inject(*, run: EmulatorRun, user: Any, fault: dict[str, Any] | str) -> R
     command = parse_fault(fault)
     run.refresh_from_db()
     if run.is_final:
-        raise RunStateError("status", f"run {run.pk} is already {run.status}; faults go to running runs")
+        raise Conflict(f"run {run.pk} is already {run.status}; faults go to running runs", field="status")
     validate_fault_target(run, command)
     return RunCommand.objects.create(run=run, kind=CommandKind.FAULT, command=command, created_by=user)
 

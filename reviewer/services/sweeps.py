@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from reviewer.models import EmulatorRun, FleetConfigVersion, ReviewSession, RunStatus, Sweep
 from reviewer.models.runs import FINAL_STATUSES
+from reviewer.services.errors import Invalid
 from reviewer.services.runs import (
-    RunRequestError,
     build_run,
     check_request_budget,
     check_run_limit,
@@ -31,16 +31,16 @@ MAX_SWEEP_POINTS = 20
 def parse_values(values: Any) -> list[float]:
     """The swept values as numbers; a clear error names what is wrong."""
     if not isinstance(values, list | tuple) or not values:
-        raise RunRequestError("values", "values: give a list of numbers, e.g. [1, 2, 3, 4, 5]")
+        raise Invalid("values", "values: give a list of numbers, e.g. [1, 2, 3, 4, 5]")
     if len(values) > MAX_SWEEP_POINTS:
-        raise RunRequestError("values", f"values: at most {MAX_SWEEP_POINTS} points per sweep")
+        raise Invalid("values", f"values: at most {MAX_SWEEP_POINTS} points per sweep")
     parsed: list[float] = []
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise RunRequestError("values", f"values: {value!r} is not a number")
+            raise Invalid("values", f"values: {value!r} is not a number")
         parsed.append(value)
     if len(set(parsed)) != len(parsed):
-        raise RunRequestError("values", "values: each value may appear once")
+        raise Invalid("values", "values: each value may appear once")
     return parsed
 
 
@@ -66,13 +66,13 @@ def sweep_start(
 ) -> Sweep:
     """Create a sweep and its runs, and send them to the workers on commit."""
     if session is not None and not session.is_participant(user) and not user.is_staff:
-        raise RunRequestError("session", "session: only its owner and reviewers can start sweeps in it")
+        raise Invalid("session", "session: only its owner and reviewers can start sweeps in it")
     if not isinstance(key, str) or not key.strip():
-        raise RunRequestError("key", 'key: name the key to sweep, e.g. "hosts[0].count" or "traffic.qps"')
+        raise Invalid("key", 'key: name the key to sweep, e.g. "hosts[0].count" or "traffic.qps"')
     key = key.strip()
     points = parse_values(values)
     if target_p99_s is not None and not (isinstance(target_p99_s, int | float) and target_p99_s > 0):
-        raise RunRequestError("target_p99_s", "target_p99_s: give a positive number of seconds")
+        raise Invalid("target_p99_s", "target_p99_s: give a positive number of seconds")
     check_run_limit(user)
     base = resolve_scenario(config_version=config_version, scenario=scenario, session=session,
                             overrides=overrides)
@@ -88,8 +88,8 @@ def sweep_start(
         try:
             resolved = resolve_scenario(config_version=config_version, scenario=scenario,
                                         session=session, overrides=point_overrides)
-        except RunRequestError as exc:
-            raise RunRequestError("values", f"values: at {override_text(key, value)}: {exc.message}") from None
+        except Invalid as exc:
+            raise Invalid("values", f"values: at {override_text(key, value)}: {exc.message}") from None
         check_request_budget(resolved.scenario)
         runs.append(build_run(user=user, resolved=resolved, seed=effective_seed, speed="max",
                               session=session, overrides=point_overrides, sweep=sweep,

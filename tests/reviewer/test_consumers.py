@@ -185,6 +185,8 @@ async def test_it_shows_who_views_which_pass(run_users: dict, review_session: An
     await reviewer.send_json_to({"type": "presence", "pass": "napkin"})
     error = await reviewer.receive_json_from()
     assert error["type"] == "error" and "pass" in error["error"] and "numbers" in error["error"]
+    # The websocket answers with the same mapping as HTTP: the field and a 400.
+    assert (error["field"], error["status"]) == ("pass", 400)
 
     await reviewer.disconnect()
     assert await owner.receive_json_from() == {

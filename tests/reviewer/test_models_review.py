@@ -12,6 +12,7 @@ from review_data_fixtures import SMALL_SCENARIO
 from reviewer import selectors
 from reviewer.models import DocRevision, Finding, FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
+from reviewer.services.errors import Invalid
 
 pytestmark = pytest.mark.django_db
 
@@ -169,8 +170,9 @@ def test_reorder_can_pull_a_finding_into_a_bucket(open_review, people):
     a.refresh_from_db()
     b.refresh_from_db()
     assert (b.severity, b.position, a.position) == ("fix_now", 0, 1)
-    with pytest.raises(ValidationError):
+    with pytest.raises(Invalid, match="listed twice") as info:
         services.findings_reorder(session=open_review, severity="fix_now", ordered_ids=[a.pk, a.pk])
+    assert info.value.field == "ids"
 
 
 def test_session_participants(open_review, people):
