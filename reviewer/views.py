@@ -30,6 +30,7 @@ from reviewer.models import (
 )
 from reviewer.pass_guides import PASS_GUIDES
 from reviewer.services import review as review_services
+from reviewer.vocabulary import vocabulary
 
 
 def _sessions_for(user: Any) -> QuerySet[ReviewSession]:
@@ -90,7 +91,7 @@ def _int_or_none(value: str | None) -> int | None:
 
 def _page_config(request: HttpRequest, session: ReviewSession, source: str) -> dict[str, Any]:
     """What the session page's scripts need: ids, the doc's Markdown source, the
-    fleet's scenario, the choices, and the URLs of the API and websockets."""
+    fleet's scenario, the shared vocabulary, and the URLs of the API and websockets."""
     fleet = session.fleet_config
     fleet_version = fleet.latest_version() if fleet else None
     return {
@@ -108,9 +109,8 @@ def _page_config(request: HttpRequest, session: ReviewSession, source: str) -> d
         }
         if fleet
         else None,
-        "passes": [{"key": p.value, "label": p.label} for p in ReviewPass],
-        "severities": [{"key": s.value, "label": s.label} for s in Severity],
-        "hops": [{"key": h.value, "label": h.label} for h in TraceHop],
+        # Passes, severities, statuses, hops and metric names: the scripts never retype them.
+        **vocabulary(),
         "urls": {
             "findings": f"/api/sessions/{session.pk}/findings/",
             "reorder": f"/api/sessions/{session.pk}/findings/reorder/",

@@ -45,7 +45,7 @@ from emulator.sim.events import CLOSE, DONE
 from emulator.sim.fleet import Fleet, ServiceTime
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.requests import OK, ORPHANED
-from emulator.sim.results import BUSY, DEAD, IDLE, Frame, Outcomes, Summary
+from emulator.sim.results import BUSY, COUNT_KEYS, DEAD, FRAME_KEYS, IDLE, Frame, Outcomes, Summary
 
 #: A model's request store is compacted once it holds more rows than this.
 COMPACT_ROWS = 50_000
@@ -565,32 +565,13 @@ class Engine:
     # -- frames ----------------------------------------------------------------------
     def _frame(self, i: int) -> Frame:
         t = self.now_s
-        m: dict[str, list[Any]] = {
-            k: []
-            for k in (
-                "offered",
-                "ok",
-                "shed",
-                "lost",
-                "timed_out",
-                "orphaned",
-                "queue_depth",
-                "backlog",
-                "in_service",
-                "busy_workers",
-                "alive_workers",
-                "p50_s",
-                "p95_s",
-                "p99_s",
-                "batch_fill",
-            )
-        }
+        m: dict[str, list[Any]] = {k: [] for k in FRAME_KEYS}
         for d in self.disp:
             d.book_done()
             d.ingest(t)
             d.sweep(t)
             counts, lat = d.next_frame()
-            for key in ("offered", "ok", "shed", "lost", "timed_out", "orphaned"):
+            for key in COUNT_KEYS:
                 m[key].append(getattr(counts, key))
             m["queue_depth"].append(d.depth())
             m["backlog"].append(d.backlog_reqs)

@@ -13,6 +13,8 @@ COUNT_KEYS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned")
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
 STAT_KEYS = ("p50_s", "p95_s", "p99_s", "batch_fill")
+#: Every per-model key of a frame's ``m``, in the order frames carry them.
+FRAME_KEYS = COUNT_KEYS + DEPTH_KEYS + STAT_KEYS
 
 IDLE, BUSY, DEAD = 0, 1, 2
 

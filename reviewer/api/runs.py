@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from emulator.sim.results import FRAME_KEYS
 from reviewer import selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
 from reviewer.representations import RunSerializer, SweepSerializer
@@ -102,8 +103,8 @@ class RunDetailView(APIView):
         return Response(RunSerializer(_run_for(request, pk)).data)
 
 
-CSV_METRICS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned", "queue_depth", "backlog",
-               "in_service", "busy_workers", "alive_workers", "p50_s", "p95_s", "p99_s", "batch_fill")
+# Every per-model metric of a frame, in the emulator's order.
+CSV_METRICS = FRAME_KEYS
 
 
 def frames_csv_rows(frames: Iterator[dict[str, Any]]) -> Iterator[list[Any]]:

@@ -2,6 +2,7 @@
 // is drawn in a list.
 
 import { api, apiList, el } from "./api.js";
+import { config, labelOf } from "./config.js";
 
 /** Who wrote a finding (the API gives the author's username). */
 export function authorName(f) {
@@ -14,7 +15,8 @@ export function passOf(f) {
   return f.pass ?? f.review_pass;
 }
 
-const SEVERITY_ORDER = { fix_now: 0, clarify: 1, mention: 2 };
+// Buckets in the server's order: most urgent first.
+const SEVERITY_ORDER = Object.fromEntries(config.severities.map((s, i) => [s.key, i]));
 
 /** Findings keyed by id; emits "change" on the given target whenever it changes. */
 export class FindingStore extends EventTarget {
@@ -54,9 +56,6 @@ export class FindingStore extends EventTarget {
   }
 }
 
-function severityLabel(key) {
-  return { fix_now: "Fix now", clarify: "Clarify", mention: "Mention" }[key] || key;
-}
 
 // Threads the reader has open, and replies being written, survive re-renders.
 const openThreads = new Set();
@@ -114,7 +113,7 @@ export function findingItem(f, { onAction, username }) {
   const mine = authorName(f) === username;
   const status = mine
     ? el("select", { "aria-label": `Status of ${f.title}`, onchange: (e) => onAction("status", f, e.target.value) },
-      ["open", "resolved", "dropped"].map((v) => el("option", { value: v, selected: f.status === v }, v)))
+      config.findingStatuses.map((s) => el("option", { value: s.key, selected: f.status === s.key }, s.key)))
     : null;
   const threadBox = el("div");
   const toggle = el("button", { type: "button", "aria-expanded": openThreads.has(f.id) ? "true" : "false" },
@@ -132,12 +131,12 @@ export function findingItem(f, { onAction, username }) {
     mine ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
   return el("li", { class: "finding-item", dataset: { findingId: f.id } },
     el("div", { class: "meta" },
-      el("span", { class: `badge ${f.severity}` }, severityLabel(f.severity)),
+      el("span", { class: `badge ${f.severity}` }, labelOf(config.severities, f.severity)),
       el("span", {}, passOf(f)),
       f.trace_hop ? el("span", {}, `hop: ${f.trace_hop}`) : null,
       el("span", {}, `by ${authorName(f)}`),
-      f.status && f.status !== "open" ? el("span", {}, f.status) : null,
-      f.orphaned ? el("span", { class: "error" }, "orphaned") : null),
+      f.status && f.status !== config.openStatus ? el("span", {}, f.status) : null,
+      f.orphaned ? el("span", { class: "error", title: "The quote is not in the doc's latest revision." }, "orphaned quote") : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
     body, evidence, actions, threadBox);

@@ -37,7 +37,7 @@ export async function initNumbers(ctx) {
         try {
           const created = await api(ctx.config.urls.findings, {
             method: "POST",
-            body: { pass: s.pass || "numbers", severity: s.severity, title: s.title, body: s.body },
+            body: { pass: s.pass || ctx.currentView, severity: s.severity, title: s.title, body: s.body },
           });
           ctx.updateFinding(created);
           ctx.say(`Adopted "${created.title}".`);

@@ -43,7 +43,7 @@ export function initPasses(ctx) {
   }
 
   function showPass(key, { focus = false, fromHash = false } = {}) {
-    if (!config.passes.some((p) => p.key === key)) key = config.currentPass || "restate";
+    if (!config.passes.some((p) => p.key === key)) key = config.currentPass || config.passes[0].key;
     ctx.currentView = key;
     for (const tab of tabs) {
       const on = tab.dataset.pass === key;
@@ -53,7 +53,7 @@ export function initPasses(ctx) {
     }
     for (const panel of document.querySelectorAll(".pass-panel")) panel.hidden = panel.dataset.pass !== key;
     // The break pass needs room for charts; the doc pane narrows.
-    layout.classList.toggle("wide-pass", key === "break" || key === "rank");
+    layout.classList.toggle("wide-pass", key === config.pass.BREAK || key === config.pass.RANK);
     if (!fromHash && location.hash !== `#${key}`) history.replaceState(null, "", `#${key}`);
     start(key);
     ctx.events.dispatchEvent(new CustomEvent("pass-viewed", { detail: key }));

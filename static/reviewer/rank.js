@@ -8,13 +8,8 @@
 import { api, el } from "./api.js";
 import { authorName, passOf } from "./findings.js";
 
-const COLUMNS = [
-  { key: "fix_now", label: "Fix now" },
-  { key: "clarify", label: "Clarify" },
-  { key: "mention", label: "Mention" },
-];
-
 export function initRank(ctx) {
+  const COLUMNS = ctx.config.severities; // [{key, label}], most urgent first
   const box = document.getElementById("rank-panel");
   const canRank = ctx.config.canManage;
   const live = el("p", { class: "status-line", role: "status", "aria-live": "assertive" });
@@ -84,7 +79,7 @@ export function initRank(ctx) {
     // Redrawing replaces the cards; keep keyboard focus on the same finding.
     const focused = document.activeElement && document.activeElement.classList.contains("rank-card")
       ? document.activeElement.dataset.findingId : null;
-    const all = ctx.store.all().filter((f) => f.status !== "dropped");
+    const all = ctx.store.all().filter((f) => f.status !== ctx.config.droppedStatus);
     for (const col of COLUMNS) {
       const items = all.filter((f) => f.severity === col.key);
       lists[col.key].list.replaceChildren(...items.map(card));
@@ -145,7 +140,7 @@ export function initRank(ctx) {
 
   async function save(id, severity, index, focusNode = null) {
     const ids = ctx.store.all()
-      .filter((f) => f.severity === severity && f.id !== id && f.status !== "dropped")
+      .filter((f) => f.severity === severity && f.id !== id && f.status !== ctx.config.droppedStatus)
       .map((f) => f.id);
     ids.splice(Math.min(index, ids.length), 0, id);
     saving = true;

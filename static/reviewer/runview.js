@@ -3,6 +3,7 @@
 // attach-as-evidence bar. Frames arrive on /ws/runs/<id>/?after=N.
 
 import { api, el, fill, wsUrl } from "./api.js";
+import { config } from "./config.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
@@ -15,12 +16,29 @@ const CHART_LAYOUT = {
 };
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
-// Which chart a metric name belongs to, for evidence.
-const CHARTS = [
-  { key: "queue", title: "Queue depth and worker backlog", metrics: ["queue_depth", "backlog"] },
-  { key: "latency", title: "Latency of ok requests (s)", metrics: ["p50_s", "p95_s", "p99_s"] },
-  { key: "outcomes", title: "Requests per frame by outcome", metrics: ["offered", "ok", "shed", "lost", "timed_out", "orphaned"] },
-];
+// The charts and the frame metrics each draws come from the server:
+// [{key, title, per_model, connect_gaps, metrics: [{key, label, dash}]}].
+const CHARTS = config.runCharts;
+const { active: ACTIVE, final: FINAL } = config.runStatuses;
+const { RUNNING, DONE } = config.runStatus;
+
+/** One trace per model and metric (per_model), or one per metric summed over models. */
+function chartTraces(chart, models) {
+  const trace = (name, metric) => ({
+    x: [], y: [], name, mode: "lines", connectgaps: Boolean(chart.connect_gaps),
+    ...(metric.dash ? { line: { dash: metric.dash } } : {}),
+  });
+  return chart.per_model
+    ? models.flatMap((m) => chart.metrics.map((metric) => trace(`${m} ${metric.label}`, metric)))
+    : chart.metrics.map((metric) => trace(metric.label, metric));
+}
+
+/** The new points of each of a chart's traces, in chartTraces' order. */
+function chartColumns(chart, models, frames) {
+  return chart.per_model
+    ? models.flatMap((_, mi) => chart.metrics.map((metric) => frames.map((f) => f.m[metric.key][mi])))
+    : chart.metrics.map((metric) => frames.map((f) => sum(f.m[metric.key])));
+}
 
 function sum(values) {
   return values.reduce((a, b) => a + (b || 0), 0);
@@ -48,7 +66,7 @@ export class RunView {
     this.progress = el("progress", { class: "progress", max: 1, value: 0, "aria-label": `${this.label} simulated time` });
     this.progressText = el("span", { class: "muted" }, "");
     this.speed = el("select", { "aria-label": `${this.label} speed` },
-      ["1", "10", "100", "max"].map((s) => el("option", { value: s, selected: s === "10" }, s === "max" ? "as fast as possible" : `${s}× real time`)));
+      config.speeds.map((s) => el("option", { value: s, selected: s === "10" }, s === "max" ? "as fast as possible" : `${s}× real time`)));
     this.seed = el("input", { type: "number", min: 0, value: scenario.seed ?? 1, "aria-label": `${this.label} seed` });
     this.overrides = el("input", { type: "text", placeholder: "dispatcher.policy=pull; traffic.qps=500", "aria-label": `${this.label} overrides` });
     this.startButton = el("button", { type: "button", class: "primary", onclick: () => this.start() }, "Start run");
@@ -62,7 +80,7 @@ export class RunView {
     this.summary = el("div", { class: "summary" });
 
     this.metric = el("select", { "aria-label": "Metric" },
-      CHARTS.flatMap((chart) => chart.metrics.map((m) => el("option", { value: m }, m))));
+      CHARTS.flatMap((chart) => chart.metrics.map((m) => el("option", { value: m.key }, m.key))));
     this.target = el("select", { "aria-label": "Finding to attach to" });
     this.attachButton = el("button", { type: "button", disabled: true, onclick: () => this.attach() }, "Attach as evidence");
     this.evidenceBar = el("div", { class: "evidence-bar row" },
@@ -154,7 +172,7 @@ export class RunView {
         this.say("This account cannot watch the run.");
         return;
       }
-      if (this.run && ["done", "cancelled", "failed"].includes(this.run.status)) return;
+      if (this.run && FINAL.includes(this.run.status)) return;
       // Resume where we were: the server sends the frames after lastI.
       setTimeout(() => { if (socket === this.socket) this.connect(); }, 1000);
     });
@@ -184,13 +202,13 @@ export class RunView {
     if (this.run) this.run.status = status;
     this.statusBadge.textContent = status;
     this.statusBadge.className = `badge status-${status}`;
-    const live = status === "queued" || status === "running";
+    const live = ACTIVE.includes(status);
     this.cancelButton.disabled = !live;
     this.startButton.disabled = live;
-    for (const b of this.faults.querySelectorAll("button")) b.disabled = status !== "running";
+    for (const b of this.faults.querySelectorAll("button")) b.disabled = status !== RUNNING;
     if (reason) this.say(`${status}: ${reason}`);
-    else if (status === "running") this.say("Running. Faults apply at the run's current simulated time.");
-    else if (status === "done") this.say("Done.");
+    else if (status === RUNNING) this.say("Running. Faults apply at the run's current simulated time.");
+    else if (status === DONE) this.say("Done.");
     this.node.dataset.status = status;
   }
 
@@ -198,22 +216,12 @@ export class RunView {
     this.layout = layout;
     this.body.hidden = false;
     const models = layout.models;
-    const empty = () => ({ x: [], y: [] });
-    const traces = {
-      queue: models.flatMap((m) => [
-        { ...empty(), name: `${m} queue`, mode: "lines" },
-        { ...empty(), name: `${m} backlog`, mode: "lines", line: { dash: "dot" } },
-      ]),
-      // Frames with no ok request have no percentile; the line bridges them.
-      latency: models.flatMap((m) => ["p50", "p95", "p99"].map((p) => ({ ...empty(), name: `${m} ${p}`, mode: "lines", connectgaps: true }))),
-      outcomes: ["offered", "ok", "shed", "lost", "timed_out", "orphaned"].map((k) => ({ ...empty(), name: k, mode: "lines" })),
-    };
     // A finding's evidence opens the run zoomed to its window.
     const xaxis = this.pendingWindow
       ? { ...CHART_LAYOUT.xaxis, range: this.pendingWindow, autorange: false } : CHART_LAYOUT.xaxis;
     this.pendingWindow = null;
     for (const chart of this.charts) {
-      window.Plotly.newPlot(chart.div, traces[chart.key], { ...CHART_LAYOUT, xaxis, title: { text: chart.title, font: { size: 12 } } }, CONFIG);
+      window.Plotly.newPlot(chart.div, chartTraces(chart, models), { ...CHART_LAYOUT, xaxis, title: { text: chart.title, font: { size: 12 } } }, CONFIG);
     }
     this.grid = unitGrid(layout);
     window.Plotly.newPlot(this.heatmapDiv, [heatmapTrace(this.grid, null)],
@@ -269,13 +277,8 @@ export class RunView {
     const P = window.Plotly;
     const x = frames.map((f) => f.t_s);
     const models = this.layout.models;
-    const col = (key, mi) => frames.map((f) => f.m[key][mi]);
-    const queueY = models.flatMap((_, mi) => [col("queue_depth", mi), col("backlog", mi)]);
-    const latY = models.flatMap((_, mi) => [col("p50_s", mi), col("p95_s", mi), col("p99_s", mi)]);
-    const outY = ["offered", "ok", "shed", "lost", "timed_out", "orphaned"].map((k) => frames.map((f) => sum(f.m[k])));
-    const ys = { queue: queueY, latency: latY, outcomes: outY };
     for (const chart of this.charts) {
-      const y = ys[chart.key];
+      const y = chartColumns(chart, models, frames);
       P.extendTraces(chart.div, { x: y.map(() => x), y }, y.map((_, i) => i), MAX_POINTS);
     }
     const last = frames[frames.length - 1];
@@ -295,15 +298,17 @@ export class RunView {
 
   showSummary(s) {
     if (!s) return;
-    const pct = (n) => (s.offered ? `${((100 * n) / s.offered).toFixed(1)}%` : "–");
+    // The first count is what was offered; each outcome is shown as a share of it.
+    const [offeredKey, ...outcomeKeys] = config.requestCounts;
+    const offered = s[offeredKey];
+    const pct = (n) => (offered ? `${((100 * n) / offered).toFixed(1)}%` : "–");
     const lat = s.latency_s || {};
     const fmt = (v) => (v == null ? "–" : Number(v).toFixed(2));
+    const heads = [offeredKey, ...outcomeKeys].map((k) => k.replace(/_/g, " ")).concat(["p50 s", "p99 s"]);
+    const cells = [offered, ...outcomeKeys.map((k) => pct(s[k])), fmt(lat.p50), fmt(lat.p99)];
     this.summary.replaceChildren(el("table", {},
-      el("thead", {}, el("tr", {}, ["offered", "ok", "timed out", "shed", "lost", "orphaned", "p50 s", "p99 s"].map((h) => el("th", {}, h)))),
-      el("tbody", {}, el("tr", {},
-        el("td", { class: "num" }, s.offered), el("td", { class: "num" }, pct(s.ok)), el("td", { class: "num" }, pct(s.timed_out)),
-        el("td", { class: "num" }, pct(s.shed)), el("td", { class: "num" }, pct(s.lost)), el("td", { class: "num" }, pct(s.orphaned)),
-        el("td", { class: "num" }, fmt(lat.p50)), el("td", { class: "num" }, fmt(lat.p99))))));
+      el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))),
+      el("tbody", {}, el("tr", {}, cells.map((c) => el("td", { class: "num" }, c))))));
   }
 
   /** Findings the viewer may change (their own), offered as evidence targets. */
@@ -317,7 +322,7 @@ export class RunView {
 
   /** The time window the reader has zoomed the chart holding the chosen metric to. */
   visibleWindow() {
-    const chart = this.charts.find((c) => c.metrics.includes(this.metric.value));
+    const chart = this.charts.find((c) => c.metrics.some((m) => m.key === this.metric.value));
     const range = chart.div.layout && chart.div.layout.xaxis && chart.div.layout.xaxis.range;
     if (range && range.length === 2) return [Math.max(0, Number(range[0])), Number(range[1])];
     const xs = chart.div.data && chart.div.data[0] ? chart.div.data[0].x : [];
@@ -335,7 +340,7 @@ export class RunView {
     };
     const id = this.target.value;
     if (!id) {
-      this.ctx.openFindingForm({ pass: "break", evidence });
+      this.ctx.openFindingForm({ pass: config.pass.BREAK, evidence });
       return;
     }
     const f = this.ctx.store.get(id);

@@ -3,12 +3,12 @@
 // started the first time their pass is shown.
 
 import { api, apiList, describeError, fill } from "./api.js";
+import { config } from "./config.js";
 import { anchorForQuote, drawHighlights, selectionIn } from "./doc.js";
 import { FindingStore, authorName, findingItem, passOf } from "./findings.js";
 import { initPasses } from "./passes.js";
 import { connectSession } from "./presence.js";
 
-const config = JSON.parse(document.getElementById("page-config").textContent);
 const store = new FindingStore();
 const docBody = document.getElementById("doc-body");
 const originalDocHtml = docBody.innerHTML;
@@ -39,7 +39,7 @@ function selectionInProgress() {
 }
 
 function renderDoc() {
-  const findings = store.all().filter((f) => f.status !== "dropped");
+  const findings = store.all().filter((f) => f.status !== config.droppedStatus);
   const unplaced = drawHighlights(docBody, originalDocHtml, findings, config.docSource.length, activate);
   const orphanBox = document.getElementById("orphans");
   const list = document.getElementById("orphan-list");
@@ -96,7 +96,7 @@ async function onAction(action, f, value) {
     }
   }
   else if (action === "show-evidence") {
-    ctx.showPass("break");
+    ctx.showPass(config.pass.BREAK);
     ctx.events.dispatchEvent(new CustomEvent("show-evidence", { detail: f }));
   } else if (action === "delete") {
     if (!window.confirm(`Delete the finding "${f.title}"?`)) return;

@@ -59,7 +59,7 @@ export function initSweep(ctx) {
     try {
       const sweep = await api(`/api/sweeps/${id}/`);
       draw(sweep);
-      if (sweep.status === "queued" || sweep.status === "running") timer = setTimeout(() => poll(id), POLL_MS);
+      if (ctx.config.runStatuses.active.includes(sweep.status)) timer = setTimeout(() => poll(id), POLL_MS);
       else start.disabled = false;
     } catch (err) {
       status.textContent = `Could not read the sweep: ${err.message}`;

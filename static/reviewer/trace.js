@@ -31,11 +31,12 @@ function facts(s) {
 
 export function initTrace(ctx) {
   const box = document.getElementById("trace-panel");
-  const hops = ctx.config.hops; // [{key,label}]
-  const forward = hops.filter((h) => h.key !== "response_path");
-  const back = hops.find((h) => h.key === "response_path");
+  const hops = ctx.config.hops; // [{key, label, returns}] in the request's order
+  const forward = hops.filter((h) => !h.returns);
+  const back = hops.find((h) => h.returns);
   const info = facts(ctx.config.fleet && ctx.config.fleet.scenario);
-  let selected = "dispatcher";
+  // The dispatcher, in the middle of the path, is where most findings sit.
+  let selected = forward[Math.floor(forward.length / 2)].key;
 
   const width = 820, boxW = 160, boxH = 92, gap = (width - forward.length * boxW) / (forward.length - 1 || 1);
   const drawing = svg("svg", { viewBox: `0 0 ${width} 200`, class: "trace-svg", role: "group", "aria-label": "The request's path" });
@@ -76,7 +77,7 @@ export function initTrace(ctx) {
 
   const hopTitle = el("h3");
   const list = el("ul", { class: "finding-list" });
-  const add = el("button", { type: "button", class: "primary", onclick: () => ctx.openFindingForm({ pass: "trace", hop: selected }) }, "New finding on this hop");
+  const add = el("button", { type: "button", class: "primary", onclick: () => ctx.openFindingForm({ pass: ctx.config.pass.TRACE, hop: selected }) }, "New finding on this hop");
 
   function draw() {
     const all = ctx.store.all();

@@ -1,0 +1,62 @@
+"""The server owns the shared vocabulary: the page gets it in its config, the scripts never retype it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from emulator.sim.results import FRAME_KEYS
+from reviewer.vocabulary import RUN_CHARTS, vocabulary
+
+STATIC = Path(__file__).resolve().parents[2] / "static" / "reviewer"
+
+# Words that are also ordinary JavaScript or DOM strings ("open" is a socket
+# event, "ok" a response flag), so a literal of them proves nothing.
+COMMON_WORDS = {"open", "ok"}
+
+
+def _words() -> set[str]:
+    v = vocabulary()
+    words = {c["key"] for name in ("passes", "severities", "findingStatuses", "hops") for c in v[name]}
+    words |= set(v["runStatuses"]["all"]) | set(v["frameMetrics"])
+    return words - COMMON_WORDS
+
+
+def test_it_draws_only_metrics_the_emulator_puts_in_a_frame() -> None:
+    drawn = [m["key"] for chart in RUN_CHARTS for m in chart["metrics"]]
+    assert drawn and set(drawn) <= set(FRAME_KEYS)
+
+
+def test_it_leaves_no_pass_severity_status_hop_or_metric_spelled_out_in_the_scripts() -> None:
+    literal = re.compile(r"""["'`]([a-z_0-9]+)["'`]""")
+    found = {
+        f"{path.name}: {word}"
+        for path in sorted(STATIC.glob("*.js"))
+        for word in literal.findall(path.read_text("utf-8"))
+        if word in _words()
+    }
+    assert found == set()
+
+
+@pytest.mark.django_db
+def test_it_sends_the_vocabulary_in_the_session_pages_config(django_user_model: Any) -> None:
+    from reviewer.services import review as services
+
+    owner = django_user_model.objects.create_user("owner", password="pw-owner-123")
+    doc = services.doc_create(owner=owner, title="Doc", body="Text.")
+    session = services.session_create(owner=owner, doc=doc)
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    config = json.loads(re.search(r'<script id="page-config" type="application/json">(.*?)</script>',
+                                  page, re.S).group(1))
+    assert [s["key"] for s in config["severities"]] == ["fix_now", "clarify", "mention"]
+    assert config["runStatuses"]["final"] == ["done", "cancelled", "failed"]
+    assert config["frameMetrics"] == list(FRAME_KEYS)
+    assert config["runCharts"] == RUN_CHARTS
+    assert config["pass"]["BREAK"] == "break"
