@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -338,3 +339,149 @@ def _line_starts(lines: list[str]) -> list[int]:
         starts.append(total)
         total += len(line)
     return starts
+
+
+# --- the rendered doc ---------------------------------------------------------
+#
+# Readers select text in the rendered page, while anchors are kept on the
+# Markdown source. The two texts differ by markup (``**``, link targets, list
+# markers) and the whitespace between blocks; :func:`align` matches them word
+# by word once per revision, and both directions of the page's work use it:
+# a selection is found in the rendered text and carried to the source
+# (:func:`place_selection`), and a stored anchor is carried to the rendered
+# text to be highlighted (``TextMap.to_rendered``, applied by the page).
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Text a reader selected in the rendered doc, as the browser reports it.
+
+    ``quote``, ``prefix`` and ``suffix`` are rendered text (whitespace may be
+    collapsed); ``position`` is roughly where the selection starts, from 0 (the
+    top of the doc) to 1 (its end), and picks among repeats that share their
+    context.
+    """
+
+    quote: str
+    prefix: str = ""
+    suffix: str = ""
+    position: float | None = None
+
+
+@dataclass(frozen=True)
+class TextMap:
+    """Which characters of a rendered text are which characters of its source.
+
+    ``runs`` are ``(source_start, rendered_start, length)`` stretches that are
+    identical in both texts, in increasing order; characters outside every run
+    (markup, block whitespace) have no counterpart.
+    """
+
+    runs: tuple[tuple[int, int, int], ...]
+    rendered_length: int
+
+    def to_rendered(self, start: int, end: int) -> tuple[int, int] | None:
+        """The rendered span from the first to the last mapped character of ``source[start:end]``."""
+        return self._carry(start, end, 0, 1)
+
+    def to_source(self, start: int, end: int) -> tuple[int, int] | None:
+        """The source span from the first to the last mapped character of ``rendered[start:end]``."""
+        return self._carry(start, end, 1, 0)
+
+    def _carry(self, start: int, end: int, frm: int, to: int) -> tuple[int, int] | None:
+        first = last = None
+        for run in self.runs:
+            lo, hi = max(start, run[frm]), min(end, run[frm] + run[2])
+            if lo >= hi:
+                continue
+            if first is None:
+                first = run[to] + lo - run[frm]
+            last = run[to] + hi - run[frm]
+        return None if first is None or last is None else (first, last)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-safe form, for the page that draws highlights."""
+        return {"runs": [list(r) for r in self.runs], "renderedLength": self.rendered_length}
+
+
+@lru_cache(maxsize=16)
+def align(source: str, rendered: str) -> TextMap:
+    """Match ``rendered`` (the text of the rendered doc) with its Markdown ``source``, word by word.
+
+    Words and punctuation are compared as tokens (fast, and markup never
+    splits a word); whitespace between two matched tokens joins them in one
+    run when it is the same in both texts.
+    """
+    src = [(m.start(), m.group()) for m in _TOKEN.finditer(source)]
+    ren = [(m.start(), m.group()) for m in _TOKEN.finditer(rendered)]
+    matcher = SequenceMatcher(None, [t for _, t in src], [t for _, t in ren], autojunk=False)
+    pairs = [(block.a + k, block.b + k) for block in matcher.get_matching_blocks() for k in range(block.size)]
+    # The longest common stretch can pull a token away from its neighbour: in
+    # "batch.\n4. The" against "batch.\nThe", the first "." is matched with
+    # the list marker's. A token that follows its matched neighbour in the
+    # rendered text is matched with the source token that follows it too, when
+    # they are the same.
+    for n in range(1, len(pairs)):
+        (pa, pb), (a, b) = pairs[n - 1], pairs[n]
+        if b == pb + 1 and a != pa + 1 and pa + 1 < a and src[pa + 1][1] == ren[b][1]:
+            pairs[n] = (pa + 1, b)
+    runs: list[list[int]] = []
+    for ai, bi in pairs:
+        s, token = src[ai]
+        r = ren[bi][0]
+        if runs:
+            ps, pr, pn = runs[-1]
+            if source[ps + pn : s] == rendered[pr + pn : r]:
+                runs[-1][2] = s + len(token) - ps
+                continue
+        runs.append([s, r, len(token)])
+    return TextMap(runs=tuple((s, r, n) for s, r, n in runs), rendered_length=len(rendered))
+
+
+def _collapsed(text: str) -> tuple[str, list[int]]:
+    """``text`` with each run of whitespace as one space, and each kept character's offset."""
+    out: list[str] = []
+    offsets: list[int] = []
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if out and out[-1] == " ":
+                continue
+            ch = " "
+        out.append(ch)
+        offsets.append(i)
+    return "".join(out), offsets
+
+
+def place_selection(source: str, rendered: str, selection: Selection) -> Anchor | None:
+    """The anchor on ``source`` of a selection made in ``rendered``; None if it is not there.
+
+    The quote is looked for in the rendered text first (where it was
+    selected): among several occurrences the one whose context matches the
+    selection's best, then the one nearest its position. Its span is carried to
+    the source through :func:`align`. A quote that is not rendered text (typed
+    or pasted into the form) is looked for in the source, verbatim and then
+    approximately.
+    """
+    quote = " ".join(selection.quote.split())
+    if not quote:
+        return None
+    flat, offsets = _collapsed(rendered)
+    hits = _occurrences(flat, quote)
+    if hits:
+        prefix, suffix = _collapsed(selection.prefix)[0], _collapsed(selection.suffix)[0]
+        expected = None if selection.position is None else int(selection.position * len(flat))
+
+        def key(h: int) -> tuple[float, float]:
+            ctx = _context_similarity(flat, h, h + len(quote), prefix, suffix) if prefix or suffix else 0.0
+            close = 0.0 if expected is None else _closeness(h, expected, len(quote))
+            return (round(ctx, 3), close)
+
+        best = max(hits, key=key)
+        span = align(source, rendered).to_source(offsets[best], offsets[best + len(quote) - 1] + 1)
+        if span is not None:
+            return anchor_at(source, *span)
+    return locate_quote(source, selection.quote, selection.prefix, selection.suffix) or locate_fuzzy(
+        source, selection.quote, selection.prefix, selection.suffix
+    )

@@ -7,6 +7,9 @@ handler attributes, no style, and links only to http, https and mailto.
 
 from __future__ import annotations
 
+from functools import lru_cache
+from html.parser import HTMLParser
+
 import markdown as md
 import nh3
 
@@ -42,3 +45,26 @@ def sanitize_html(html: str) -> str:
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
     )
+
+
+class _TextOf(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+@lru_cache(maxsize=16)
+def rendered_text(text: str) -> str:
+    """The text of Markdown ``text`` as rendered: what a browser's text nodes hold, in order.
+
+    Anchors are placed and highlighted through this text (see
+    ``reviewer.anchoring.align``); the page inserts the rendered HTML with
+    nothing around it, so its text is exactly this.
+    """
+    parser = _TextOf()
+    parser.feed(render_markdown(text))
+    parser.close()
+    return "".join(parser.parts)

@@ -101,13 +101,27 @@ class FindingReplySerializer(serializers.ModelSerializer):
         return render_markdown(obj.body)
 
 
+class SelectionSerializer(serializers.Serializer):
+    """Text a reader selected in the rendered doc; the server finds it in the doc's source."""
+
+    quote = serializers.CharField(max_length=20_000, trim_whitespace=False,
+                                  help_text="The selected text, as rendered.")
+    prefix = serializers.CharField(max_length=200, required=False, allow_blank=True, trim_whitespace=False,
+                                   help_text="About 32 characters of rendered text before the selection.")
+    suffix = serializers.CharField(max_length=200, required=False, allow_blank=True, trim_whitespace=False,
+                                   help_text="About 32 characters of rendered text after the selection.")
+    position = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0,
+                                      help_text="Roughly where the selection starts: 0 the top of the doc, 1 its end.")
+
+
 class FindingSerializer(serializers.ModelSerializer):
     """A finding. ``pass`` is the review pass; writes must carry the current ``version``.
 
     The anchor may be given as a quote (``anchor_exact``, with optional
     ``anchor_prefix``/``anchor_suffix`` to pick among repeats), as offsets
-    (``anchor_start``/``anchor_end``), or both; it is taken on the doc's latest
-    revision and answered with all five filled in.
+    (``anchor_start``/``anchor_end``), or both; or, from a page, as the reader's
+    ``selection`` in the rendered doc, which the server places. It is taken on
+    the doc's latest revision and answered with all five filled in.
     """
 
     author = serializers.SerializerMethodField()
@@ -125,6 +139,8 @@ class FindingSerializer(serializers.ModelSerializer):
     )
     evidence_t_from_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
     evidence_t_to_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
+    selection = SelectionSerializer(write_only=True, required=False,
+                                    help_text="Instead of the anchor_* fields: text selected in the rendered doc.")
 
     class Meta:
         model = Finding
@@ -133,7 +149,7 @@ class FindingSerializer(serializers.ModelSerializer):
             "status", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start",
             "anchor_end", "revision", "orphaned", "trace_hop", "evidence_run_id",
             "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "reply_count",
-            "created_at", "updated_at", "version",
+            "created_at", "updated_at", "version", "selection",
         ]
         read_only_fields = ["session", "orphaned"]
         # Quotes and their context are compared character for character.

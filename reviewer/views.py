@@ -21,8 +21,10 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from reviewer import permissions, selectors
-from reviewer.markdown import render_markdown
+from reviewer.anchoring import align
+from reviewer.markdown import render_markdown, rendered_text
 from reviewer.models import (
+    DocRevision,
     ReviewPass,
     ReviewSession,
     Severity,
@@ -89,9 +91,12 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def _page_config(request: HttpRequest, session: ReviewSession, source: str) -> dict[str, Any]:
-    """What the session page's scripts need: ids, the doc's Markdown source, the
-    fleet's scenario, the shared vocabulary, and the URLs of the API and websockets."""
+def _page_config(
+    request: HttpRequest, session: ReviewSession, revision: DocRevision | None, source: str
+) -> dict[str, Any]:
+    """What the session page's scripts need: ids, the doc's revision and the map from
+    its source to its rendered text, the fleet's scenario, the shared vocabulary,
+    and the URLs of the API and websockets."""
     fleet = session.fleet_config
     fleet_version = fleet.latest_version() if fleet else None
     return {
@@ -100,7 +105,10 @@ def _page_config(request: HttpRequest, session: ReviewSession, source: str) -> d
         "currentPass": session.current_pass,
         "isOpen": session.is_open,
         "canManage": permissions.can_manage_session(request.user, session),
-        "docSource": source,
+        # Highlights are drawn through the server's map from the source to the
+        # rendered text; the page never searches the text for a quote itself.
+        "docRevision": revision.number if revision else None,
+        "docMap": align(source, rendered_text(source)).to_dict(),
         "fleet": {
             "id": fleet.pk,
             "name": fleet.name,
@@ -134,7 +142,7 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     session = _get_session_for_user(request.user, session_id)
     revision = session.doc.latest_revision()
     source = revision.body if revision else session.doc.body
-    page_config = _page_config(request, session, source)
+    page_config = _page_config(request, session, revision, source)
     context = {
         "session": session,
         "revision": revision,

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewer import permissions, selectors
+from reviewer.anchoring import Selection
 from reviewer.api.serializers import FindingsReorderSerializer
 from reviewer.models.review import (
     Finding,
@@ -55,7 +56,10 @@ def _choice_filter(params: Any, name: str, allowed: list[str]) -> str | None:
 
 def _finding_fields(data: dict[str, Any]) -> dict[str, Any]:
     """Validated serializer data as the services' keyword arguments."""
-    return {k: v for k, v in data.items() if k not in {"version"}}
+    fields = {k: v for k, v in data.items() if k not in {"version"}}
+    if "selection" in fields:
+        fields["selection"] = Selection(**fields["selection"])
+    return fields
 
 
 @extend_schema_view(get=extend_schema(parameters=FILTERS))
@@ -131,7 +135,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
         if "version" not in data:
             raise ValidationError({"version": ["Send the version you read; it guards against overwriting."]})
         version = data.pop("version")
-        serializer.instance = services.finding_update(finding=finding, version=version, **data)
+        serializer.instance = services.finding_update(finding=finding, version=version, **_finding_fields(data))
 
     def perform_destroy(self, instance: Finding) -> None:
         if not permissions.can_edit_finding(self.request.user, instance):

@@ -15,7 +15,15 @@ from django.db import transaction
 from django.db.models import Max
 
 from reviewer import realtime
-from reviewer.anchoring import Anchor, anchor_at, locate_fuzzy, locate_quote
+from reviewer.anchoring import (
+    Anchor,
+    Selection,
+    anchor_at,
+    locate_fuzzy,
+    locate_quote,
+    place_selection,
+)
+from reviewer.markdown import rendered_text
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
@@ -67,15 +75,29 @@ def resolve_anchor(
     suffix: str = "",
     start: int | None = None,
     end: int | None = None,
+    selection: Selection | None = None,
 ) -> Anchor | None:
-    """An anchor in ``revision`` from whatever part of the selectors the client gave.
+    """An anchor in ``revision`` from a reader's selection, or from the selectors a client gave.
 
-    Offsets alone cut the quote from the text; a quote alone is searched for
-    verbatim (context picks among repeats), then approximately (a selection in
-    the rendered page lacks the Markdown markup); both must agree. Errors name
-    the field (:class:`Invalid`).
+    A ``selection`` (text selected in the rendered page, with its context and
+    position) is placed by :func:`reviewer.anchoring.place_selection`: the page
+    never matches text itself. Otherwise offsets alone cut the quote from the
+    text; a quote alone is searched for verbatim (context picks among
+    repeats), then approximately; both must agree. Errors name the field
+    (:class:`Invalid`).
     """
     text = revision.body
+    if selection is not None:
+        if exact or start is not None or end is not None:
+            raise Invalid("selection", "Give a selection or the anchor_* fields, not both.")
+        placed = place_selection(text, rendered_text(text), selection)
+        if placed is None:
+            raise Invalid(
+                "selection",
+                f"{selection.quote[:80]!r} is not in revision {revision.number} of the doc; "
+                "select the passage again (reload the page if the doc was revised meanwhile).",
+            )
+        return placed
     if start is None and end is None and not exact:
         return None
     if (start is None) != (end is None):
@@ -130,13 +152,14 @@ def finding_create(
     anchor_suffix: str = "",
     anchor_start: int | None = None,
     anchor_end: int | None = None,
+    selection: Selection | None = None,
     trace_hop: str = "",
     evidence_run_id: int | None = None,
     evidence_t_from_s: float | None = None,
     evidence_t_to_s: float | None = None,
     evidence_metric: str = "",
 ) -> Finding:
-    """Record a finding; a quote is anchored on the doc's latest revision."""
+    """Record a finding; a quote (or a reader's selection) is anchored on the doc's latest revision."""
     if not session.is_open:
         raise Invalid("session", "The session is closed; reopen it to add findings.")
     _check_evidence_run(session, evidence_run_id)
@@ -166,10 +189,11 @@ def finding_create(
             suffix=anchor_suffix,
             start=anchor_start,
             end=anchor_end,
+            selection=selection,
         )
         if anchor is not None:
             set_anchor(finding, revision, anchor)
-    elif anchor_exact or anchor_start is not None:
+    elif anchor_exact or anchor_start is not None or selection is not None:
         raise Invalid("anchor_exact", "The doc has no revision to anchor to.")
     finding.position = _next_position(session, severity) if position is None else position
     finding.full_clean(exclude=["session", "author", "revision"])
@@ -192,6 +216,7 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
             f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",
             current=finding.version,
         )
+    selection: Selection | None = changes.pop("selection", None)
     unknown = set(changes) - set(FINDING_FIELDS) - set(ANCHOR_FIELDS) - {"position"}
     if unknown:
         names = sorted(unknown)
@@ -208,18 +233,24 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
         finding.position = _next_position(finding.session, finding.severity)
     # A full PUT repeats the anchor as read; only a changed anchor is re-placed
     # (an orphan's anchor belongs to its old revision and would not resolve).
-    if any(name in changes and changes[name] != getattr(finding, name) for name in ANCHOR_FIELDS):
+    if selection is not None or any(
+        name in changes and changes[name] != getattr(finding, name) for name in ANCHOR_FIELDS
+    ):
         revision = finding.session.doc.latest_revision()
         if revision is None:
             raise Invalid("anchor_exact", "The doc has no revision to anchor to.")
-        anchor = resolve_anchor(
-            revision=revision,
-            exact=changes.get("anchor_exact", ""),
-            prefix=changes.get("anchor_prefix", ""),
-            suffix=changes.get("anchor_suffix", ""),
-            start=changes.get("anchor_start"),
-            end=changes.get("anchor_end"),
-        )
+        if selection is not None:
+            # A new selection replaces the anchor whatever anchor_* fields came with it.
+            anchor = resolve_anchor(revision=revision, selection=selection)
+        else:
+            anchor = resolve_anchor(
+                revision=revision,
+                exact=changes.get("anchor_exact", ""),
+                prefix=changes.get("anchor_prefix", ""),
+                suffix=changes.get("anchor_suffix", ""),
+                start=changes.get("anchor_start"),
+                end=changes.get("anchor_end"),
+            )
         if anchor is None:
             finding.revision = None
             finding.anchor_exact = finding.anchor_prefix = finding.anchor_suffix = ""

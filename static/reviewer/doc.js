@@ -1,38 +1,14 @@
-// The rendered doc: turning a text selection into an anchor on the Markdown
-// source, and drawing findings' anchors back onto the rendered text.
+// The rendered doc: reporting a reader's selection, and drawing findings'
+// anchors back onto the rendered text.
 //
-// Anchors are stored against the revision's Markdown source (W3C
-// TextQuoteSelector + TextPositionSelector offsets into revision.body), while
-// the reader selects rendered text. The two differ only by markup and
-// whitespace, so both sides are compared in a "canonical" form that drops
-// whitespace and Markdown's inline markers, keeping a map back to offsets.
+// Anchors live on the revision's Markdown source (W3C TextQuoteSelector +
+// TextPositionSelector offsets into revision.body) while the reader selects
+// rendered text. The server does all the matching between the two: the page
+// sends a selection as rendered text with its context and position, and draws
+// an anchor through the map from source to rendered offsets the server put in
+// the page's config (config.docMap). Nothing here searches the text.
 
 const CONTEXT_CHARS = 32;
-const DROPPED = /[\s*_`#>\\]/;
-
-/** The text without whitespace and Markdown markers, and each kept char's offset. */
-export function canonical(text) {
-  let s = "";
-  const map = [];
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i];
-    if (DROPPED.test(ch)) continue;
-    s += ch;
-    map.push(i);
-  }
-  return { s, map };
-}
-
-function occurrences(haystack, needle, limit = 200) {
-  const found = [];
-  if (!needle) return found;
-  let at = haystack.indexOf(needle);
-  while (at !== -1 && found.length < limit) {
-    found.push(at);
-    at = haystack.indexOf(needle, at + 1);
-  }
-  return found;
-}
 
 /** Text nodes under root (skipping none) with their offsets in the concatenated text. */
 export function textIndex(root) {
@@ -62,72 +38,42 @@ function offsetOf(index, container, offset) {
   return first ? first.start : index.text.length;
 }
 
-/** The current selection if it lies inside root: its rendered quote and relative position. */
+/** The current selection if it lies inside root, as the server takes it:
+ * {quote, prefix, suffix, position} in rendered text (see SelectionSerializer). */
 export function selectionIn(root) {
   const sel = window.getSelection();
   if (!sel || sel.isCollapsed || sel.rangeCount === 0) return null;
   const range = sel.getRangeAt(0);
   if (!root.contains(range.commonAncestorContainer)) return null;
   const index = textIndex(root);
-  const start = offsetOf(index, range.startContainer, range.startOffset);
-  const end = offsetOf(index, range.endContainer, range.endOffset);
+  let start = offsetOf(index, range.startContainer, range.startOffset);
+  let end = offsetOf(index, range.endContainer, range.endOffset);
   if (start === null || end === null || end <= start) return null;
-  const quote = index.text.slice(start, end).replace(/\s+/g, " ").trim();
-  if (!quote) return null;
-  return { quote, ratio: index.text.length ? start / index.text.length : 0 };
-}
-
-/**
- * Anchor fields for a quote of the rendered doc, located in the Markdown source.
- * ratio (0..1) says roughly where the quote was, to choose among repeats.
- */
-export function anchorForQuote(source, quote, ratio = null) {
-  const q = canonical(quote).s;
-  const src = canonical(source);
-  const hits = occurrences(src.s, q);
-  if (!q || hits.length === 0) {
-    // Not found in the source (the selection crossed markup we do not map):
-    // keep the quote alone and let the server place it.
-    return { anchor_exact: quote, anchor_prefix: "", anchor_suffix: "" };
-  }
-  let best = hits[0];
-  if (ratio !== null && hits.length > 1) {
-    const want = ratio * source.length;
-    best = hits.reduce((a, b) => (Math.abs(src.map[b] - want) < Math.abs(src.map[a] - want) ? b : a));
-  }
-  const start = src.map[best];
-  const end = src.map[best + q.length - 1] + 1;
+  // Leave out whitespace at either end, so the context is what touches the words.
+  while (start < end && /\s/.test(index.text[start])) start++;
+  while (end > start && /\s/.test(index.text[end - 1])) end--;
+  if (end <= start) return null;
+  const flat = (text) => text.replace(/\s+/g, " ");
   return {
-    anchor_exact: source.slice(start, end),
-    anchor_prefix: source.slice(Math.max(0, start - CONTEXT_CHARS), start),
-    anchor_suffix: source.slice(end, end + CONTEXT_CHARS),
-    anchor_start: start,
-    anchor_end: end,
+    quote: flat(index.text.slice(start, end)),
+    prefix: flat(index.text.slice(Math.max(0, start - 2 * CONTEXT_CHARS), start)).slice(-CONTEXT_CHARS),
+    suffix: flat(index.text.slice(end, end + 2 * CONTEXT_CHARS)).slice(0, CONTEXT_CHARS),
+    position: index.text.length ? start / index.text.length : 0,
   };
 }
 
-/** Where a finding's quote sits in the rendered text: [start, end) or null. */
-export function locate(finding, rendered, sourceLength) {
-  if (!finding.anchor_exact) return null;
-  const q = canonical(finding.anchor_exact).s;
-  const hits = occurrences(rendered.canon.s, q);
-  if (hits.length === 0) return null;
-  let best = hits[0];
-  if (hits.length > 1) {
-    const prefix = canonical(finding.anchor_prefix || "").s.slice(-12);
-    const suffix = canonical(finding.anchor_suffix || "").s.slice(0, 12);
-    const want = finding.anchor_start != null && sourceLength
-      ? (finding.anchor_start / sourceLength) * rendered.text.length : null;
-    const score = (h) => {
-      let s = 0;
-      if (prefix && rendered.canon.s.slice(Math.max(0, h - prefix.length), h) === prefix) s += 2;
-      if (suffix && rendered.canon.s.slice(h + q.length, h + q.length + suffix.length) === suffix) s += 2;
-      if (want !== null) s -= Math.abs(rendered.canon.map[h] - want) / Math.max(1, rendered.text.length);
-      return s;
-    };
-    best = hits.reduce((a, b) => (score(b) > score(a) ? b : a));
+/** Where source offsets [start, end) are in the rendered text, by the server's map; null if unmapped. */
+export function toRendered(docMap, start, end) {
+  let first = null;
+  let last = null;
+  for (const [s, r, n] of docMap.runs) {
+    const lo = Math.max(start, s);
+    const hi = Math.min(end, s + n);
+    if (lo >= hi) continue;
+    if (first === null) first = r + lo - s;
+    last = r + hi - s;
   }
-  return { start: rendered.canon.map[best], end: rendered.canon.map[best + q.length - 1] + 1 };
+  return first === null ? null : { start: first, end: last };
 }
 
 function wrapRange(root, start, end, makeMark) {
@@ -149,18 +95,19 @@ function wrapRange(root, start, end, makeMark) {
 }
 
 /**
- * Reset the doc to its rendered HTML and mark every placeable finding.
- * Returns the findings that quote the doc but could not be placed.
+ * Reset the doc to its rendered HTML and mark every finding anchored on the
+ * page's revision (doc = {revision, map}). Returns the findings that quote the
+ * doc but cannot be drawn here (orphaned, or on another revision).
  */
-export function drawHighlights(root, originalHtml, findings, sourceLength, onActivate) {
+export function drawHighlights(root, originalHtml, findings, doc, onActivate) {
   root.innerHTML = originalHtml;
-  const index = textIndex(root);
-  const rendered = { text: index.text, canon: canonical(index.text) };
   const placements = [];
   const unplaced = [];
   for (const f of findings) {
     if (!f.anchor_exact) continue;
-    const spot = f.orphaned ? null : locate(f, rendered, sourceLength);
+    // Offsets are on the finding's revision: only those on the page's revision can be drawn.
+    const onThisPage = !f.orphaned && f.revision === doc.revision && f.anchor_start != null;
+    const spot = onThisPage ? toRendered(doc.map, f.anchor_start, f.anchor_end) : null;
     if (spot) placements.push({ f, spot });
     else unplaced.push(f);
   }

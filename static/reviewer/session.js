@@ -4,7 +4,7 @@
 
 import { api, apiList, describeError, fill } from "./api.js";
 import { config } from "./config.js";
-import { anchorForQuote, drawHighlights, selectionIn } from "./doc.js";
+import { drawHighlights, selectionIn } from "./doc.js";
 import { FindingStore, authorName, findingItem, passOf } from "./findings.js";
 import { initPasses } from "./passes.js";
 import { connectSession } from "./presence.js";
@@ -40,7 +40,12 @@ function selectionInProgress() {
 
 function renderDoc() {
   const findings = store.all().filter((f) => f.status !== config.droppedStatus);
-  const unplaced = drawHighlights(docBody, originalDocHtml, findings, config.docSource.length, activate);
+  const unplaced = drawHighlights(docBody, originalDocHtml, findings,
+    { revision: config.docRevision, map: config.docMap }, activate);
+  // A finding moved to a newer revision than this page shows: the doc was revised meanwhile.
+  if (unplaced.some((f) => f.revision != null && config.docRevision != null && f.revision > config.docRevision)) {
+    ctx.say("The doc was revised since this page loaded; reload it to see every finding in place.");
+  }
   const orphanBox = document.getElementById("orphans");
   const list = document.getElementById("orphan-list");
   list.replaceChildren(...unplaced.map((f) => findingItem(f, { onAction, username: config.user.username })));
@@ -168,13 +173,13 @@ const fields = {
   error: document.getElementById("ff-error"),
   submit: document.getElementById("ff-submit"),
 };
-let formAnchor = null;
-let formQuote = "";
+// The reader's selection (rendered text, context, position) the form was opened with.
+let formSelection = null;
 let formEvidence = null;
 
-function openFindingForm({ quote = null, ratio = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
-  formAnchor = quote ? anchorForQuote(config.docSource, quote, ratio) : null;
-  formQuote = quote || "";
+function openFindingForm({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
+  formSelection = selection;
+  const formQuote = selection ? selection.quote : "";
   formEvidence = evidence;
   fields.quote.value = formQuote;
   fields.pass.value = pass || ctx.currentView || config.currentPass;
@@ -193,7 +198,7 @@ function openFindingForm({ quote = null, ratio = null, pass = null, hop = "", ev
 
 function closeForm() {
   form.hidden = true;
-  formAnchor = null;
+  formSelection = null;
   formEvidence = null;
   if (pending.length && !selectionInProgress()) applyPending();
 }
@@ -205,32 +210,22 @@ form.addEventListener("submit", async (event) => {
     fields.title.focus();
     return;
   }
-  // A quote typed or edited in the form is looked up in the doc's source.
+  // The server places the quote: the selection as made, or a quote typed or
+  // edited in the form on its own (it has no context or position then).
   const quote = fields.quote.value.replace(/\s+/g, " ").trim();
-  if (quote !== formQuote) formAnchor = quote ? anchorForQuote(config.docSource, quote) : null;
+  const selection = !quote ? null : formSelection && formSelection.quote === quote ? formSelection : { quote };
   const payload = {
     pass: fields.pass.value,
     severity: fields.severity.value,
     title: fields.title.value.trim(),
     body: fields.body.value,
     trace_hop: fields.hop.value,
-    ...(formAnchor || {}),
+    ...(selection ? { selection } : {}),
     ...(formEvidence || {}),
   };
   fields.submit.disabled = true;
   try {
-    let created;
-    try {
-      created = await api(config.urls.findings, { method: "POST", body: payload });
-    } catch (err) {
-      // The doc was revised since this page loaded: offsets no longer fit,
-      // so let the server find the quote in the new revision by itself.
-      const offsetsRefused = err.status === 400 && err.data && ("anchor_end" in err.data || "anchor_exact" in err.data);
-      if (!offsetsRefused || payload.anchor_start == null) throw err;
-      delete payload.anchor_start;
-      delete payload.anchor_end;
-      created = await api(config.urls.findings, { method: "POST", body: payload });
-    }
+    const created = await api(config.urls.findings, { method: "POST", body: payload });
     store.upsert(created, { quiet: true });
     window.getSelection()?.removeAllRanges();
     closeForm();
@@ -261,13 +256,13 @@ document.addEventListener("mouseup", () => {
   if (!mouseDownInDoc) return;
   mouseDownInDoc = false;
   const picked = selectionIn(docBody);
-  if (picked) openFindingForm({ quote: picked.quote, ratio: picked.ratio });
+  if (picked) openFindingForm({ selection: picked });
 });
 // Keyboard selections (caret browsing, shift+arrows) are offered on Enter.
 docBody.addEventListener("keyup", (e) => {
   if (e.key !== "Enter") return;
   const picked = selectionIn(docBody);
-  if (picked) openFindingForm({ quote: picked.quote, ratio: picked.ratio });
+  if (picked) openFindingForm({ selection: picked });
 });
 document.getElementById("apply-new").addEventListener("click", applyPending);
 

@@ -54,14 +54,17 @@ class ExampleReview:
         return f"/sessions/{self.session_id}/"
 
 
-def select_text(page: Any, text: str) -> None:
-    """Select ``text`` in the rendered doc with the mouse, as a reader would."""
+def select_text(page: Any, text: str, occurrence: int = 0) -> None:
+    """Select ``text`` (its ``occurrence``-th appearance, from 0) in the rendered doc with
+    the mouse, as a reader would."""
     box = page.evaluate(
-        """(text) => {
+        """([text, occurrence]) => {
             const root = document.getElementById('doc-body');
             const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+            let seen = 0;
             for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-                const i = n.nodeValue.indexOf(text);
+                let i = n.nodeValue.indexOf(text);
+                while (i >= 0 && seen < occurrence) { seen++; i = n.nodeValue.indexOf(text, i + 1); }
                 if (i < 0) continue;
                 const r = document.createRange();
                 r.setStart(n, i); r.setEnd(n, i + text.length);
@@ -72,9 +75,9 @@ def select_text(page: Any, text: str) -> None:
             }
             return null;
         }""",
-        text,
+        [text, occurrence],
     )
-    assert box is not None, f"{text!r} is not in the rendered doc"
+    assert box is not None, f"{text!r} is not in the rendered doc {occurrence + 1} times"
     page.mouse.move(box["x1"], box["y1"])
     page.mouse.down()
     page.mouse.move(box["x2"], box["y2"], steps=8)

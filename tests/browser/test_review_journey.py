@@ -101,3 +101,59 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     alice.click("#share-pass")
     bob.wait_for_selector("#tab-trace[aria-selected=true]", timeout=2000)
     assert bob.inner_text("[data-shared-for=trace]") == "session is here"
+
+
+REPEATED = "to the queue"
+
+
+def test_it_files_a_finding_on_the_second_of_two_identical_quotes_placed_by_the_server(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, console_errors: list[str]
+) -> None:
+    from reviewer.markdown import rendered_text
+    from reviewer.models import DesignDoc, Finding
+
+    alice = signed_in("alice")
+    alice.goto(dashboard.url + example_review.path)
+    alice.wait_for_selector("#doc-body mark.finding")
+    source = DesignDoc.objects.get().body
+    # The server's map is made on the text the page shows: they are the same text.
+    shown = alice.evaluate("""() => {
+        const walker = document.createTreeWalker(document.getElementById('doc-body'), NodeFilter.SHOW_TEXT);
+        let text = '';
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) text += n.nodeValue;
+        return text;
+    }""")
+    assert shown == rendered_text(source)
+    assert shown.count(REPEATED) == 2 and source.count(REPEATED) == 2
+
+    select_text(alice, REPEATED, occurrence=1)
+    alice.wait_for_selector("#finding-form:not([hidden])")
+    assert alice.input_value("#ff-quote") == REPEATED
+    alice.fill("#ff-title", "Which queue?")
+    alice.click("#ff-submit")
+    mark = alice.wait_for_selector("#doc-body mark.finding[title='Which queue?']")
+    assert mark.inner_text().strip() == REPEATED
+    finding = Finding.objects.get(title="Which queue?")
+    second = source.index(REPEATED, source.index(REPEATED) + 1)
+    assert (finding.anchor_start, finding.anchor_end) == (second, second + len(REPEATED))
+    # The mark sits on the second occurrence: the text before it holds the first.
+    before = alice.evaluate("""(id) => {
+        const mark = document.querySelector(`#doc-body mark.finding[data-finding-id="${id}"]`);
+        const range = document.createRange();
+        range.setStart(document.getElementById('doc-body'), 0);
+        range.setEndBefore(mark);
+        return range.toString();
+    }""", finding.pk)
+    assert before.count(REPEATED) == 1
+
+    # A quote typed into the form that is not in the doc: the server's error names the field and the fix.
+    alice.click("button.new-finding[data-pass=restate]")
+    alice.fill("#ff-quote", "a sentence this doc never had")
+    alice.fill("#ff-title", "Nowhere")
+    alice.click("#ff-submit")
+    alice.wait_for_selector("#ff-error:has-text('selection:')")
+    assert "select the passage again" in alice.inner_text("#ff-error")
+    assert not Finding.objects.filter(title="Nowhere").exists()
+    # The refused POST is logged by the browser; that one was meant.
+    console_errors[:] = [e for e in console_errors if "status of 400" not in e]
+    screenshot(alice, "session-selection-second-occurrence")

@@ -258,3 +258,40 @@ def test_a_quote_selected_in_the_rendered_doc_is_anchored_on_its_markdown_source
     data = response.json()
     assert data["anchor_exact"] == "Workers run **one batch** at a time."
     assert doc.body[data["anchor_start"] : data["anchor_end"]] == data["anchor_exact"]
+
+
+def _selection(text: str, quote: str, nth: int = 0) -> dict:
+    """A selection as the page sends it, of the nth occurrence of ``quote`` in the rendered doc."""
+    start = -1
+    for _ in range(nth + 1):
+        start = text.index(quote, start + 1)
+    end = start + len(quote)
+    return {"quote": quote, "prefix": text[max(0, start - 32):start], "suffix": text[end:end + 32],
+            "position": start / len(text)}
+
+
+def test_it_places_a_selection_of_the_second_of_two_repeated_words(api_as, open_review):
+    from reviewer.markdown import rendered_text
+
+    body = open_review.doc.body
+    selection = _selection(rendered_text(body), "batch", nth=1)
+    response = _new(api_as, open_review, anchor_exact="", selection=selection)
+    assert response.status_code == 201, response.content
+    data = response.json()
+    second = body.index("batch", body.index("batch") + 1)
+    assert (data["anchor_exact"], data["anchor_start"], data["anchor_end"]) == ("batch", second, second + 5)
+    assert "selection" not in data  # write-only: the answer is the anchor
+
+
+def test_it_names_the_selection_and_the_fix_when_the_selected_text_is_not_in_the_doc(api_as, open_review):
+    response = _new(api_as, open_review, anchor_exact="", selection={"quote": "a passage from another doc"})
+    assert response.status_code == 400
+    message = response.json()["selection"][0]
+    assert "revision 1" in message and "select the passage again" in message
+    assert not Finding.objects.exists()
+
+
+def test_it_refuses_a_selection_together_with_anchor_fields(api_as, open_review):
+    response = _new(api_as, open_review, selection={"quote": "batch"})  # _new sends anchor_exact too
+    assert response.status_code == 400
+    assert "not both" in response.json()["selection"][0]

@@ -85,13 +85,18 @@ def test_it_shows_the_session_page_with_the_rendered_doc_and_five_passes(
     assert '"plotly": "/vendor/plotly.min.js"' in page  # loaded by the break pass, locally
 
 
-def test_it_gives_the_page_script_the_doc_source_and_urls(people: dict, review: ReviewSession) -> None:
+def test_it_gives_the_page_script_the_doc_map_and_urls(people: dict, review: ReviewSession) -> None:
     response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/")
     page = response.content.decode()
     start = page.index('<script id="page-config" type="application/json">')
     raw = page[page.index(">", start) + 1 : page.index("</script>", start)]
     config = json.loads(raw)
-    assert config["docSource"] == DOC_BODY
+    # The map from the source to the rendered text carries every word of the doc.
+    assert config["docRevision"] == 1
+    sentence = "The dispatcher keeps requests in an in-memory queue."
+    start = DOC_BODY.index(sentence)
+    mapped = [r for r in config["docMap"]["runs"] if r[0] <= start < r[0] + r[2]]
+    assert mapped and mapped[0][2] >= len(sentence)
     assert config["urls"]["findings"] == f"/api/sessions/{review.pk}/findings/"
     assert config["user"]["username"] == "reviewer"
     assert config["canManage"] is False
