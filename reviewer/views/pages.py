@@ -1,24 +1,21 @@
-"""The browser pages: home, session creation and the session page, plus the
-small JSON helpers those pages read (the numbers pass, the placement solver)
-and plotly.js served from the plotly package.
+"""The browser pages: home, session creation and the session page.
 
 Data changes go through the REST API (reviewer/api) from the page's scripts;
-these views only render pages and read-only figures.
+these views only render pages. The figures the pages read are in
+:mod:`reviewer.views.figures`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.cache import cache_control
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from reviewer import permissions, selectors
 from reviewer.anchoring import align
@@ -40,7 +37,7 @@ def _sessions_for(user: Any) -> QuerySet[ReviewSession]:
     return selectors.sessions_visible_to(user).select_related("doc", "fleet_config", "owner")
 
 
-def _get_session_for_user(user: Any, session_id: int) -> ReviewSession:
+def get_session_for_user(user: Any, session_id: int) -> ReviewSession:
     """The session if the user may see it; 404 otherwise (never reveal it exists)."""
     return get_object_or_404(_sessions_for(user), pk=session_id)
 
@@ -64,11 +61,11 @@ def home(request: HttpRequest) -> HttpResponse:
 def session_create(request: HttpRequest) -> HttpResponse:
     """Start a review of a doc with a fleet config; the creator owns it."""
     errors = []
-    doc = selectors.docs_visible_to(request.user).filter(pk=_int_or_none(request.POST.get("doc"))).first()
+    doc = selectors.docs_visible_to(request.user).filter(pk=int_or_none(request.POST.get("doc"))).first()
     if doc is None:
         errors.append("doc: choose one of your docs.")
     fleet = None
-    fleet_id = _int_or_none(request.POST.get("fleet_config"))
+    fleet_id = int_or_none(request.POST.get("fleet_config"))
     if fleet_id is not None:
         fleet = selectors.fleet_configs_visible_to(request.user).filter(pk=fleet_id).first()
         if fleet is None:
@@ -84,7 +81,7 @@ def session_create(request: HttpRequest) -> HttpResponse:
     return redirect("session", session_id=session.pk)
 
 
-def _int_or_none(value: str | None) -> int | None:
+def int_or_none(value: str | None) -> int | None:
     try:
         return int(value) if value not in (None, "") else None
     except ValueError:
@@ -139,7 +136,7 @@ def _page_config(
 @require_GET
 def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     """The review itself: the doc on one side, the five passes on the other."""
-    session = _get_session_for_user(request.user, session_id)
+    session = get_session_for_user(request.user, session_id)
     revision = session.doc.latest_revision()
     source = revision.body if revision else session.doc.body
     page_config = _page_config(request, session, revision, source)
@@ -158,85 +155,3 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
         "can_manage": page_config["canManage"],
     }
     return render(request, "reviewer/session.html", context)
-
-
-def _scenario_for_session(user: Any, session_id: int) -> Any:
-    """The emulator Scenario of the session's fleet config; 404 when it has none."""
-    from emulator.scenario import Scenario
-
-    session = _get_session_for_user(user, session_id)
-    if session.fleet_config is None:
-        raise Http404("This session has no fleet config.")
-    return Scenario.from_dict(session.fleet_config.scenario)
-
-
-def _stale_scenario(exc: Exception) -> JsonResponse:
-    """409 for a fleet config saved before the emulator's current rules: name the key and the fix."""
-    return JsonResponse(
-        {"error": f"The fleet config's saved scenario no longer validates ({exc}); "
-                  f"fix that key in the fleet config and save it again."},
-        status=409,
-    )
-
-
-@login_required
-@require_GET
-def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
-    """The numbers pass computed from the session's fleet config."""
-    from emulator.analysis import numbers
-    from emulator.scenario import ScenarioError
-
-    try:
-        scenario = _scenario_for_session(request.user, session_id)
-    except ScenarioError as exc:
-        return _stale_scenario(exc)
-    return JsonResponse(numbers.compute(scenario).to_dict())
-
-
-@login_required
-@require_GET
-def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
-    """The placement solver's ranked layouts for the session's fleet.
-
-    The host count and size come from the fleet config; ``?hosts=N`` asks
-    about a different number of hosts. Each ranked layout carries the host
-    groups that would make it a fleet config (``host_groups``).
-    """
-    from emulator.analysis import placement
-    from emulator.analysis.placement.scenario import problem_args
-    from emulator.scenario import ScenarioError
-
-    try:
-        scenario = _scenario_for_session(request.user, session_id)
-    except ScenarioError as exc:
-        return _stale_scenario(exc)
-    requested = _int_or_none(request.GET.get("hosts"))
-    if requested is not None and not 1 <= requested <= 64:
-        return JsonResponse({"error": "hosts: give a whole number from 1 to 64."}, status=400)
-    try:
-        # The scenario's own figures (per-worker throughput, split, demand),
-        # exactly as `python -m emulator place --scenario` takes them.
-        problem = problem_args(scenario)
-        if requested is not None:
-            problem["hosts"] = requested
-        result = placement.solve(**problem).to_dict()
-    except placement.PlacementError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    units = problem["units"]
-    # The scenario form of each ranked layout, so "use this layout" can make a
-    # fleet config without the browser knowing the TOML grammar.
-    for entry in result["ranked"]:
-        entry["host_groups"] = placement.placement_to_hosts(entry, units)
-    return JsonResponse(result)
-
-
-@require_http_methods(["GET", "HEAD"])
-@cache_control(max_age=86400, public=True)
-def plotly_js(request: HttpRequest) -> FileResponse:
-    """plotly.min.js from the installed plotly package: no CDN, works offline."""
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    if not path.exists():
-        raise Http404("plotly.min.js is missing from the plotly package; reinstall plotly.")
-    return FileResponse(path.open("rb"), content_type="text/javascript")

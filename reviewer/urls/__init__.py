@@ -1,10 +1,10 @@
-"""URL routes. Each area keeps its own module; this file only includes them."""
+"""URL routes. Each area keeps its own module; this package only includes them."""
 
 from django.contrib import admin
 from django.urls import include, path
 
-from reviewer.views_health import healthz
-from reviewer.views_tokens import tokens_page
+from reviewer.views.health import healthz
+from reviewer.views.tokens import tokens_page
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -12,5 +12,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/tokens/", tokens_page, name="tokens"),
     path("api/", include("reviewer.api.urls")),
-    path("", include("reviewer.urls_pages")),
+    path("", include("reviewer.urls.pages")),
 ]

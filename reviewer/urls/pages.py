@@ -1,0 +1,16 @@
+"""Routes of the browser pages (the REST API lives under /api/)."""
+
+from django.urls import path
+
+from reviewer.views import figures, pages
+
+urlpatterns = [
+    path("", pages.home, name="home"),
+    path("sessions/new", pages.session_create, name="session-create"),
+    path("sessions/<int:session_id>/", pages.session_page, name="session"),
+    path("sessions/<int:session_id>/numbers.json", figures.session_numbers, name="session-numbers"),
+    path(
+        "sessions/<int:session_id>/placement.json", figures.session_placement, name="session-placement"
+    ),
+    path("vendor/plotly.min.js", figures.plotly_js, name="plotly-js"),
+]

@@ -1,0 +1,1 @@
+"""The browser's views: pages, the figures they read, the token page and /healthz."""

@@ -1,0 +1,98 @@
+"""Read-only figures the session page asks for: the numbers pass and the placement
+solver, computed by the emulator from the session's fleet config, and plotly.js
+served from the plotly package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, JsonResponse
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_http_methods
+
+from reviewer.views.pages import get_session_for_user, int_or_none
+
+
+def _scenario_for_session(user: Any, session_id: int) -> Any:
+    """The emulator Scenario of the session's fleet config; 404 when it has none."""
+    from emulator.scenario import Scenario
+
+    session = get_session_for_user(user, session_id)
+    if session.fleet_config is None:
+        raise Http404("This session has no fleet config.")
+    return Scenario.from_dict(session.fleet_config.scenario)
+
+
+def _stale_scenario(exc: Exception) -> JsonResponse:
+    """409 for a fleet config saved before the emulator's current rules: name the key and the fix."""
+    return JsonResponse(
+        {"error": f"The fleet config's saved scenario no longer validates ({exc}); "
+                  f"fix that key in the fleet config and save it again."},
+        status=409,
+    )
+
+
+@login_required
+@require_GET
+def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
+    """The numbers pass computed from the session's fleet config."""
+    from emulator.analysis import numbers
+    from emulator.scenario import ScenarioError
+
+    try:
+        scenario = _scenario_for_session(request.user, session_id)
+    except ScenarioError as exc:
+        return _stale_scenario(exc)
+    return JsonResponse(numbers.compute(scenario).to_dict())
+
+
+@login_required
+@require_GET
+def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
+    """The placement solver's ranked layouts for the session's fleet.
+
+    The host count and size come from the fleet config; ``?hosts=N`` asks
+    about a different number of hosts. Each ranked layout carries the host
+    groups that would make it a fleet config (``host_groups``).
+    """
+    from emulator.analysis import placement
+    from emulator.analysis.placement.scenario import problem_args
+    from emulator.scenario import ScenarioError
+
+    try:
+        scenario = _scenario_for_session(request.user, session_id)
+    except ScenarioError as exc:
+        return _stale_scenario(exc)
+    requested = int_or_none(request.GET.get("hosts"))
+    if requested is not None and not 1 <= requested <= 64:
+        return JsonResponse({"error": "hosts: give a whole number from 1 to 64."}, status=400)
+    try:
+        # The scenario's own figures (per-worker throughput, split, demand),
+        # exactly as `python -m emulator place --scenario` takes them.
+        problem = problem_args(scenario)
+        if requested is not None:
+            problem["hosts"] = requested
+        result = placement.solve(**problem).to_dict()
+    except placement.PlacementError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    units = problem["units"]
+    # The scenario form of each ranked layout, so "use this layout" can make a
+    # fleet config without the browser knowing the TOML grammar.
+    for entry in result["ranked"]:
+        entry["host_groups"] = placement.placement_to_hosts(entry, units)
+    return JsonResponse(result)
+
+
+@require_http_methods(["GET", "HEAD"])
+@cache_control(max_age=86400, public=True)
+def plotly_js(request: HttpRequest) -> FileResponse:
+    """plotly.min.js from the installed plotly package: no CDN, works offline."""
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.exists():
+        raise Http404("plotly.min.js is missing from the plotly package; reinstall plotly.")
+    return FileResponse(path.open("rb"), content_type="text/javascript")
