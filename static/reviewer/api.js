@@ -69,6 +69,23 @@ export async function apiList(url) {
   return items;
 }
 
+/**
+ * What a pass panel shows about the session's fleet, read from url; or null,
+ * after saying in the panel why there is nothing (no fleet, or the request failed).
+ */
+export async function fleetFigures(box, fleet, url, { noFleet, failed }) {
+  if (!fleet) {
+    box.replaceChildren(el("p", { class: "muted" }, noFleet));
+    return null;
+  }
+  try {
+    return await api(url);
+  } catch (err) {
+    box.replaceChildren(el("p", { class: "error" }, `${failed}: ${err.message}`));
+    return null;
+  }
+}
+
 /** Fill "{id}" in a URL template. */
 export function fill(template, id) {
   return template.replace("{id}", encodeURIComponent(id));

@@ -2,21 +2,15 @@
 // with their one-line explanations, and its suggested findings, each adopted
 // with one click.
 
-import { api, el } from "./api.js";
+import { api, el, fleetFigures } from "./api.js";
 
 export async function initNumbers(ctx) {
   const box = document.getElementById("numbers-panel");
-  if (!ctx.config.fleet) {
-    box.replaceChildren(el("p", { class: "muted" }, "This session has no fleet config, so there is nothing to compute."));
-    return;
-  }
-  let report;
-  try {
-    report = await api(ctx.config.urls.numbers);
-  } catch (err) {
-    box.replaceChildren(el("p", { class: "error" }, `The numbers could not be computed: ${err.message}`));
-    return;
-  }
+  const report = await fleetFigures(box, ctx.config.fleet, ctx.config.urls.numbers, {
+    noFleet: "This session has no fleet config, so there is nothing to compute.",
+    failed: "The numbers could not be computed",
+  });
+  if (!report) return;
 
   const table = el("table", { class: "numbers-table" },
     el("thead", {}, el("tr", {}, el("th", {}, "Figure"), el("th", {}, "For"), el("th", { class: "num" }, "Value"), el("th", {}, "How"))),

@@ -2,7 +2,7 @@
 // state and backlog), and the placement solver's ranked layouts with their
 // failure verdicts and "use this layout".
 
-import { api, el } from "./api.js";
+import { api, el, fleetFigures } from "./api.js";
 
 const BACKLOG_CAP = 10;
 export const HEATMAP_LEGEND = "Heatmap: dark red dead · pale green idle · blue busy · orange busy with a backlog of queued batches · blank free unit. Hover a cell for details.";
@@ -122,17 +122,11 @@ function layoutCard(ctx, entry, models, onUse) {
 export async function initPlacement(ctx) {
   const box = document.getElementById("placement-panel");
   const fleet = ctx.config.fleet;
-  if (!fleet) {
-    box.replaceChildren(el("p", { class: "muted" }, "This session has no fleet config to place."));
-    return;
-  }
-  let result;
-  try {
-    result = await api(ctx.config.urls.placement);
-  } catch (err) {
-    box.replaceChildren(el("p", { class: "error" }, `The placement could not be solved: ${err.message}`));
-    return;
-  }
+  const result = await fleetFigures(box, fleet, ctx.config.urls.placement, {
+    noFleet: "This session has no fleet config to place.",
+    failed: "The placement could not be solved",
+  });
+  if (!result) return;
   const models = Object.keys(result.workers || {});
   const status = el("p", { class: "status-line", role: "status" });
 
