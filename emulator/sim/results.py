@@ -85,6 +85,11 @@ class Outcomes:
     served_qps: float = 0.0
     latency_s: dict[str, float | None] = field(default_factory=dict)
 
+    def add(self, other: Outcomes) -> None:
+        """Add another's counts to these (not the rates and latencies)."""
+        for key in _TOTALS:
+            setattr(self, key, getattr(self, key) + getattr(other, key))
+
     def balanced(self) -> bool:
         """The conservation law: every offered request has exactly one outcome."""
         return self.offered == (
@@ -106,6 +111,20 @@ class Outcomes:
             "served_qps": self.served_qps,
             "latency_s": dict(self.latency_s),
         }
+
+
+#: The counts of ``Outcomes`` that add up over models.
+_TOTALS = (
+    "offered",
+    "ok",
+    "timed_out",
+    "shed",
+    "lost",
+    "orphaned",
+    "in_system_end",
+    "wasted_batches",
+    "retried",
+)
 
 
 @dataclass
