@@ -15,7 +15,6 @@ import numpy as np
 
 from emulator.scenario import ClientSpec
 from emulator.sim.arrivals import ArrivalSource
-from emulator.sim.batch import Batch
 from emulator.sim.histogram import LatencyHistogram
 from emulator.sim.requests import LOST, OK, ORPHANED, PENDING, TIMED_OUT, RequestStore
 
@@ -63,15 +62,15 @@ class ModelBooks:
         self.ingested = 0  # rows before this have reached the dispatcher (or were shed)
         self.swept = 0  # rows before this are past their client's deadline (if any)
         self.done: list[tuple[int, int, float, int]] = []  # completions not yet booked
+        #: Record that a worker finished store rows ``[first, end)`` at ``t_s``: call it
+        #: with ``(first, end, t_s, code)``, code OK or ORPHANED; the rows get it unless
+        #: decided already, booked in bulk by ``book_done``. (The list's own append: this
+        #: runs once per batch.)
+        self.complete = self.done.append
         self.frame = Counts()
         self.total = Counts()
         self.latencies: list[np.ndarray] = []
         self.hist = LatencyHistogram()
-
-    def complete(self, batch: Batch, now: float, code: int) -> None:
-        """A worker finished ``batch`` at ``now``: its rows get ``code`` (OK or ORPHANED)
-        unless decided already; booked in bulk by ``book_done``."""
-        self.done.append((batch.first, batch.end, now, code))
 
     # -- outcomes ------------------------------------------------------------------
     def lose(self, start: int, end: int, now: float) -> None:

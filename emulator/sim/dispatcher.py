@@ -26,6 +26,9 @@ from emulator.sim.books import ModelBooks
 from emulator.sim.events import BATCH_CLOSE, FAILOVER_END, EventQueue
 from emulator.sim.requests import SHED
 
+#: A candidate plan while planning: (time_s, full, take_to, cut).
+_Plan = tuple[float, bool, int, int]
+
 if TYPE_CHECKING:
     from emulator.sim.policies import DispatchPolicy
     from emulator.sim.workers import WorkerModel
@@ -73,7 +76,8 @@ class Dispatcher(ModelBooks):
         self.paused = False  # failing over: no dispatching
         self.paused_until = 0.0
         self.plan_version = 0
-        self.plan: ClosePlan | None = None
+        self._plan = ClosePlan()  # rewritten in place by every planning
+        self.plan: ClosePlan | None = None  # None: no close planned
         self.failover_s = disp.failover_s
         self.cold = disp.standby == "cold"
 
@@ -190,32 +194,31 @@ class Dispatcher(ModelBooks):
         if not (self.varied or self.queue_limit):  # the common, fast case
             k = self.batch_n - self.open_count
             full_row = self.ingested + k - 1
-            simple: ClosePlan | None = None
+            simple: _Plan | None = None
             if full_row < st.end:
-                simple = ClosePlan(st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
+                simple = (st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
             if self.close_after is not None:
                 due: float | None = None
                 if self.open_count:
                     due = self.open_first_s + self.close_after
                 elif self.ingested < st.end:
                     due = st.arrival.item(self.ingested - b) + self.close_after
-                if due is not None and (simple is None or due < simple.time_s):
-                    simple = ClosePlan(due, False, 0, 0)
-            self.plan = simple
-            return simple
+                if due is not None and (simple is None or due < simple[0]):
+                    simple = (due, False, 0, 0)
+            return self._set_plan(simple)
         avail = st.end - self.ingested
         cap = avail
         if self.queue_limit:
             cap = min(cap, max(0, self.queue_limit - self.depth()))
-        plan: ClosePlan | None = None
+        plan: _Plan | None = None
         if self.varied and self.open_count and self.open_tokens >= self.max_tokens:
             # The request that did not fit the last batch fills this one on its own.
-            plan = ClosePlan(self.open_first_s, True, self.ingested, self.ingested)
+            plan = (self.open_first_s, True, self.ingested, self.ingested)
         elif not self.varied:
             k = self.batch_n - self.open_count
             if 1 <= k <= cap:
                 idx = self.ingested + k - 1
-                plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx + 1)
+                plan = (float(st.arrival[idx - b]), True, idx + 1, idx + 1)
         elif cap >= 1:
             need = self.max_tokens - self.open_tokens
             lo = self.ingested - b
@@ -225,20 +228,25 @@ class Dispatcher(ModelBooks):
                 idx = self.ingested + j
                 exact = int(st.cum_tokens[lo + j]) - before == need
                 if exact or (self.open_count == 0 and j == 0):
-                    plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx + 1)
+                    plan = (float(st.arrival[idx - b]), True, idx + 1, idx + 1)
                 elif j + 1 <= cap:
                     # The request that does not fit closes the batch and opens the next.
-                    plan = ClosePlan(float(st.arrival[idx - b]), True, idx + 1, idx)
+                    plan = (float(st.arrival[idx - b]), True, idx + 1, idx)
         if self.close_after is not None:
             first = None
             if self.open_count:
                 first = self.open_first_s
             elif cap >= 1:
                 first = float(st.arrival[self.ingested - b])
-            if first is not None and (plan is None or first + self.close_after < plan.time_s):
-                plan = ClosePlan(first + self.close_after, False, 0, 0)
-        self.plan = plan
-        return plan
+            if first is not None and (plan is None or first + self.close_after < plan[0]):
+                plan = (first + self.close_after, False, 0, 0)
+        return self._set_plan(plan)
+
+    def _set_plan(self, plan: _Plan | None) -> ClosePlan | None:
+        """Make ``plan`` (time_s, full, take_to, cut) the open batch's plan, written into
+        the dispatcher's one ``ClosePlan``."""
+        self.plan = None if plan is None else self._plan.set(*plan)
+        return self.plan
 
     def close_full(self, upto: int) -> Batch:
         """The common case in one step (fixed tokens, no queue limit, no retries): admit
@@ -255,17 +263,26 @@ class Dispatcher(ModelBooks):
         return batch
 
     def plan_after_full(self) -> ClosePlan | None:
-        """``make_plan`` for a simple dispatcher right after ``close_full`` (empty batch)."""
+        """``make_plan`` for a simple dispatcher right after ``close_full`` (empty batch);
+        once per batch at peak load, so it writes the plan's fields directly."""
         self.plan_version += 1
         st, row = self.store, self.ingested
         full_row = row + self.batch_n - 1
-        plan: ClosePlan | None = None
+        plan = self._plan
         if full_row < st.end:
-            plan = ClosePlan(st.arrival.item(full_row - st.base), True, full_row + 1, full_row + 1)
-        if self.close_after is not None and row < st.end:
-            due = st.arrival.item(row - st.base) + self.close_after
-            if plan is None or due < plan.time_s:
-                plan = ClosePlan(due, False, 0, 0)
+            plan.time_s = st.arrival.item(full_row - st.base)
+            plan.full = True
+            plan.take_to = plan.cut = full_row + 1
+            if self.close_after is not None:
+                due = st.arrival.item(row - st.base) + self.close_after
+                if due < plan.time_s:
+                    plan.time_s, plan.full = due, False
+        elif self.close_after is not None and row < st.end:
+            plan.time_s = st.arrival.item(row - st.base) + self.close_after
+            plan.full = False
+        else:
+            self.plan = None
+            return None
         self.plan = plan
         return plan
 
@@ -311,11 +328,16 @@ class Dispatcher(ModelBooks):
         if version != self.plan_version or self.plan is None:
             return
         queue = self.queue
+        offer = self.policy.offer
         plan: ClosePlan | None = self.plan
         while plan is not None:
             now = queue.now_s
             if plan.full and self.simple and self.gw_shed is None:
-                self.dispatch(self.close_full(plan.take_to))
+                # The common case at peak load: ``dispatch`` inlined.
+                batch = self.close_full(plan.take_to)
+                if self.paused or not offer(batch):
+                    self.closed.append(batch)
+                    self.closed_reqs += batch.requests
                 plan = self.plan_after_full()
             else:
                 if plan.full:
@@ -333,7 +355,8 @@ class Dispatcher(ModelBooks):
             if plan is None:
                 return
             t = plan.time_s if plan.time_s > now else now
-            if queue.can_take_inline(t):
+            # queue.can_take_inline(t), inlined: this runs once per batch.
+            if t <= queue.target_s and (not queue.heap or t < queue.heap[0][0]):
                 # Same order as through the heap, with fewer heap operations.
                 queue.take_inline(t)
                 continue
@@ -343,16 +366,12 @@ class Dispatcher(ModelBooks):
     def dispatch(self, batch: Batch) -> None:
         """Hand a closed batch out through the policy, or hold it (failing over, or the
         policy cannot take it now)."""
-        if not self.paused and self.policy.ready():
-            self.policy.hand_out(batch)
-        else:
+        if self.paused or not self.policy.offer(batch):
             self.closed.append(batch)
             self.closed_reqs += batch.requests
 
-    def next_held(self) -> Batch | None:
-        """Take the oldest held batch, if the dispatcher is serving and holds one."""
-        if self.paused or not self.closed:
-            return None
+    def take_held(self) -> Batch:
+        """Take the oldest held batch (only while serving and holding one)."""
         batch = self.closed.popleft()
         self.closed_reqs -= batch.requests
         return batch
@@ -362,11 +381,13 @@ class Dispatcher(ModelBooks):
         if self.paused or not self.closed:
             return
         before = self.closed_reqs
-        policy = self.policy
-        while self.closed and policy.ready():
-            batch = self.closed.popleft()
+        closed, offer = self.closed, self.policy.offer
+        while closed:
+            batch = closed[0]
+            if not offer(batch):
+                break
+            closed.popleft()
             self.closed_reqs -= batch.requests
-            policy.hand_out(batch)
         if self.queue_limit and self.closed_reqs < before:
             self.replan()  # the queue is shorter: more arrivals may be admitted
 

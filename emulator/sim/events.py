@@ -57,7 +57,9 @@ class EventQueue:
     """A deterministic priority queue of simulation events and their handlers."""
 
     def __init__(self) -> None:
-        self._heap: list[Event] = []
+        #: The pending events, a heap. Read it (the next event is ``heap[0]``), never push
+        #: to it: ``schedule`` is the only way in.
+        self.heap: list[Event] = []
         self._seq = count()
         self._handlers: dict[EventKind, Handler] = {}
         #: Simulated time: the time of the event being handled.
@@ -73,17 +75,28 @@ class EventQueue:
 
     def schedule(self, time_s: float, kind: EventKind, a: Any = None, b: Any = None) -> None:
         """Schedule an event of ``kind`` at ``time_s`` carrying two payload values."""
-        heapq.heappush(self._heap, (time_s, kind.priority, next(self._seq), kind, a, b))
+        heapq.heappush(self.heap, (time_s, kind.priority, next(self._seq), kind, a, b))
+
+    def scheduler(self, kind: EventKind) -> Callable[[float, Any, Any], None]:
+        """A function scheduling events of ``kind``: ``schedule(time_s, a, b)`` with the
+        kind bound, for a part that schedules one kind very often (a worker model's
+        completions) and would otherwise pay ``schedule``'s lookups every time."""
+        heap, seq, priority, push = self.heap, self._seq, kind.priority, heapq.heappush
+
+        def schedule(time_s: float, a: Any = None, b: Any = None) -> None:
+            push(heap, (time_s, priority, next(seq), kind, a, b))
+
+        return schedule
 
     def next_time(self) -> float:
         """Time of the earliest event (infinity when empty)."""
-        return self._heap[0][0] if self._heap else float("inf")
+        return self.heap[0][0] if self.heap else float("inf")
 
     def can_take_inline(self, time_s: float) -> bool:
         """Whether a handler may handle its own next event at ``time_s`` at once instead of
         scheduling it: only when that is due within the current ``run_until`` and strictly
         before every queued event, so the order of events is the same either way."""
-        return time_s <= self.target_s and (not self._heap or time_s < self._heap[0][0])
+        return time_s <= self.target_s and (not self.heap or time_s < self.heap[0][0])
 
     def take_inline(self, time_s: float) -> None:
         """Advance the clock to an event taken inline (see ``can_take_inline``)."""
@@ -93,7 +106,7 @@ class EventQueue:
     def run_until(self, target_s: float) -> None:
         """Handle every event due at or before ``target_s`` in order."""
         self.target_s = target_s
-        heap, handlers, pop = self._heap, self._handlers, heapq.heappop
+        heap, handlers, pop = self.heap, self._handlers, heapq.heappop
         processed = 0
         while heap and heap[0][0] <= target_s:
             t, _, _, kind, a, b = pop(heap)
@@ -103,4 +116,4 @@ class EventQueue:
         self.processed += processed
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)

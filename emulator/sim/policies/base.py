@@ -1,8 +1,9 @@
 """The dispatch-policy interface: how one model's dispatcher hands out closed batches.
 
-A policy is made per dispatcher (``policy_class(sim, dispatcher)``). The dispatcher asks
-it whether it can hand out a batch now (``ready``) and, if so, gives it one
-(``hand_out``); otherwise the dispatcher holds the batch until ``drain``. The worker
+A policy is made per dispatcher (``policy_class(sim, dispatcher)``). The dispatcher
+offers it each closed batch (``offer``): the policy hands it to a worker if it can now,
+and otherwise declines, and the dispatcher holds the batch until ``drain`` offers it
+again. The worker
 model tells the policy when one of the model's workers finishes a batch
 (``batch_done``), has nothing left to do (``worker_idle``), dies or comes back. Pushing
 policies learn which workers are alive only at health checks (``health_check``, every
@@ -24,13 +25,15 @@ class DispatchPolicy:
     """Base class of dispatch policies; see the module docstring.
 
     Subclasses set ``name`` (the scenario's ``dispatcher.policy``) and
-    ``health_checked``, and implement ``ready`` and ``hand_out``; the other hooks do
-    nothing by default.
+    ``health_checked``, and implement ``offer``; the other hooks do nothing by default.
     """
 
     name: ClassVar[str]
     #: True for policies that push to workers and learn which are alive at health checks.
     health_checked: ClassVar[bool] = False
+    #: True for policies that implement ``batch_done`` (the call is skipped otherwise:
+    #: it comes once per batch).
+    counts_done: ClassVar[bool] = False
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         self.sim = sim
@@ -39,12 +42,9 @@ class DispatchPolicy:
         #: Each of this model's workers (fleet indexes) by its index within the model.
         self.local_index = {w: local for local, w in enumerate(dispatcher.workers)}
 
-    def ready(self) -> bool:
-        """Whether a batch can be handed out now (otherwise the dispatcher holds it)."""
-        raise NotImplementedError
-
-    def hand_out(self, batch: Batch) -> None:
-        """Give ``batch`` to a worker; called only when ``ready()``."""
+    def offer(self, batch: Batch) -> bool:
+        """Hand ``batch`` to a worker if the policy can now; False: the dispatcher keeps
+        it (and offers it again at ``drain``)."""
         raise NotImplementedError
 
     def batch_done(self, w: int) -> None:
@@ -81,11 +81,11 @@ class PushPolicy(DispatchPolicy):
         """The worker (fleet index) that gets ``batch``."""
         raise NotImplementedError
 
-    def ready(self) -> bool:
-        return bool(self.rotation)
-
-    def hand_out(self, batch: Batch) -> None:
+    def offer(self, batch: Batch) -> bool:
+        if not self.rotation:
+            return False  # every worker was dead at the last health check
         self.workers.assign(self.pick(batch), batch)
+        return True
 
     def health_check(self) -> None:
         alive = [w for w in self.dispatcher.workers if self.workers.is_alive(w)]

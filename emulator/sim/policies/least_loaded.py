@@ -23,6 +23,7 @@ class LeastLoaded(PushPolicy):
     """Fewest outstanding pushed batches first."""
 
     name = "least_loaded"
+    counts_done = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)

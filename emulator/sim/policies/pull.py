@@ -24,19 +24,18 @@ class Pull(DispatchPolicy):
         super().__init__(sim, dispatcher)
         self.idle: deque[int] = deque(dispatcher.workers)
 
-    def ready(self) -> bool:
-        return bool(self.idle)
-
-    def hand_out(self, batch: Batch) -> None:
+    def offer(self, batch: Batch) -> bool:
+        if not self.idle:
+            return False
         self.workers.start(self.idle.popleft(), batch)
+        return True
 
     def worker_idle(self, w: int) -> None:
         d = self.dispatcher
-        batch = d.next_held()
-        if batch is None:
+        if d.paused or not d.closed:
             self.idle.append(w)
             return
-        self.workers.start(w, batch)
+        self.workers.start(w, d.take_held())
         if d.queue_limit:
             d.replan()  # the queue is shorter: more arrivals may be admitted
 

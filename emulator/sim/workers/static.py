@@ -41,6 +41,8 @@ class ServiceTime:
         self.sigma = math.sqrt(sigma2)
         if self.kind == "lognormal" and self.sigma == 0:
             self.kind = "constant"
+        #: The service time when it never varies (0.0 otherwise), for the hot path.
+        self.constant_s = self.batch_s if self.kind == "constant" else 0.0
         self._block: list[float] = []
         self._pos = 0
 
@@ -69,6 +71,7 @@ class StaticWorkers(WorkerModel):
         n = len(self.fleet)
         self.service = ServiceTime(sim.scenario, sim.service_rng)
         self.queue = sim.queue
+        self._schedule_done = sim.queue.scheduler(WORKER_DONE)
         #: The batch each worker is running (None when idle or dead).
         self.batch: list[Batch | None] = [None] * n
         #: Batches pushed to each worker while it was busy, oldest first.
@@ -105,9 +108,8 @@ class StaticWorkers(WorkerModel):
             self.fleet.state[w] = BUSY
         self.batch[w] = work
         self.in_service[work.model] += work.requests
-        self.queue.schedule(
-            self.queue.now_s + self.service.draw(work.tokens), WORKER_DONE, w, self.version[w]
-        )
+        service_s = self.service.constant_s or self.service.draw(work.tokens)
+        self._schedule_done(self.queue.now_s + service_s, w, self.version[w])
 
     def _on_done(self, w: int, version: int) -> None:
         if version != self.version[w]:
@@ -116,10 +118,11 @@ class StaticWorkers(WorkerModel):
         assert batch is not None
         m = batch.model
         d = self.sim.disp[m]
-        d.complete(batch, self.queue.now_s, OK if batch.epoch == d.epoch else ORPHANED)
+        d.complete((batch.first, batch.end, self.queue.now_s, OK if batch.epoch == d.epoch else ORPHANED))
         self.in_service[m] -= batch.requests
         policy = d.policy
-        policy.batch_done(w)
+        if policy.counts_done:
+            policy.batch_done(w)
         backlog = self.backlog[w]
         if backlog:
             nxt = backlog.popleft()
