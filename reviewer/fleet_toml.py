@@ -9,6 +9,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from emulator.scenario import Scenario, ScenarioError
@@ -29,7 +30,7 @@ def validate_scenario_toml(text: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"scenario: not valid TOML: {exc}") from None
     try:
-        return Scenario.from_dict(data).to_dict()
+        return Scenario.from_dict(data, max_requests=settings.RUN_REQUEST_BUDGET).to_dict()
     except ScenarioError as exc:
         raise ValidationError(str(exc)) from None
 
@@ -37,6 +38,6 @@ def validate_scenario_toml(text: str) -> dict[str, Any]:
 def scenario_dict_to_toml(data: dict[str, Any]) -> str:
     """TOML text for a scenario given as a dict (the JSON form); errors name the key."""
     try:
-        return Scenario.from_dict(data).to_toml()
+        return Scenario.from_dict(data, max_requests=settings.RUN_REQUEST_BUDGET).to_toml()
     except ScenarioError as exc:
         raise ValidationError(str(exc)) from None

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from emulator import DEFAULT_REQUEST_BUDGET
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -242,9 +244,11 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Limits on emulator work a user can ask for.
+# Limits on emulator work a user can ask for. The request budget's default is the
+# emulator's own; the web app passes this setting wherever it validates a scenario
+# that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
-RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", 20_000_000)
+RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
 
 LOGGING = {
     "version": 1,

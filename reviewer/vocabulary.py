@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.sim.results import COUNT_KEYS, FRAME_KEYS
+from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS
 from reviewer.models.review import FindingStatus, ReviewPass, Severity, TraceHop
 from reviewer.models.runs import ACTIVE_STATUSES, FINAL_STATUSES, SPEEDS, RunStatus
+
+# The per-model metrics of a frame, as the emulator's results module groups them.
+FRAME_METRICS = (*COUNT_KEYS, *DEPTH_KEYS, *STAT_KEYS)
 
 # The run panel's charts: which frame metrics each one draws, and how. Chart
 # titles and labels are presentation; the metric keys must be the emulator's.
@@ -51,7 +54,7 @@ def vocabulary() -> dict[str, Any]:
             "final": [s.value for s in RunStatus if s in FINAL_STATUSES],
         },
         "speeds": list(SPEEDS),
-        "frameMetrics": list(FRAME_KEYS),
+        "frameMetrics": list(FRAME_METRICS),
         # A run summary's request counts: offered, then each outcome.
         "requestCounts": list(COUNT_KEYS),
         "runCharts": RUN_CHARTS,

@@ -8,7 +8,6 @@ Scenario, ScenarioError, load_scenario``.
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
     FAULT_ACTIONS,
-    POLICIES,
     SERVICES,
     SHAPES,
     STANDBYS,
@@ -27,7 +26,6 @@ from emulator.scenario.specs import (
 
 __all__ = [
     "FAULT_ACTIONS",
-    "POLICIES",
     "SERVICES",
     "SHAPES",
     "STANDBYS",

@@ -12,7 +12,6 @@ from typing import Any
 
 from emulator.scenario import (
     FAULT_ACTIONS,
-    POLICIES,
     SERVICES,
     SHAPES,
     STANDBYS,
@@ -262,12 +261,19 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
     return DispatcherSpec(
         max_batch_tokens=t.integer("max_batch_tokens", 10000, low=1),
         close_after_s=t.seconds_or("close_after_s", "never", "never"),
-        policy=t.choice("policy", POLICIES, "round_robin"),
+        policy=t.choice("policy", _policy_names(), "round_robin"),
         queue_limit=t.integer("queue_limit", 0, low=0),
         standby=t.choice("standby", STANDBYS, "cold"),
         failover_s=t.number("failover_s", 3.0, low=0.0),
         health_check_s=t.number("health_check_s", 5.0, positive=True),
     )
+
+
+def _policy_names() -> tuple[str, ...]:
+    """The registered dispatch policies: the registry is the one list of them."""
+    from emulator.sim.policies import POLICY_REGISTRY  # the sim layer registers them
+
+    return tuple(POLICY_REGISTRY)
 
 
 def _worker(raw: Any) -> WorkerSpec:

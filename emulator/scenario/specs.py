@@ -32,7 +32,6 @@ import tomli_w
 from emulator.scenario.errors import ScenarioError
 
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
-POLICIES = ("round_robin", "pull", "least_loaded")
 STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")

@@ -73,6 +73,10 @@ class ArrivalSource:
         self.window = -1
         self._retry: list[Arrivals] = []
 
+    def set_rate(self, qps: float) -> None:
+        """Make fresh traffic constant at ``qps`` (all models) from the next draw on."""
+        self.qps_override = qps
+
     # -- fresh traffic -------------------------------------------------------------
     def rate_of(self, times: np.ndarray) -> np.ndarray:
         """Offered rate (all models) at each of ``times``."""

@@ -1,95 +1,71 @@
-"""One model's dispatcher: the requests it has seen, its open batch, its queue of closed
-batches, its books (outcome counts) and its plan for closing the open batch.
+"""One model's dispatcher: the requests it has seen, its open batch, its plan for closing
+it, the closed batches it holds, and handing batches out through its dispatch policy.
 
 Requests reach the dispatcher lazily: the store holds arrivals a chunk ahead, and
 ``ingest(t)`` admits those up to ``t`` (shedding beyond ``queue_limit``). Between two
 events that lower the queue's depth, the depth only grows, so admitting in bulk is
 exact. A batch is a contiguous range of store rows; rows shed by the queue limit
-inside that range are skipped by their outcome code.
+inside that range are skipped by their outcome code. The outcomes themselves are the
+books' (``sim.books``).
 
-Outcomes are decided by what happens first. A request's client gives up at
-``arrival + timeout_s``; ``sweep(t)`` marks every still-pending request whose deadline
-has passed as ``timed_out``. Completions, losses and orphans only claim requests
-that are still pending and within their deadline, so no request is counted twice.
+A dead active dispatcher pauses dispatching for ``failover_s``; a cold standby starts
+empty (``fail``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from emulator.scenario import ModelSpec, Scenario
 from emulator.sim.arrivals import Arrivals, ArrivalSource
-from emulator.sim.histogram import LatencyHistogram
-from emulator.sim.requests import LOST, OK, ORPHANED, PENDING, SHED, TIMED_OUT, RequestStore
+from emulator.sim.batch import Batch, ClosePlan
+from emulator.sim.books import ModelBooks
+from emulator.sim.events import BATCH_CLOSE, FAILOVER_END, EventQueue
+from emulator.sim.requests import SHED
 
-#: A batch: (first row, end row, requests, tokens, dispatcher epoch, model index).
-Batch = tuple[int, int, int, int, int, int]
+#: A candidate plan while planning: (time_s, full, take_to, cut).
+_Plan = tuple[float, bool, int, int]
 
-
-@dataclass
-class Counts:
-    """Outcome counts of one model over some interval."""
-
-    offered: int = 0
-    ok: int = 0
-    shed: int = 0
-    lost: int = 0
-    timed_out: int = 0
-    orphaned: int = 0
-    retried: int = 0
-    wasted_batches: int = 0
-    batches: int = 0
-    fill_sum: float = 0.0
-
-    def add(self, other: Counts) -> None:
-        """Add another interval's counts to these."""
-        self.offered += other.offered
-        self.ok += other.ok
-        self.shed += other.shed
-        self.lost += other.lost
-        self.timed_out += other.timed_out
-        self.orphaned += other.orphaned
-        self.retried += other.retried
-        self.wasted_batches += other.wasted_batches
-        self.batches += other.batches
-        self.fill_sum += other.fill_sum
+if TYPE_CHECKING:
+    from emulator.sim.policies import DispatchPolicy
+    from emulator.sim.workers import WorkerModel
 
 
-#: When the open batch closes: (time_s, full, take_to, cut). ``full``: it closes by
-#: fullness, after admitting rows up to ``take_to`` and cutting at ``cut``; otherwise
-#: by its timer, taking whatever arrived. A plain tuple: one is built per batch.
-ClosePlan = tuple[float, bool, int, int]
-
-
-class Dispatcher:
-    """The active dispatcher of one model and everything counted about that model."""
+class Dispatcher(ModelBooks):
+    """The active dispatcher of one model; its books (``ModelBooks``) count everything
+    about that model's requests."""
 
     def __init__(
-        self, index: int, spec: ModelSpec, scenario: Scenario, source: ArrivalSource
+        self,
+        index: int,
+        spec: ModelSpec,
+        scenario: Scenario,
+        source: ArrivalSource,
+        queue: EventQueue,
+        workers: list[int],
     ) -> None:
-        self.index = index
-        self.name = spec.name
-        self.source = source
-        disp, client = scenario.dispatcher, scenario.client
+        super().__init__(index, spec.name, scenario.client, source)
+        self.queue = queue
+        #: This model's workers (fleet indexes), in layout order.
+        self.workers = workers
+        #: Set by the engine once the worker model exists.
+        self.policy: DispatchPolicy
+        self.worker_model: WorkerModel
+        disp = scenario.dispatcher
         self.max_tokens = disp.max_batch_tokens
         self.tokens = spec.tokens
         self.varied = spec.tokens_cv > 0
         self.batch_n = max(1, disp.max_batch_tokens // spec.tokens)
         self.close_after = disp.close_after_s
         self.queue_limit = disp.queue_limit
-        self.timeout = client.timeout_s
-        self.retries = client.retries
-        self.backoff = client.retry_backoff_s
 
         #: Fixed tokens, no queue limit, no retries: batches close by simple counting.
         self.simple = not (self.varied or self.queue_limit or self.retries)
-        self.store = RequestStore()
         self.gw_shed: Arrivals | None = None  # shed by the rate limit, not yet offered
         self.gw_pos = 0
-        self.ingested = 0  # rows before this have reached the dispatcher (or were shed)
         self.open_start = 0
         self.open_count = 0
         self.open_tokens = 0
@@ -100,24 +76,10 @@ class Dispatcher:
         self.paused = False  # failing over: no dispatching
         self.paused_until = 0.0
         self.plan_version = 0
-        self.plan: ClosePlan | None = None
-        self.swept = 0  # rows before this are past their client's deadline (if any)
-        self.done: list[tuple[int, int, float, int]] = []  # completions not yet booked
-
-        self.frame = Counts()
-        self.total = Counts()
-        self.latencies: list[np.ndarray] = []
-        self.hist = LatencyHistogram()
-        # Worker bookkeeping, maintained by the engine.
-        self.workers: list[int] = []
-        self.idle: deque[int] = deque()
-        self.rotation: list[int] = []
-        self.rr_next = 0
-        self.ll_out = np.zeros(0)
-        self.busy = 0
-        self.alive = 0
-        self.in_service = 0
-        self.backlog_reqs = 0
+        self._plan = ClosePlan()  # rewritten in place by every planning
+        self.plan: ClosePlan | None = None  # None: no close planned
+        self.failover_s = disp.failover_s
+        self.cold = disp.standby == "cold"
 
     # -- arrivals ------------------------------------------------------------------
     def depth(self) -> int:
@@ -232,7 +194,7 @@ class Dispatcher:
         if not (self.varied or self.queue_limit):  # the common, fast case
             k = self.batch_n - self.open_count
             full_row = self.ingested + k - 1
-            simple: ClosePlan | None = None
+            simple: _Plan | None = None
             if full_row < st.end:
                 simple = (st.arrival.item(full_row - b), True, full_row + 1, full_row + 1)
             if self.close_after is not None:
@@ -243,13 +205,12 @@ class Dispatcher:
                     due = st.arrival.item(self.ingested - b) + self.close_after
                 if due is not None and (simple is None or due < simple[0]):
                     simple = (due, False, 0, 0)
-            self.plan = simple
-            return simple
+            return self._set_plan(simple)
         avail = st.end - self.ingested
         cap = avail
         if self.queue_limit:
             cap = min(cap, max(0, self.queue_limit - self.depth()))
-        plan: ClosePlan | None = None
+        plan: _Plan | None = None
         if self.varied and self.open_count and self.open_tokens >= self.max_tokens:
             # The request that did not fit the last batch fills this one on its own.
             plan = (self.open_first_s, True, self.ingested, self.ingested)
@@ -279,8 +240,13 @@ class Dispatcher:
                 first = float(st.arrival[self.ingested - b])
             if first is not None and (plan is None or first + self.close_after < plan[0]):
                 plan = (first + self.close_after, False, 0, 0)
-        self.plan = plan
-        return plan
+        return self._set_plan(plan)
+
+    def _set_plan(self, plan: _Plan | None) -> ClosePlan | None:
+        """Make ``plan`` (time_s, full, take_to, cut) the open batch's plan, written into
+        the dispatcher's one ``ClosePlan``."""
+        self.plan = None if plan is None else self._plan.set(*plan)
+        return self.plan
 
     def close_full(self, upto: int) -> Batch:
         """The common case in one step (fixed tokens, no queue limit, no retries): admit
@@ -288,7 +254,7 @@ class Dispatcher:
         n = upto - self.ingested
         self.frame.offered += n
         count = self.open_count + n
-        batch = (self.open_start, upto, count, count * self.tokens, self.epoch, self.index)
+        batch = Batch(self.open_start, upto, count, count * self.tokens, self.epoch, self.index)
         self.open_start = self.ingested = upto
         self.open_count = self.open_tokens = 0
         frame = self.frame
@@ -297,17 +263,26 @@ class Dispatcher:
         return batch
 
     def plan_after_full(self) -> ClosePlan | None:
-        """``make_plan`` for a simple dispatcher right after ``close_full`` (empty batch)."""
+        """``make_plan`` for a simple dispatcher right after ``close_full`` (empty batch);
+        once per batch at peak load, so it writes the plan's fields directly."""
         self.plan_version += 1
         st, row = self.store, self.ingested
         full_row = row + self.batch_n - 1
-        plan: ClosePlan | None = None
+        plan = self._plan
         if full_row < st.end:
-            plan = (st.arrival.item(full_row - st.base), True, full_row + 1, full_row + 1)
-        if self.close_after is not None and row < st.end:
-            due = st.arrival.item(row - st.base) + self.close_after
-            if plan is None or due < plan[0]:
-                plan = (due, False, 0, 0)
+            plan.time_s = st.arrival.item(full_row - st.base)
+            plan.full = True
+            plan.take_to = plan.cut = full_row + 1
+            if self.close_after is not None:
+                due = st.arrival.item(row - st.base) + self.close_after
+                if due < plan.time_s:
+                    plan.time_s, plan.full = due, False
+        elif self.close_after is not None and row < st.end:
+            plan.time_s = st.arrival.item(row - st.base) + self.close_after
+            plan.full = False
+        else:
+            self.plan = None
+            return None
         self.plan = plan
         return plan
 
@@ -320,7 +295,7 @@ class Dispatcher:
             rest_count = 1
             rest_tokens = int(st.tokens[end - b])
             self.open_first_s = float(st.arrival[end - b])
-        batch = (
+        batch = Batch(
             self.open_start,
             end,
             count - rest_count,
@@ -333,100 +308,180 @@ class Dispatcher:
         self.frame.fill_sum += (tokens - rest_tokens) / self.max_tokens
         return batch
 
-    # -- outcomes ------------------------------------------------------------------
-    def lose(self, start: int, end: int, now: float) -> None:
-        """Rows ``[start, end)`` were dropped by a failure at ``now``."""
-        b = self.store.base
-        out = self.store.outcome[start - b : end - b]
-        claim = out == PENDING
-        if self.timeout is not None:
-            claim &= self.store.arrival[start - b : end - b] + self.timeout >= now
-        out[claim] = LOST
-        self.frame.lost += int(np.count_nonzero(claim))
+    # -- closing and handing out -----------------------------------------------------
+    def replan(self) -> None:
+        """Work out the open batch's close again and schedule it (an older plan's event
+        is then ignored by its version)."""
+        plan = self.make_plan()
+        if plan is not None:
+            now = self.queue.now_s
+            self.queue.schedule(
+                plan.time_s if plan.time_s > now else now,
+                BATCH_CLOSE,
+                self,
+                self.plan_version,
+            )
 
-    def book_done(self) -> None:
-        """Book the completions recorded since the last call, in bulk."""
-        if not self.done:
+    def close_due(self, version: int) -> None:
+        """The ``BATCH_CLOSE`` handler: close the open batch as planned, hand it out, and
+        go on closing while this model's next close comes before any other event."""
+        if version != self.plan_version or self.plan is None:
             return
-        recs = np.array(self.done, dtype=np.float64)
-        self.done.clear()
-        st, b = self.store, self.store.base
-        starts = recs[:, 0].astype(np.int64)
-        lengths = recs[:, 1].astype(np.int64) - starts
-        offs = np.cumsum(lengths) - lengths
-        rows = np.arange(int(lengths.sum())) + np.repeat(starts - b - offs, lengths)
-        t_done = np.repeat(recs[:, 2], lengths)
-        code = np.repeat(recs[:, 3].astype(np.int8), lengths)
-        arrival = st.arrival[rows]
-        claim = st.outcome[rows] == PENDING
-        if self.timeout is not None:
-            claim &= arrival + self.timeout >= t_done
-        st.outcome[rows[claim]] = code[claim]
-        delivered = claim & (code == OK)
-        n_ok = int(np.count_nonzero(delivered))
-        self.frame.ok += n_ok
-        self.frame.orphaned += int(np.count_nonzero(claim)) - n_ok
-        if n_ok:
-            self.latencies.append((t_done - arrival)[delivered])
-        per_batch = np.add.reduceat(delivered.astype(np.int64), offs)
-        self.frame.wasted_batches += int(np.count_nonzero(per_batch == 0))
+        queue = self.queue
+        offer = self.policy.offer
+        plan: ClosePlan | None = self.plan
+        while plan is not None:
+            now = queue.now_s
+            if plan.full and self.simple and self.gw_shed is None:
+                # The common case at peak load: ``dispatch`` inlined.
+                batch = self.close_full(plan.take_to)
+                if self.paused or not offer(batch):
+                    self.closed.append(batch)
+                    self.closed_reqs += batch.requests
+                plan = self.plan_after_full()
+            else:
+                if plan.full:
+                    # The rows up to the cut are known to have arrived by now.
+                    if self.gw_shed is not None:
+                        self.ingest_gateway(now)
+                    self.take(plan.take_to)
+                    end = plan.cut
+                else:
+                    self.ingest(now)
+                    end = self.ingested
+                if self.open_count > (1 if end < self.ingested else 0):
+                    self.dispatch(self.cut(end))
+                plan = self.make_plan()
+            if plan is None:
+                return
+            t = plan.time_s if plan.time_s > now else now
+            # queue.can_take_inline(t), inlined: this runs once per batch.
+            if t <= queue.target_s and (not queue.heap or t < queue.heap[0][0]):
+                # Same order as through the heap, with fewer heap operations.
+                queue.take_inline(t)
+                continue
+            queue.schedule(t, BATCH_CLOSE, self, self.plan_version)
+            return
 
-    def sweep(self, t: float) -> None:
-        """Requests whose client's deadline passed by ``t`` and still pending time out;
-        clients whose request timed out, was lost or orphaned may re-send it."""
-        if self.timeout is None:
+    def dispatch(self, batch: Batch) -> None:
+        """Hand a closed batch out through the policy, or hold it (failing over, or the
+        policy cannot take it now)."""
+        if self.paused or not self.policy.offer(batch):
+            self.closed.append(batch)
+            self.closed_reqs += batch.requests
+
+    def take_held(self) -> Batch:
+        """Take the oldest held batch (only while serving and holding one)."""
+        batch = self.closed.popleft()
+        self.closed_reqs -= batch.requests
+        return batch
+
+    def drain(self) -> None:
+        """Hand out the held batches the policy can take now."""
+        if self.paused or not self.closed:
             return
+        before = self.closed_reqs
+        closed, offer = self.closed, self.policy.offer
+        while closed:
+            batch = closed[0]
+            if not offer(batch):
+                break
+            closed.popleft()
+            self.closed_reqs -= batch.requests
+        if self.queue_limit and self.closed_reqs < before:
+            self.replan()  # the queue is shorter: more arrivals may be admitted
+
+    # -- failover --------------------------------------------------------------------
+    def fail(self) -> None:
+        """The active dispatcher dies: dispatching pauses for ``failover_s``; a cold
+        standby starts empty (the open and held batches are lost, and batches at workers
+        will come back orphaned)."""
+        now = self.queue.now_s
+        self.ingest(now)
+        if self.cold:
+            self.lose(self.open_start, self.ingested, now)
+            self.open_start, self.open_count, self.open_tokens = self.ingested, 0, 0
+            for batch in self.closed:
+                self.lose(batch.first, batch.end, now)
+            self.closed.clear()
+            self.closed_reqs = 0
+            self.epoch += 1
+        self.paused = True
+        self.paused_until = now + self.failover_s
+        self.queue.schedule(self.paused_until, FAILOVER_END, self, self.paused_until)
+        self.replan()
+
+    def failover_due(self, until: float) -> None:
+        """The ``FAILOVER_END`` handler: the standby serves, unless a later failure (or a
+        restore) superseded this pause."""
+        if self.paused and until == self.paused_until:
+            self.end_failover()
+
+    def end_failover(self) -> None:
+        """The standby serves from now: hand out what it held."""
+        if self.paused:
+            self.paused = False
+            self.drain()
+
+    # -- a chunk of arrivals ---------------------------------------------------------
+    def receive(self, arrivals: Arrivals, compact_rows: int) -> None:
+        """Take this model's part of a new arrival chunk, compact the store when it holds
+        more than ``compact_rows`` rows, and plan the open batch's close if no fullness
+        plan stands."""
+        self.add_arrivals(arrivals)
+        if len(self.store) > compact_rows:
+            low = self._oldest_row()
+            if self.timeout is not None and low > self.swept:
+                self.swept = low  # the rows skipped are final and need no visit
+            self.store.compact(low)
+        if self.plan is None or not self.plan.full:
+            self.replan()
+
+    def _oldest_row(self) -> int:
+        """First store row still needed: in a batch somewhere, or not yet past its deadline."""
+        low = min(self.open_start, self.first_needed_row())
+        if self.closed:  # held in order of closing: the first is the oldest
+            low = min(low, self.closed[0].first)
+        at_workers = self.worker_model.oldest_row(self.index)
+        return low if at_workers is None else min(low, at_workers)
+
+    # -- a change of rate ------------------------------------------------------------
+    def withdraw_fresh(self) -> tuple[np.ndarray, ...]:
+        """Withdraw the arrivals generated beyond the rows already offered (their
+        rate-limit slots given back), keeping the retries among them, which do not depend
+        on the rate. Returns the kept retries' fields (arrival, tokens, attempt, key,
+        ctr); see ``redraw``."""
         st, b = self.store, self.store.base
-        lo = self.swept - b
-        hi = (
-            int(np.searchsorted(st.arrival[lo : self.ingested - b], t - self.timeout, side="right"))
-            + lo
+        lo, hi = self.ingested - b, st.end - b
+        retry = st.attempt[lo:hi] > 0
+        self.source.release(st.ctr[lo:hi][~retry])
+        kept = tuple(
+            getattr(st, f)[lo:hi][retry].copy()
+            for f in ("arrival", "tokens", "attempt", "key", "ctr")
         )
-        if hi <= lo:
-            return
-        out = st.outcome[lo:hi]
-        late = out == PENDING
-        out[late] = TIMED_OUT
-        self.frame.timed_out += int(np.count_nonzero(late))
-        if self.retries:
-            att = st.attempt[lo:hi]
-            again = (late | (out == LOST) | (out == ORPHANED)) & (att < self.retries)
-            if again.any():
-                self.source.add_retries(
-                    st.arrival[lo:hi][again] + self.timeout + self.backoff,
-                    self.index,
-                    st.tokens[lo:hi][again],
-                    st.key[lo:hi][again],
-                    att[again] + 1,
-                )
-        self.swept = hi + b
+        st.truncate(self.ingested)
+        gs = self.gw_shed
+        if gs is not None:
+            # Entries before gw_pos were offered already; later fresh ones are withdrawn.
+            self.gw_shed = gs.select((np.arange(gs.time.size) < self.gw_pos) | (gs.attempt > 0))
+        return kept
 
-    def first_needed_row(self) -> int:
-        """First row the timeout sweep still has to visit: pending, or (with retries)
-        lost or orphaned, whose client re-sends at its deadline."""
-        st, b = self.store, self.store.base
-        if self.timeout is None:
-            return self.ingested
-        out = st.outcome[self.swept - b : self.ingested - b]
-        waiting = out == PENDING
-        if self.retries:
-            waiting |= (out == LOST) | (out == ORPHANED)
-        hits = np.flatnonzero(waiting[: 1 << 20])
-        return (
-            self.swept + int(hits[0]) if hits.size else min(self.ingested, self.swept + (1 << 20))
+    def redraw(self, fresh: Arrivals, kept: tuple[np.ndarray, ...]) -> None:
+        """Merge the arrivals drawn again at the new rate (all models' ``fresh``) with the
+        retries ``withdraw_fresh`` kept, and plan the open batch's close again."""
+        arrival, tokens, attempt, key, ctr = kept
+        mine = fresh.select(fresh.model == self.index)
+        adm = mine.select(mine.admitted)
+        t_all = np.concatenate([arrival, adm.time])
+        order = np.argsort(t_all, kind="stable")
+        self.store.append(
+            t_all[order],
+            np.concatenate([tokens, adm.tokens])[order],
+            np.concatenate([attempt, adm.attempt])[order],
+            np.concatenate([key, adm.key])[order],
+            np.concatenate([ctr, adm.ctr])[order],
         )
-
-    def in_system(self) -> int:
-        """Offered requests without an outcome yet."""
-        st = self.store
-        return int(np.count_nonzero(st.outcome[: self.ingested - st.base] == PENDING))
-
-    def next_frame(self) -> tuple[Counts, np.ndarray]:
-        """Close the frame's books: its counts and latencies, added to the totals."""
-        counts = self.frame
-        lat = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
-        self.total.add(counts)
-        self.hist.add(lat)
-        self.frame = Counts()
-        self.latencies = []
-        return counts, lat
+        shed = mine.select(~mine.admitted)
+        if shed.time.size:
+            self.add_arrivals(shed)
+        self.replan()

@@ -1,47 +1,119 @@
-"""The event core: a heap of ``(time, priority, seq, kind, a, b)``.
+"""The event core: a heap of ``(time, priority, seq, kind, a, b)`` and the kinds of event.
 
-The sequence counter makes equal times run in scheduling order, so a run is a pure
-function of its scenario and seed. ``priority`` orders kinds at the same instant:
-arrival chunks first, then ordinary events, then the frame that closes the interval
-(a fault at t = 120 belongs to the frame ending at 120).
+Every event is scheduled through ``EventQueue.schedule``; its kind declares where it
+runs among events at the same instant (``EventKind.priority``, lower first), and the
+sequence counter makes equal times and priorities run in scheduling order, so a run is
+a pure function of its scenario and seed. Arrival chunks run first at an instant, then
+ordinary events, then the frame that closes the interval (a fault at t = 120 belongs to
+the frame ending at 120).
+
+The part of the simulation that owns a kind registers its handler with ``on``; an
+event carries two payload values, handed to the handler as ``handler(a, b)``. The
+queue also keeps the simulated clock (``now_s``): the time of the event being handled.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from itertools import count
 from typing import Any
 
-CHUNK, CLOSE, DONE, FAULT, HEALTH, FAILOVER_END, FRAME = range(7)
-_PRIORITY = {CHUNK: 0, CLOSE: 1, DONE: 1, FAULT: 1, HEALTH: 1, FAILOVER_END: 1, FRAME: 2}
+Handler = Callable[[Any, Any], None]
 
-Event = tuple[float, int, int, int, Any, Any]
+
+class EventKind:
+    """A kind of event: a name (for errors and traces) and its tie-break priority."""
+
+    __slots__ = ("name", "priority")
+
+    def __init__(self, name: str, priority: int) -> None:
+        self.name = name
+        self.priority = priority
+
+    def __repr__(self) -> str:
+        return f"EventKind({self.name!r}, priority={self.priority})"
+
+
+#: A chunk of arrivals is generated before anything else happens at its start time.
+ARRIVALS = EventKind("arrivals", 0)
+#: A dispatcher's open batch is due to close (payload: model index, plan version).
+BATCH_CLOSE = EventKind("batch close", 1)
+#: A worker finishes its batch (payload: worker index, worker version).
+WORKER_DONE = EventKind("worker done", 1)
+#: A scheduled fault (payload: the command, ``kill host:2``).
+FAULT = EventKind("fault", 1)
+#: Pushing dispatchers learn which workers are alive.
+HEALTH_CHECK = EventKind("health check", 1)
+#: A dispatcher's standby starts serving (payload: model index, the pause's end).
+FAILOVER_END = EventKind("failover end", 1)
+#: A metrics frame closes the interval that ends at its time (payload: frame index).
+FRAME = EventKind("frame", 2)
+
+Event = tuple[float, int, int, EventKind, Any, Any]
 
 
 class EventQueue:
-    """A deterministic priority queue of simulation events.
-
-    ``heap`` and ``seq`` are public so the engine's hot path can push without a call;
-    entries must keep the ``(time, priority, seq, kind, a, b)`` shape.
-    """
+    """A deterministic priority queue of simulation events and their handlers."""
 
     def __init__(self) -> None:
+        #: The pending events, a heap. Read it (the next event is ``heap[0]``), never push
+        #: to it: ``schedule`` is the only way in.
         self.heap: list[Event] = []
-        self.seq = count()
+        self._seq = count()
+        self._handlers: dict[EventKind, Handler] = {}
+        #: Simulated time: the time of the event being handled.
+        self.now_s = 0.0
+        #: How far the current ``run_until`` goes.
+        self.target_s = 0.0
+        #: Events handled so far (including those a handler took inline, see ``take_inline``).
         self.processed = 0
 
-    def push(self, time_s: float, kind: int, a: Any = None, b: Any = None) -> None:
+    def on(self, kind: EventKind, handler: Handler) -> None:
+        """Make ``handler(a, b)`` the handler of events of ``kind``."""
+        self._handlers[kind] = handler
+
+    def schedule(self, time_s: float, kind: EventKind, a: Any = None, b: Any = None) -> None:
         """Schedule an event of ``kind`` at ``time_s`` carrying two payload values."""
-        heapq.heappush(self.heap, (time_s, _PRIORITY[kind], next(self.seq), kind, a, b))
+        heapq.heappush(self.heap, (time_s, kind.priority, next(self._seq), kind, a, b))
+
+    def scheduler(self, kind: EventKind) -> Callable[[float, Any, Any], None]:
+        """A function scheduling events of ``kind``: ``schedule(time_s, a, b)`` with the
+        kind bound, for a part that schedules one kind very often (a worker model's
+        completions) and would otherwise pay ``schedule``'s lookups every time."""
+        heap, seq, priority, push = self.heap, self._seq, kind.priority, heapq.heappush
+
+        def schedule(time_s: float, a: Any = None, b: Any = None) -> None:
+            push(heap, (time_s, priority, next(seq), kind, a, b))
+
+        return schedule
 
     def next_time(self) -> float:
         """Time of the earliest event (infinity when empty)."""
         return self.heap[0][0] if self.heap else float("inf")
 
-    def pop(self) -> Event:
-        """Remove and return the earliest event."""
+    def can_take_inline(self, time_s: float) -> bool:
+        """Whether a handler may handle its own next event at ``time_s`` at once instead of
+        scheduling it: only when that is due within the current ``run_until`` and strictly
+        before every queued event, so the order of events is the same either way."""
+        return time_s <= self.target_s and (not self.heap or time_s < self.heap[0][0])
+
+    def take_inline(self, time_s: float) -> None:
+        """Advance the clock to an event taken inline (see ``can_take_inline``)."""
+        self.now_s = time_s
         self.processed += 1
-        return heapq.heappop(self.heap)
+
+    def run_until(self, target_s: float) -> None:
+        """Handle every event due at or before ``target_s`` in order."""
+        self.target_s = target_s
+        heap, handlers, pop = self.heap, self._handlers, heapq.heappop
+        processed = 0
+        while heap and heap[0][0] <= target_s:
+            t, _, _, kind, a, b = pop(heap)
+            processed += 1
+            self.now_s = t
+            handlers[kind](a, b)
+        self.processed += processed
 
     def __len__(self) -> int:
         return len(self.heap)

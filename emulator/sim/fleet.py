@@ -1,10 +1,6 @@
-"""The worker fleet as arrays (for cheap frames) plus the per-worker queues, and the
-service-time model."""
+"""The worker fleet's layout and per-worker state as arrays, for cheap frames."""
 
 from __future__ import annotations
-
-import math
-from collections import deque
 
 import numpy as np
 
@@ -38,12 +34,11 @@ class Fleet:
         self.first_unit = np.array(first, dtype=np.int64)
         self.units = np.array(units, dtype=np.int64)
         n = len(model)
+        #: Each worker's state (IDLE, BUSY, DEAD), kept by the worker model.
         self.state = np.full(n, IDLE, dtype=np.int8)
+        #: Work waiting at each worker (the static model: batches in its private queue).
         self.backlog = np.zeros(n, dtype=np.int32)
         self.host_alive = np.ones(len(self.host_units), dtype=np.int8)
-        self.queue: list[deque[tuple[int, int, int, int, int, int]]] = [deque() for _ in range(n)]
-        self.batch: list[tuple[int, int, int, int, int, int] | None] = [None] * n
-        self.version = [0] * n  # bumped on death: a stale completion event is ignored
         self.model_list = model  # Python ints, faster than numpy scalars in the hot path
 
     def __len__(self) -> int:
@@ -62,37 +57,3 @@ class Fleet:
             },
         }
 
-
-class ServiceTime:
-    """Draws batch service times: constant, linear in the batch's tokens, or lognormal
-    with mean ``batch_s`` and coefficient of variation ``service_cv``."""
-
-    _BLOCK = 4096
-
-    def __init__(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        w = scenario.worker
-        self.kind = w.service
-        self.batch_s = w.batch_s
-        self.per_token_s = w.batch_s / scenario.dispatcher.max_batch_tokens
-        self.rng = rng
-        sigma2 = math.log1p(w.service_cv**2)
-        self.mu = math.log(w.batch_s) - sigma2 / 2.0
-        self.sigma = math.sqrt(sigma2)
-        if self.kind == "lognormal" and self.sigma == 0:
-            self.kind = "constant"
-        #: The service time when it never varies (0.0 otherwise), for the hot path.
-        self.constant_s = self.batch_s if self.kind == "constant" else 0.0
-        self._block: list[float] = []
-        self._pos = 0
-
-    def draw(self, tokens: int) -> float:
-        """Service time of a batch holding ``tokens`` tokens."""
-        if self.kind == "constant":
-            return self.batch_s
-        if self.kind == "linear":
-            return self.per_token_s * tokens
-        if self._pos >= len(self._block):
-            self._block = self.rng.lognormal(self.mu, self.sigma, self._BLOCK).tolist()
-            self._pos = 0
-        self._pos += 1
-        return self._block[self._pos - 1]

@@ -13,8 +13,6 @@ COUNT_KEYS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned")
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
 STAT_KEYS = ("p50_s", "p95_s", "p99_s", "batch_fill")
-#: Every per-model key of a frame's ``m``, in the order frames carry them.
-FRAME_KEYS = COUNT_KEYS + DEPTH_KEYS + STAT_KEYS
 
 IDLE, BUSY, DEAD = 0, 1, 2
 
@@ -87,6 +85,11 @@ class Outcomes:
     served_qps: float = 0.0
     latency_s: dict[str, float | None] = field(default_factory=dict)
 
+    def add(self, other: Outcomes) -> None:
+        """Add another's counts to these (not the rates and latencies)."""
+        for key in _TOTALS:
+            setattr(self, key, getattr(self, key) + getattr(other, key))
+
     def balanced(self) -> bool:
         """The conservation law: every offered request has exactly one outcome."""
         return self.offered == (
@@ -108,6 +111,20 @@ class Outcomes:
             "served_qps": self.served_qps,
             "latency_s": dict(self.latency_s),
         }
+
+
+#: The counts of ``Outcomes`` that add up over models.
+_TOTALS = (
+    "offered",
+    "ok",
+    "timed_out",
+    "shed",
+    "lost",
+    "orphaned",
+    "in_system_end",
+    "wasted_batches",
+    "retried",
+)
 
 
 @dataclass

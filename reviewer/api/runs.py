@@ -19,7 +19,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from emulator.sim.results import FRAME_KEYS
 from reviewer import selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
 from reviewer.representations import RunSerializer, SweepSerializer
@@ -103,22 +102,24 @@ class RunDetailView(APIView):
         return Response(RunSerializer(_run_for(request, pk)).data)
 
 
-# Every per-model metric of a frame, in the emulator's order.
-CSV_METRICS = FRAME_KEYS
-
-
 def frames_csv_rows(frames: Iterator[dict[str, Any]]) -> Iterator[list[Any]]:
-    """Frames as CSV rows: a header, then one row per frame, one column per model and metric."""
+    """Frames as CSV rows: a header, then one row per frame, one column per model and metric.
+
+    The metrics are the ones the run's frames carry, in the engine's order (the
+    first frame names them): the worker model decides some of them.
+    """
     models: list[str] | None = None
+    metric_keys: list[str] = []
     for frame in frames:
+        metrics = frame.get("m", {})
         if models is None:
             models = list(frame.get("models", []))
+            metric_keys = list(metrics)
             yield (["i", "t_s", "behind", "hosts_alive", "events"]
-                   + [f"{model}.{metric}" for metric in CSV_METRICS for model in models])
-        metrics = frame.get("m", {})
+                   + [f"{model}.{metric}" for metric in metric_keys for model in models])
         row = [frame["i"], frame["t_s"], int(bool(frame.get("behind"))),
                sum(frame.get("h", {}).get("alive", [])), "; ".join(frame.get("events", []))]
-        for metric in CSV_METRICS:
+        for metric in metric_keys:
             values = metrics.get(metric, [None] * len(models))
             row.extend("" if v is None else v for v in values)
         yield row

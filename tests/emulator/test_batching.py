@@ -34,19 +34,19 @@ def test_a_request_that_fills_the_batch_it_opens_is_dispatched_at_its_arrival() 
     # opens the next, which it fills alone: both batches leave at t=1.
     engine = _engine_with_requests([0.0, 1.0, 100.0], [600, 1000, 100])
     engine.advance_to(1.5)
-    assert engine.disp[0].in_service == 2
+    assert engine.workers.in_service[0] == 2
 
 
 def test_an_oversized_request_after_others_is_dispatched_at_its_arrival() -> None:
     engine = _engine_with_requests([0.0, 1.0, 100.0], [600, 1700, 100])
     engine.advance_to(1.5)
-    assert engine.disp[0].in_service == 2
+    assert engine.workers.in_service[0] == 2
 
 
 def test_a_request_that_does_not_fit_waits_in_the_next_batch() -> None:
     engine = _engine_with_requests([0.0, 1.0, 100.0], [600, 500, 100])
     engine.advance_to(1.5)
-    assert engine.disp[0].in_service == 1  # the 500-token request waits for company
+    assert engine.workers.in_service[0] == 1  # the 500-token request waits for company
     summary = engine.run()
     # No close rule and no more traffic: 500 + 100 tokens never make a full batch.
     assert (summary.ok, summary.in_system_end) == (1, 2)

@@ -97,3 +97,30 @@ def test_the_list_gives_each_configs_latest_version_in_a_fixed_number_of_queries
     for i in range(3):
         services.fleet_config_create(owner=people["owner"], name=f"more {i}", toml=SMALL_SCENARIO)
     assert listed() == (queries, versions)
+
+
+def _big_run_toml() -> str:
+    # 5 million QPS for 6 s: 30 million requests, over the emulator's default budget.
+    return SMALL_SCENARIO.replace("qps = 40\n", "qps = 5000000\n", 1)
+
+
+def test_it_uses_the_run_budget_setting_when_saving_as_the_runs_do(api_as, review_doc, settings):
+    from emulator import DEFAULT_REQUEST_BUDGET
+
+    text = _big_run_toml()
+    assert "qps = 5000000" in text
+    settings.RUN_REQUEST_BUDGET = 40_000_000  # above the emulator's default
+    assert settings.RUN_REQUEST_BUDGET > DEFAULT_REQUEST_BUDGET
+    saved = api_as("owner").post("/api/fleets/", {"name": "long", "toml": text, "doc": review_doc.pk}, format="json")
+    assert saved.status_code == 201, saved.content
+    run = api_as("owner").post("/api/runs/", {"scenario": text, "speed": "max"}, format="json")
+    assert run.status_code == 202, run.content
+
+
+def test_it_refuses_to_save_a_config_no_run_could_start(api_as, review_doc, settings):
+    settings.RUN_REQUEST_BUDGET = 100  # the config simulates about 240 requests
+    saved = api_as("owner").post(
+        "/api/fleets/", {"name": "small", "toml": SMALL_SCENARIO, "doc": review_doc.pk}, format="json"
+    )
+    assert saved.status_code == 400
+    assert "run budget of 100" in saved.content.decode()

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from emulator.sim.results import FRAME_KEYS
-from reviewer.vocabulary import RUN_CHARTS, vocabulary
+from reviewer.vocabulary import FRAME_METRICS, RUN_CHARTS, vocabulary
 
 STATIC = Path(__file__).resolve().parents[2] / "static" / "reviewer"
 
@@ -27,9 +26,15 @@ def _words() -> set[str]:
     return words - COMMON_WORDS
 
 
-def test_it_draws_only_metrics_the_emulator_puts_in_a_frame() -> None:
+def test_it_names_exactly_the_metrics_the_engine_puts_in_a_frame() -> None:
+    from emulator.scenario import load_scenario
+    from emulator.sim.engine import Engine
+
+    engine = Engine(load_scenario("doc-as-written", max_requests=None), seed=1)
+    frame = engine.advance_to(1.0)[0].to_dict()
+    assert list(frame["m"]) == list(FRAME_METRICS)
     drawn = [m["key"] for chart in RUN_CHARTS for m in chart["metrics"]]
-    assert drawn and set(drawn) <= set(FRAME_KEYS)
+    assert drawn and set(drawn) <= set(FRAME_METRICS)
 
 
 def test_it_leaves_no_pass_severity_status_hop_or_metric_spelled_out_in_the_scripts() -> None:
@@ -57,6 +62,6 @@ def test_it_sends_the_vocabulary_in_the_session_pages_config(django_user_model: 
                                   page, re.S).group(1))
     assert [s["key"] for s in config["severities"]] == ["fix_now", "clarify", "mention"]
     assert config["runStatuses"]["final"] == ["done", "cancelled", "failed"]
-    assert config["frameMetrics"] == list(FRAME_KEYS)
+    assert config["frameMetrics"] == list(FRAME_METRICS)
     assert config["runCharts"] == RUN_CHARTS
     assert config["pass"]["BREAK"] == "break"

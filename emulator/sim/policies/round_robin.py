@@ -1,0 +1,33 @@
+"""``round_robin``: push each closed batch to the next worker in rotation, busy or not
+(the seed doc's dispatcher). A busy worker's batches wait in its private queue while
+the next worker in rotation may sit idle."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emulator.sim.batch import Batch
+from emulator.sim.policies.base import PushPolicy
+
+if TYPE_CHECKING:
+    from emulator.sim.dispatcher import Dispatcher
+    from emulator.sim.engine import Engine
+
+
+class RoundRobin(PushPolicy):
+    """Cyclic over the workers alive at the last health check."""
+
+    name = "round_robin"
+
+    def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
+        super().__init__(sim, dispatcher)
+        self.next = 0
+
+    def pick(self, batch: Batch) -> int:
+        rotation = self.rotation
+        w = rotation[self.next % len(rotation)]
+        self.next = (self.next + 1) % len(rotation)
+        return w
+
+    def rotation_changed(self, alive: list[int]) -> None:
+        self.next = self.next % len(alive) if alive else 0

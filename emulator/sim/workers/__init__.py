@@ -1,0 +1,22 @@
+"""Worker models, chosen by name: ``static`` (the seed doc's: a closed batch runs whole
+for its service time). A new model is a ``WorkerModel`` subclass registered with
+``register_worker_model`` (see ARCHITECTURE.md, "How to add a worker model")."""
+
+from __future__ import annotations
+
+from emulator.sim.workers.base import WorkerModel
+from emulator.sim.workers.static import StaticWorkers
+
+#: Registered worker models by name.
+WORKER_MODELS: dict[str, type[WorkerModel]] = {}
+
+
+def register_worker_model(cls: type[WorkerModel]) -> type[WorkerModel]:
+    """Register a worker model class under its ``name`` (usable as a class decorator)."""
+    WORKER_MODELS[cls.name] = cls
+    return cls
+
+
+register_worker_model(StaticWorkers)
+
+__all__ = ["WORKER_MODELS", "StaticWorkers", "WorkerModel", "register_worker_model"]

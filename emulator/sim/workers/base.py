@@ -1,0 +1,58 @@
+"""The worker-model interface: how a worker takes work, how long it runs, and what it
+reports.
+
+One worker model serves the whole fleet (``worker_model(sim)``); it owns every worker's
+state (the shared ``Fleet.state`` array, idle/busy/dead, plus whatever the model needs)
+and the per-model aggregates that frames show. The dispatch policy hands it work
+(``assign`` to push to a chosen worker, ``start`` for a worker known to be idle); faults
+``kill`` and ``restore`` workers; the engine asks it for frame figures.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from emulator.sim.batch import Batch
+    from emulator.sim.engine import Engine
+
+
+class WorkerModel:
+    """Base class of worker models; see the module docstring."""
+
+    #: The scenario's name for this model (``worker.batching``).
+    name: ClassVar[str]
+    #: Per-model figures this model adds to every frame, in order.
+    frame_keys: ClassVar[tuple[str, ...]]
+
+    def __init__(self, sim: Engine) -> None:
+        self.sim = sim
+        self.fleet = sim.fleet
+
+    def is_alive(self, w: int) -> bool:
+        """Whether worker ``w`` is alive (the truth, not a dispatcher's belief)."""
+        raise NotImplementedError
+
+    def assign(self, w: int, work: Batch) -> None:
+        """Push ``work`` to worker ``w``, whatever its state (a dead worker loses it)."""
+        raise NotImplementedError
+
+    def start(self, w: int, work: Batch) -> None:
+        """Worker ``w`` (alive, with nothing else to do) starts on ``work`` now."""
+        raise NotImplementedError
+
+    def kill(self, w: int) -> bool:
+        """Worker ``w`` dies, losing everything it holds; False if it was dead already."""
+        raise NotImplementedError
+
+    def restore(self, w: int) -> bool:
+        """Worker ``w`` comes back idle; False if it was alive."""
+        raise NotImplementedError
+
+    def oldest_row(self, model: int) -> int | None:
+        """The first store row of ``model`` the workers still refer to (None: none)."""
+        raise NotImplementedError
+
+    def frame_figures(self, model: int) -> dict[str, Any]:
+        """This model's figures for ``model`` at the frame's end (``frame_keys``)."""
+        raise NotImplementedError

@@ -1,0 +1,433 @@
+"""An independent, deliberately straightforward step-by-step model of continuous batching.
+
+It is the yardstick the fast engine is held against, so it favours being obviously
+right over being fast: every worker is advanced one scheduler step at a time, and it
+imports nothing from ``emulator``. Used by ``test_token_reference.py`` and, on
+integration, by the engine's agreement tests and benchmarks.
+
+The model
+=========
+
+Each worker holds a waiting queue (FIFO) and a running list (in admission order).
+Per request: ``target`` (prefill target, initially ``prompt_tokens``), ``progress``
+(prefill tokens done toward it), ``generated`` (output tokens so far) and ``kv`` (KV
+tokens held; 0 unless running). A worker with nothing to do sleeps; otherwise steps
+run back to back. At the start of a step at time ``t``:
+
+0. Timeouts (only with ``timeout_s``): every request of the worker, waiting or
+   running, with ``arrival_s + timeout_s <= t`` is removed as ``timed_out`` and its KV
+   freed. Under ``pull`` the same is done to the dispatcher queue.
+1. ``D`` = running requests whose prefill is complete; each needs one more KV token.
+   While free KV < ``|D|``: preempt the most recently admitted running request (in
+   ``D`` or not): free its KV, set ``target = prompt_tokens + generated`` and
+   ``progress = 0``, and put it at the FRONT of the waiting queue (recompute); count
+   one preemption; recount ``D``. Then each member of ``D`` takes its KV token.
+2. ``budget = max_batched_tokens - |D|``.
+3. Running requests with prefill left, in admission order, each take a chunk
+   ``min(target - progress, budget)``; the budget shrinks by each chunk.
+4. Admission, from the worker's waiting queue and then (``pull`` only) from the
+   dispatcher queue, in FIFO order while ``budget > 0``, ``len(running) <
+   max_num_seqs`` and free KV >= the head's ``target``: reserve ``kv = target``,
+   append to running, take a chunk ``min(target, budget)``. A head that does not fit
+   blocks everything behind it; when the worker's own head blocks, the dispatcher
+   queue is not looked at either.
+5. ``duration = step_base_s + prefill_token_s * sum(chunks)
+   + prefill_attn_s * sum(chunk * (progress_before + chunk))
+   + decode_seq_s * |D| + kv_token_s * sum(kv of D after step 1)``.
+6. At ``t + duration``: chunks are applied; every member of ``D`` generates a token,
+   and so does every request whose prefill completed in this step. The first token
+   ever sets ``first_token_s`` (a recomputed request keeps its original one). A
+   request with ``generated == output_tokens`` completes: ``ok`` if ``done_s <=
+   arrival_s + timeout_s`` (or no timeout), else ``timed_out``; its KV is freed.
+
+If a step start finds running empty and nothing admissible, the worker sleeps.
+
+Dispatching: a request with ``prompt_tokens + output_tokens > kv_cache_tokens`` is
+``shed`` on arrival. ``round_robin`` sends arrivals to workers 0, 1, ..., N-1, 0, ...;
+``least_loaded`` to the worker with the fewest waiting + running (lowest index on
+ties); ``pull`` gives the request to the lowest-index sleeping worker, or else appends
+it to one dispatcher FIFO queue that workers admit from at step starts. A sleeping
+worker that receives a request starts a step at the arrival time.
+
+Order of things at the same instant ``T``: step ends at ``T``, then arrivals at ``T``
+(in input order), then step starts at ``T``. Choices the specification leaves open:
+
+* Step starts at the same instant run in worker index order (this matters only under
+  ``pull``, where they admit from the shared queue).
+* Under ``pull`` a worker that has been handed a request and will start a step at
+  ``T`` is no longer asleep: a second arrival at ``T`` goes to the next sleeping
+  worker, or to the dispatcher queue.
+* Decodes are never limited by the token budget; if ``|D| > max_batched_tokens``
+  (only possible when ``max_num_seqs > max_batched_tokens``) the budget is 0.
+* ``least_loaded`` counts requests whose deadline has passed but which the worker has
+  not yet removed (that happens at its next step start).
+* A timed-out request keeps ``first_token_s`` (and so ``ttft_s``) if it had produced a
+  token; ``done_s`` / ``latency_s`` are set only if it completed (late).
+
+The run ends at ``duration_s``: requests arriving after it are not offered at all,
+so ``records`` covers the offered requests only, which (inputs being sorted by
+arrival) are exactly ``requests[:len(records)]``. No step starts at or after
+``duration_s``; a step ending exactly at ``duration_s`` is applied, one ending after
+it is not. Unfinished requests are ``timed_out`` if their deadline is ``<=
+duration_s``, else ``in_system``. ``steps`` counts applied steps; ``preemptions``
+counts every preemption made at a step start before ``duration_s``; ``busy_s`` is
+each worker's time in steps within ``[0, duration_s]`` (a cut step counts up to
+``duration_s``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+POLICIES = ("round_robin", "least_loaded", "pull")
+
+# Same-instant ordering: step ends, then arrivals, then step starts.
+_STEP_END, _ARRIVAL, _STEP_START = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class TokenRequest:
+    """One request: when it arrives and how many tokens go in and come out."""
+
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int  # >= 1
+
+
+@dataclass(frozen=True)
+class WorkerParams:
+    """Scheduler limits and the step-time model of one worker."""
+
+    max_num_seqs: int = 256  # running sequences per worker
+    max_batched_tokens: int = 8192  # tokens per step: one per decoding sequence + prefill chunks
+    kv_cache_tokens: int = 200000  # KV capacity per worker, in tokens
+    step_base_s: float = 0.005
+    prefill_token_s: float = 2e-5
+    prefill_attn_s: float = 0.0
+    decode_seq_s: float = 1e-4
+    kv_token_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """What happened to one offered request."""
+
+    outcome: str  # "ok" | "timed_out" | "shed" | "in_system"
+    worker: int | None
+    admitted_s: float | None  # first admission into a running batch
+    first_token_s: float | None
+    done_s: float | None
+    ttft_s: float | None
+    tpot_s: float | None
+    latency_s: float | None
+    preemptions: int
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One applied step (kept only with ``record_steps=True``)."""
+
+    worker: int
+    start_s: float
+    end_s: float
+    running: int  # sequences in the batch, decoding or prefilling
+    decoding: int
+    prefill_tokens: int
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """Per-request records (offered requests, input order) and run totals."""
+
+    records: tuple[RequestRecord, ...]
+    preemptions: int
+    steps: int
+    busy_s: tuple[float, ...]
+    step_log: tuple[StepRecord, ...]
+
+    def count(self, outcome: str) -> int:
+        """How many offered requests ended with ``outcome``."""
+        return sum(1 for r in self.records if r.outcome == outcome)
+
+
+class _Req:
+    __slots__ = (
+        "index", "arrival_s", "prompt", "output", "deadline_s", "target", "progress",
+        "generated", "kv", "worker", "admitted_s", "first_token_s", "done_s", "outcome",
+        "preemptions",
+    )
+
+    def __init__(self, index: int, req: TokenRequest, timeout_s: float | None) -> None:
+        self.index = index
+        self.arrival_s = req.arrival_s
+        self.prompt = req.prompt_tokens
+        self.output = req.output_tokens
+        self.deadline_s = None if timeout_s is None else req.arrival_s + timeout_s
+        self.target = req.prompt_tokens
+        self.progress = 0
+        self.generated = 0
+        self.kv = 0
+        self.worker: int | None = None
+        self.admitted_s: float | None = None
+        self.first_token_s: float | None = None
+        self.done_s: float | None = None
+        self.outcome: str | None = None
+        self.preemptions = 0
+
+    def expired(self, t: float) -> bool:
+        return self.deadline_s is not None and self.deadline_s <= t
+
+
+class _Worker:
+    __slots__ = (
+        "index", "waiting", "running", "kv_used", "asleep", "busy_s", "step_start_s",
+        "step_end_s", "chunks", "decoding",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.waiting: deque[_Req] = deque()
+        self.running: list[_Req] = []
+        self.kv_used = 0
+        self.asleep = True
+        self.busy_s = 0.0
+        self.step_start_s = 0.0
+        self.step_end_s: float | None = None  # set while a step is in flight
+        self.chunks: list[tuple[_Req, int]] = []
+        self.decoding: list[_Req] = []
+
+
+class _Sim:
+    def __init__(
+        self, requests: Sequence[TokenRequest], workers: int, params: WorkerParams,
+        policy: str, timeout_s: float | None, duration_s: float, record_steps: bool,
+    ) -> None:
+        self.p = params
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self.duration_s = duration_s
+        self.record_steps = record_steps
+        self.reqs = [
+            _Req(i, r, timeout_s) for i, r in enumerate(requests) if r.arrival_s <= duration_s
+        ]
+        self.workers = [_Worker(w) for w in range(workers)]
+        self.dispatch_queue: deque[_Req] = deque()  # pull only
+        self.next_rr = 0
+        self.heap: list[tuple[float, int, int]] = []
+        self.preemptions = 0
+        self.steps = 0
+        self.step_log: list[StepRecord] = []
+
+    # -- the event loop ------------------------------------------------------------
+
+    def run(self) -> None:
+        for r in self.reqs:
+            heapq.heappush(self.heap, (r.arrival_s, _ARRIVAL, r.index))
+        while self.heap:
+            t, kind, ident = heapq.heappop(self.heap)
+            if t > self.duration_s or (kind == _STEP_START and t >= self.duration_s):
+                break
+            if kind == _STEP_END:
+                self.end_step(self.workers[ident], t)
+            elif kind == _ARRIVAL:
+                self.arrive(self.reqs[ident], t)
+            else:
+                self.start_step(self.workers[ident], t)
+        for w in self.workers:
+            if w.step_end_s is not None:  # cut by the end of the run
+                w.busy_s += self.duration_s - w.step_start_s
+        for r in self.reqs:
+            if r.outcome is None:
+                r.outcome = "timed_out" if r.expired(self.duration_s) else "in_system"
+
+    def wake(self, w: _Worker, t: float) -> None:
+        w.asleep = False
+        heapq.heappush(self.heap, (t, _STEP_START, w.index))
+
+    # -- dispatching ---------------------------------------------------------------
+
+    def arrive(self, r: _Req, t: float) -> None:
+        if r.prompt + r.output > self.p.kv_cache_tokens:
+            r.outcome = "shed"
+            return
+        if self.policy == "pull":
+            idle = [w for w in self.workers if w.asleep]
+            if not idle:
+                self.dispatch_queue.append(r)
+                return
+            target = idle[0]
+        elif self.policy == "round_robin":
+            target = self.workers[self.next_rr]
+            self.next_rr = (self.next_rr + 1) % len(self.workers)
+        else:
+            target = min(self.workers, key=lambda w: (len(w.waiting) + len(w.running), w.index))
+        r.worker = target.index
+        target.waiting.append(r)
+        if target.asleep:
+            self.wake(target, t)
+
+    # -- one step ------------------------------------------------------------------
+
+    def start_step(self, w: _Worker, t: float) -> None:
+        p = self.p
+        if self.timeout_s is not None:
+            self.drop_expired(w, t)
+
+        decoding = [r for r in w.running if r.progress == r.target]
+        while p.kv_cache_tokens - w.kv_used < len(decoding):
+            self.preempt(w)
+            decoding = [r for r in w.running if r.progress == r.target]
+        for r in decoding:
+            r.kv += 1
+            w.kv_used += 1
+
+        budget = max(0, p.max_batched_tokens - len(decoding))
+        chunks: list[tuple[_Req, int]] = []
+        for r in w.running:
+            if r.progress < r.target and budget > 0:
+                chunk = min(r.target - r.progress, budget)
+                chunks.append((r, chunk))
+                budget -= chunk
+
+        queues = [w.waiting]
+        if self.policy == "pull":
+            queues.append(self.dispatch_queue)
+        for queue in queues:
+            while (
+                queue and budget > 0 and len(w.running) < p.max_num_seqs
+                and p.kv_cache_tokens - w.kv_used >= queue[0].target
+            ):
+                r = queue.popleft()
+                r.worker = w.index
+                r.kv = r.target
+                w.kv_used += r.kv
+                if r.admitted_s is None:
+                    r.admitted_s = t
+                w.running.append(r)
+                chunk = min(r.target, budget)
+                chunks.append((r, chunk))
+                budget -= chunk
+            if queue:  # its head blocks; nothing behind it, nor in the next queue, may pass
+                break
+
+        if not w.running:
+            # With nothing running the whole cache and budget are free, and no unshed
+            # request needs more, so the queues must be empty here.
+            assert not w.waiting, "an idle worker left a request waiting"
+            w.asleep = True
+            return
+        prefill = sum(c for _, c in chunks)
+        attention = sum(c * (r.progress + c) for r, c in chunks)
+        context = sum(r.kv for r in decoding)
+        duration = (
+            p.step_base_s + p.prefill_token_s * prefill + p.prefill_attn_s * attention
+            + p.decode_seq_s * len(decoding) + p.kv_token_s * context
+        )
+        w.step_start_s = t
+        w.step_end_s = t + duration
+        w.chunks = chunks
+        w.decoding = decoding
+        heapq.heappush(self.heap, (w.step_end_s, _STEP_END, w.index))
+
+    def drop_expired(self, w: _Worker, t: float) -> None:
+        for r in [r for r in w.waiting if r.expired(t)]:
+            w.waiting.remove(r)
+            r.outcome = "timed_out"
+        for r in [r for r in w.running if r.expired(t)]:
+            w.running.remove(r)
+            w.kv_used -= r.kv
+            r.kv = 0
+            r.outcome = "timed_out"
+        # One timeout for all and FIFO order: the expired ones are at the front.
+        while self.dispatch_queue and self.dispatch_queue[0].expired(t):
+            self.dispatch_queue.popleft().outcome = "timed_out"
+
+    def preempt(self, w: _Worker) -> None:
+        r = w.running.pop()
+        w.kv_used -= r.kv
+        r.kv = 0
+        r.target = r.prompt + r.generated
+        r.progress = 0
+        r.preemptions += 1
+        w.waiting.appendleft(r)
+        self.preemptions += 1
+
+    def end_step(self, w: _Worker, t: float) -> None:
+        w.busy_s += t - w.step_start_s
+        w.step_end_s = None
+        self.steps += 1
+        if self.record_steps:
+            self.step_log.append(StepRecord(
+                w.index, w.step_start_s, t, len(w.running), len(w.decoding),
+                sum(c for _, c in w.chunks),
+            ))
+        producing = list(w.decoding)
+        for r, chunk in w.chunks:
+            r.progress += chunk
+            if r.progress == r.target:
+                producing.append(r)
+        for r in producing:
+            r.generated += 1
+            if r.first_token_s is None:
+                r.first_token_s = t
+            if r.generated == r.output:
+                r.done_s = t
+                late = r.deadline_s is not None and t > r.deadline_s
+                r.outcome = "timed_out" if late else "ok"
+                w.running.remove(r)
+                w.kv_used -= r.kv
+                r.kv = 0
+        w.chunks = []
+        w.decoding = []
+        heapq.heappush(self.heap, (t, _STEP_START, w.index))
+
+
+def _record(r: _Req) -> RequestRecord:
+    ttft = None if r.first_token_s is None else r.first_token_s - r.arrival_s
+    tpot = None
+    latency = None
+    if r.done_s is not None:
+        latency = r.done_s - r.arrival_s
+        if r.output > 1 and r.first_token_s is not None:
+            tpot = (r.done_s - r.first_token_s) / (r.output - 1)
+    return RequestRecord(
+        outcome=r.outcome or "in_system", worker=r.worker, admitted_s=r.admitted_s,
+        first_token_s=r.first_token_s, done_s=r.done_s, ttft_s=ttft, tpot_s=tpot,
+        latency_s=latency, preemptions=r.preemptions,
+    )
+
+
+def simulate(
+    requests: Sequence[TokenRequest],
+    *,
+    workers: int,
+    params: WorkerParams,
+    policy: str = "round_robin",
+    timeout_s: float | None = None,
+    duration_s: float,
+    record_steps: bool = False,
+) -> ReferenceResult:
+    """Run the step-by-step model until ``duration_s`` (see the module docstring)."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+    if workers < 1:
+        raise ValueError("workers must be 1 or more")
+    if min(params.max_num_seqs, params.max_batched_tokens, params.kv_cache_tokens) < 1:
+        raise ValueError("max_num_seqs, max_batched_tokens and kv_cache_tokens must be >= 1")
+    for i, r in enumerate(requests):
+        if r.prompt_tokens < 1 or r.output_tokens < 1:
+            raise ValueError(f"request {i}: prompt_tokens and output_tokens must be >= 1")
+        if i and r.arrival_s < requests[i - 1].arrival_s:
+            raise ValueError(f"request {i}: requests must be sorted by arrival_s")
+    sim = _Sim(requests, workers, params, policy, timeout_s, duration_s, record_steps)
+    sim.run()
+    return ReferenceResult(
+        records=tuple(_record(r) for r in sim.reqs),
+        preemptions=sim.preemptions,
+        steps=sim.steps,
+        busy_s=tuple(w.busy_s for w in sim.workers),
+        step_log=tuple(sim.step_log),
+    )
