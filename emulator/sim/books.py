@@ -137,6 +137,7 @@ class ModelBooks:
                     st.tokens[lo:hi][again],
                     st.key[lo:hi][again],
                     att[again] + 1,
+                    st.output[lo:hi][again],
                 )
         self.swept = hi + b
 

@@ -5,7 +5,8 @@ generated in bulk a chunk ahead (``emulator.sim.arrivals``), a batch is a range 
 model's arrivals (``emulator.sim.dispatcher``), and a batch's requests are booked in bulk
 with numpy when it completes. Randomness comes from numpy Generators seeded from the
 scenario's seed (or the one given), so a run is a pure function of scenario and seed:
-one stream for arrivals, one for service times, one for policies that draw.
+one stream for arrivals, one for service times, one for policies that draw, one for
+output lengths.
 
 Behaviour worth knowing (ARCHITECTURE.md, "The emulator's model", is the spec):
 
@@ -68,12 +69,12 @@ class Engine:
         self.duration_s = scenario.duration_s
         self.sample_s = scenario.sample_s
         self.wall_s = 0.0
-        arrivals_rng, self.service_rng, self.policy_rng = (
+        arrivals_rng, self.service_rng, self.policy_rng, output_rng = (
             np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(self.seed).spawn(3)
+            for s in np.random.SeedSequence(self.seed).spawn(4)
         )
         self.queue = EventQueue()
-        self.source = ArrivalSource(scenario, arrivals_rng)
+        self.source = ArrivalSource(scenario, arrivals_rng, output_rng)
         self.names = list(scenario.models)
         self.fleet = Fleet(scenario)
         self.disp = [
