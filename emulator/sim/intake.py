@@ -55,6 +55,19 @@ class Intake(ModelBooks):
         self.failover_s = disp.failover_s
         self.cold = disp.standby == "cold"
 
+    # -- what subclasses decide ------------------------------------------------------
+    def take_held(self) -> Any:
+        """Take the oldest held unit of work (only while serving and holding one)."""
+        raise NotImplementedError
+
+    def replan(self) -> None:
+        """React to the held queue getting shorter (a queue limit admits more)."""
+        raise NotImplementedError
+
+    def drain(self) -> None:
+        """Hand out the held work the policy can take now."""
+        raise NotImplementedError
+
     # -- arrivals --------------------------------------------------------------------
     def add_arrivals(self, arr: Arrivals) -> None:
         """Take this model's share of an arrival chunk (not yet offered)."""
