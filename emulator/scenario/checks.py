@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import (
+from emulator.scenario.errors import ScenarioError
+from emulator.scenario.specs import (
+    BATCHING,
     FAULT_ACTIONS,
     SERVICES,
     SHAPES,
@@ -22,7 +25,7 @@ from emulator.scenario import (
     HostGroup,
     ModelSpec,
     Scenario,
-    ScenarioError,
+    SloSpec,
     Traffic,
     WorkerSlot,
     WorkerSpec,
@@ -155,6 +158,7 @@ _TOP = (
     "gateway",
     "hosts",
     "faults",
+    "slo",
 )
 
 
@@ -171,16 +175,31 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
             "raise sample_s or shorten duration_s",
         )
     traffic = _traffic(_Table(top.raw("traffic"), "traffic", tuple(Traffic.__dataclass_fields__)))
-    models = _models(top.raw("models"))
-    dispatcher = _dispatcher(top.raw("dispatcher", {}))
+    worker = _worker(top.raw("worker", {}))
+    models = _models(top.raw("models"), worker)
+    raw_dispatcher = top.raw("dispatcher", {})
+    dispatcher = _dispatcher(raw_dispatcher)
+    batching = {name: _resolved(worker, m).batching for name, m in models.items()}
     for m in models.values():
-        if m.tokens > dispatcher.max_batch_tokens and m.tokens_cv == 0:
+        if batching[m.name] != "static":
+            _check_continuous(m, _resolved(worker, m))
+        elif m.tokens > dispatcher.max_batch_tokens and m.tokens_cv == 0:
             raise ScenarioError(
                 f"models.{m.name}.tokens",
                 f"{m.tokens} is more than dispatcher.max_batch_tokens ({dispatcher.max_batch_tokens})",
                 "a request must fit in a batch",
             )
-    worker = _worker(top.raw("worker", {}))
+    if "static" not in batching.values() and isinstance(raw_dispatcher, dict):
+        for key in ("max_batch_tokens", "close_after_s"):
+            default = DispatcherSpec.__dataclass_fields__[key].default
+            if key in raw_dispatcher and getattr(dispatcher, key) != default:
+                raise ScenarioError(
+                    f"dispatcher.{key}",
+                    "does not apply to continuous batching (each request is routed on its "
+                    "own and workers batch per step)",
+                    "remove it, or set worker.max_batched_tokens for the step's token budget",
+                )
+    _check_trace_models(traffic, models)
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
@@ -197,6 +216,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         gateway=gateway,
         hosts=hosts,
         faults=(),
+        slo=_slo(top.raw("slo", {})),
     )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
@@ -225,11 +245,51 @@ def _traffic(t: _Table) -> Traffic:
         period_s=t.number("period_s", 300.0, positive=True),
         burst_at_s=t.number("burst_at_s", 60.0, low=0.0),
         burst_s=t.number("burst_s", 10.0, positive=True),
+        trace=_trace_path(t),
+        trace_speedup=t.number("trace_speedup", 1.0, positive=True),
+        trace_start_s=t.number("trace_start_s", 0.0, low=0.0),
+        trace_loop=t.flag("trace_loop", False),
     )
+    if traffic.trace is not None and traffic.trace_loop:
+        from emulator.scenario.traces import load_trace, replay_times
+
+        # Refused here (one line naming the key) rather than when the run starts.
+        try:
+            replay_times(load_trace(traffic.trace), loop=True, until_s=0.0)
+        except ScenarioError as exc:
+            raise ScenarioError(t.key("trace_loop"), exc.message, "set trace_loop = false") from None
     return traffic
 
 
-def _models(raw: Any) -> dict[str, ModelSpec]:
+def _trace_path(t: _Table) -> str | None:
+    """``traffic.trace``: a readable trace file (read and checked now, once)."""
+    if not t.has("trace"):
+        return None
+    from emulator.scenario.traces import load_trace
+
+    path = t.text("trace")
+    load_trace(path, key=t.key("trace"))
+    return path
+
+
+def _check_trace_models(traffic: Traffic, models: dict[str, ModelSpec]) -> None:
+    if traffic.trace is None:
+        return
+    from emulator.scenario.traces import load_trace
+
+    names = load_trace(traffic.trace).model
+    if names is None:
+        return
+    unknown = sorted(set(names) - set(models))
+    if unknown:
+        raise ScenarioError(
+            "traffic.trace",
+            f'the trace names model "{unknown[0]}", which the scenario does not have',
+            f"models are {', '.join(models)}; add [models.{unknown[0]}] or rename it in the trace",
+        )
+
+
+def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
     if not isinstance(raw, dict) or not raw:
         raise ScenarioError("models", "needs at least one [models.NAME] table")
     models: dict[str, ModelSpec] = {}
@@ -239,7 +299,19 @@ def _models(raw: Any) -> dict[str, ModelSpec]:
             raise ScenarioError(
                 path, f'"{name}" is not a usable model name', "use letters, digits, _ and - only"
             )
-        t = _Table(body, path, ("share", "worker_units", "tokens", "tokens_cv"))
+        t = _Table(
+            body,
+            path,
+            (
+                "share",
+                "worker_units",
+                "tokens",
+                "tokens_cv",
+                "output_tokens",
+                "output_tokens_cv",
+                "worker",
+            ),
+        )
         share = t.number("share", low=0.0)
         if share > 1:
             raise ScenarioError(t.key("share"), f"{_show(share)} is more than 1")
@@ -249,6 +321,9 @@ def _models(raw: Any) -> dict[str, ModelSpec]:
             worker_units=t.integer("worker_units", low=1),
             tokens=t.integer("tokens", low=1),
             tokens_cv=t.number("tokens_cv", 0.0, low=0.0),
+            output_tokens=t.integer("output_tokens", 1, low=1),
+            output_tokens_cv=t.number("output_tokens_cv", 0.0, low=0.0),
+            worker_overrides=_worker_overrides(t.raw("worker", {}), f"{path}.worker", worker),
         )
     total = sum(m.share for m in models.values())
     if abs(total - 1.0) > 1e-6:
@@ -278,10 +353,75 @@ def _policy_names() -> tuple[str, ...]:
 
 def _worker(raw: Any) -> WorkerSpec:
     t = _Table(raw, "worker", tuple(WorkerSpec.__dataclass_fields__))
-    service = t.choice("service", SERVICES, "constant")
-    cv = t.number("service_cv", 0.0, low=0.0)
-    return WorkerSpec(
-        batch_s=t.number("batch_s", 1.5, positive=True), service=service, service_cv=cv
+    return WorkerSpec(**_worker_values(t, WorkerSpec()))
+
+
+def _worker_overrides(raw: Any, path: str, base: WorkerSpec) -> tuple[tuple[str, Any], ...]:
+    """A model's ``[models.NAME.worker]`` table: the keys it sets, each checked."""
+    t = _Table(raw, path, tuple(WorkerSpec.__dataclass_fields__))
+    values = _worker_values(t, base)
+    return tuple((k, values[k]) for k in WorkerSpec.__dataclass_fields__ if t.has(k))
+
+
+def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
+    """Every worker key of ``t``, checked, with ``base``'s value where it is absent."""
+    return {
+        "batch_s": t.number("batch_s", base.batch_s, positive=True),
+        "service": t.choice("service", SERVICES, base.service),
+        "service_cv": t.number("service_cv", base.service_cv, low=0.0),
+        "batching": t.choice("batching", _batching_names(), base.batching),
+        "max_num_seqs": t.integer("max_num_seqs", base.max_num_seqs, low=1),
+        "max_batched_tokens": t.integer("max_batched_tokens", base.max_batched_tokens, low=1),
+        "kv_cache_tokens": t.integer("kv_cache_tokens", base.kv_cache_tokens, low=1),
+        # A step of no length would let a worker run forever at one instant.
+        "step_base_s": t.number("step_base_s", base.step_base_s, positive=True),
+        "prefill_token_s": t.number("prefill_token_s", base.prefill_token_s, low=0.0),
+        "prefill_attn_s": t.number("prefill_attn_s", base.prefill_attn_s, low=0.0),
+        "decode_seq_s": t.number("decode_seq_s", base.decode_seq_s, low=0.0),
+        "kv_token_s": t.number("kv_token_s", base.kv_token_s, low=0.0),
+    }
+
+
+def _batching_names() -> tuple[str, ...]:
+    """The registered worker models: the registry is the one list of them."""
+    from emulator.sim.workers import WORKER_MODELS  # the sim layer registers them
+
+    return tuple(WORKER_MODELS) or BATCHING
+
+
+def _resolved(worker: WorkerSpec, model: ModelSpec) -> WorkerSpec:
+    return replace(worker, **dict(model.worker_overrides)) if model.worker_overrides else worker
+
+
+def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
+    """A continuous-batching worker must be able to hold one of the model's requests."""
+    where = dict(model.worker_overrides)
+
+    def key(name: str) -> str:
+        return f"models.{model.name}.worker.{name}" if name in where else f"worker.{name}"
+
+    if w.max_batched_tokens < w.max_num_seqs:
+        raise ScenarioError(
+            key("max_batched_tokens"),
+            f"{w.max_batched_tokens} is below max_num_seqs ({w.max_num_seqs}): a step could "
+            "not give every running sequence its token",
+            f"use at least {w.max_num_seqs}, or lower max_num_seqs",
+        )
+    need = model.tokens + model.output_tokens
+    if model.tokens_cv == 0 and model.output_tokens_cv == 0 and need > w.kv_cache_tokens:
+        raise ScenarioError(
+            key("kv_cache_tokens"),
+            f"{w.kv_cache_tokens:,} cannot hold one request of model {model.name} (prompt "
+            f"{model.tokens:,} + output {model.output_tokens:,} = {need:,} tokens)",
+            f"use at least {need:,}, or shorten the model's requests",
+        )
+
+
+def _slo(raw: Any) -> SloSpec:
+    t = _Table(raw, "slo", tuple(SloSpec.__dataclass_fields__))
+    return SloSpec(
+        ttft_s=t.number("ttft_s", positive=True) if t.has("ttft_s") else None,
+        tpot_s=t.number("tpot_s", positive=True) if t.has("tpot_s") else None,
     )
 
 

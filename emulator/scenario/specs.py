@@ -16,6 +16,13 @@ dataclasses below carry exactly those keys as field names, plus a few added keys
   least_loaded) learns which of its workers are alive; until then it keeps pushing
   to a dead worker, and a restored worker rejoins the rotation only then.
 
+Token-level serving (``worker.batching = "continuous"``) adds the worker keys of
+``WorkerSpec`` below, ``models.NAME.output_tokens`` (and ``_cv``), per-model worker
+overrides in ``[models.NAME.worker]``, trace replay in ``[traffic]`` (``trace``,
+``trace_speedup``, ``trace_start_s``, ``trace_loop``) and SLOs in ``[slo]``. Keys
+left at their defaults are not written back by ``to_dict``, so a scenario of the
+seed's kind reads back exactly as it was written.
+
 Errors are ``ScenarioError``: one line naming the key path and the fix.
 """
 
@@ -32,6 +39,7 @@ import tomli_w
 from emulator.scenario.errors import ScenarioError
 
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
+BATCHING = ("static", "continuous")
 STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
@@ -49,6 +57,12 @@ class Traffic:
     period_s: float = 300.0
     burst_at_s: float = 60.0
     burst_s: float = 10.0
+    #: A request trace to replay instead of Poisson traffic (a file path); qps and
+    #: shape are then ignored. Each row is one request with exactly its sizes.
+    trace: str | None = None
+    trace_speedup: float = 1.0  # divides the gaps between arrivals
+    trace_start_s: float = 0.0  # when the trace's first request arrives
+    trace_loop: bool = False  # repeat the trace until the run ends
 
     def rate_at(self, t_s: float) -> float:
         """Offered requests per second at simulated time ``t_s``."""
@@ -80,13 +94,21 @@ class Traffic:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One model: its share of the traffic, its worker size and its request sizes."""
+    """One model: its share of the traffic, its worker size and its request sizes.
+
+    ``tokens`` is the mean prompt; ``output_tokens`` the mean output (lognormal around
+    it when ``output_tokens_cv`` > 0). ``worker_overrides`` are the keys of its
+    ``[models.NAME.worker]`` table, applied over ``[worker]`` (``Scenario.worker_for``).
+    """
 
     name: str
     share: float
     worker_units: int
     tokens: int
     tokens_cv: float = 0.0
+    output_tokens: int = 1
+    output_tokens_cv: float = 0.0
+    worker_overrides: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,11 +126,28 @@ class DispatcherSpec:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How long a worker takes for one batch."""
+    """How a worker serves: ``static`` runs one closed batch at a time for its service
+    time (``batch_s``, ``service``, ``service_cv``); ``continuous`` batches at the
+    level of iterations with a KV cache, each step lasting
+
+        step_base_s + prefill_token_s * prefill tokens in the step
+        + prefill_attn_s * sum over prefill chunks of chunk * (chunk start + chunk)
+        + decode_seq_s * decoding sequences
+        + kv_token_s * sum of the decoding sequences' context lengths
+    """
 
     batch_s: float = 1.5
     service: str = "constant"
     service_cv: float = 0.0
+    batching: str = "static"
+    max_num_seqs: int = 256  # running sequences per worker
+    max_batched_tokens: int = 8192  # tokens per step: one per decoding sequence + chunks
+    kv_cache_tokens: int = 200_000  # KV capacity per worker, in tokens
+    step_base_s: float = 0.005
+    prefill_token_s: float = 2e-5
+    prefill_attn_s: float = 0.0
+    decode_seq_s: float = 1e-4
+    kv_token_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -128,6 +167,18 @@ class GatewaySpec:
     rate_limit_qps: float = 0.0
     keys: int = 50
     shared_counter: bool = True
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    """Service-level objectives of token-level serving (None: no objective)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+    def any(self) -> bool:
+        """Whether any objective is set."""
+        return self.ttft_s is not None or self.tpot_s is not None
 
 
 @dataclass(frozen=True)
@@ -180,6 +231,7 @@ class Scenario:
     gateway: GatewaySpec = field(default_factory=GatewaySpec)
     hosts: tuple[HostGroup, ...] = ()
     faults: tuple[Fault, ...] = ()
+    slo: SloSpec = field(default_factory=SloSpec)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], max_requests: int | None | object = ...) -> Scenario:
@@ -200,16 +252,13 @@ class Scenario:
             "duration_s": self.duration_s,
             "seed": self.seed,
             "sample_s": self.sample_s,
-            "traffic": _fields(self.traffic),
-            "models": {
-                name: {k: v for k, v in _fields(m).items() if k != "name"}
-                for name, m in self.models.items()
-            },
+            "traffic": _without_defaults(self.traffic, _NEW_TRAFFIC),
+            "models": {name: _model_dict(m) for name, m in self.models.items()},
             "dispatcher": {
                 **_fields(d),
                 "close_after_s": "never" if d.close_after_s is None else d.close_after_s,
             },
-            "worker": _fields(self.worker),
+            "worker": _without_defaults(self.worker, _NEW_WORKER),
             "client": {
                 **_fields(self.client),
                 "timeout_s": "none" if self.client.timeout_s is None else self.client.timeout_s,
@@ -220,6 +269,7 @@ class Scenario:
                 for h in self.hosts
             ],
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
+            **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s"))} if self.slo.any() else {}),
         }
 
     def to_toml(self) -> str:
@@ -247,13 +297,36 @@ class Scenario:
                 out.append((len(out), group.units, group.workers))
         return out
 
+    def worker_for(self, model: str) -> WorkerSpec:
+        """The worker spec of ``model``: ``[worker]`` with its ``[models.NAME.worker]``
+        overrides applied."""
+        overrides = self.models[model].worker_overrides
+        return replace(self.worker, **dict(overrides)) if overrides else self.worker
+
+    def batching_of(self, model: str) -> str:
+        """``static`` or ``continuous``: how the workers of ``model`` batch."""
+        return self.worker_for(model).batching
+
     def worker_count(self, model: str) -> int:
         """How many workers of ``model`` the hosts carry."""
         return sum(g.count * sum(1 for w in g.workers if w.model == model) for g in self.hosts)
 
     def expected_requests(self) -> float:
         """Fresh arrivals expected over the run, times one plus the client's retries."""
-        fresh = self.traffic.mean_rate(self.duration_s) * self.duration_s
+        t = self.traffic
+        if t.trace is not None:
+            from emulator.scenario.traces import load_trace, replay_times
+
+            rows, _ = replay_times(
+                load_trace(t.trace),
+                speedup=t.trace_speedup,
+                start_s=t.trace_start_s,
+                loop=t.trace_loop,
+                until_s=self.duration_s,
+            )
+            fresh = float(rows.size)
+        else:
+            fresh = self.traffic.mean_rate(self.duration_s) * self.duration_s
         return fresh * (1 + self.client.retries)
 
     def replace(self, **changes: Any) -> Scenario:
@@ -263,6 +336,44 @@ class Scenario:
 
 def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+#: Keys added for token-level serving: written back only when set to something else
+#: than their default, so older scenarios keep their exact spelling.
+_NEW_TRAFFIC = ("trace", "trace_speedup", "trace_start_s", "trace_loop")
+_NEW_WORKER = (
+    "batching",
+    "max_num_seqs",
+    "max_batched_tokens",
+    "kv_cache_tokens",
+    "step_base_s",
+    "prefill_token_s",
+    "prefill_attn_s",
+    "decode_seq_s",
+    "kv_token_s",
+)
+_NEW_MODEL = ("output_tokens", "output_tokens_cv")
+
+
+def _without_defaults(obj: Any, optional: tuple[str, ...]) -> dict[str, Any]:
+    """``obj``'s fields, less the ``optional`` ones left at their default."""
+    fields = obj.__dataclass_fields__
+    return {
+        name: getattr(obj, name)
+        for name in fields
+        if name not in optional or getattr(obj, name) != fields[name].default
+    }
+
+
+def _model_dict(m: ModelSpec) -> dict[str, Any]:
+    out = {
+        k: v
+        for k, v in _without_defaults(m, _NEW_MODEL).items()
+        if k not in ("name", "worker_overrides")
+    }
+    if m.worker_overrides:
+        out["worker"] = dict(m.worker_overrides)
+    return out
 
 
 def _budget(max_requests: int | None | object) -> int | None:

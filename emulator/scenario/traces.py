@@ -46,6 +46,8 @@ _TIMESTAMP = re.compile(
 _NS_PER_S = 1_000_000_000
 # A loop long enough to exhaust memory is a setting mistake, not a run.
 MAX_REPLAY_ROWS = 50_000_000
+#: Largest trace file a scenario may name (the Azure conversation trace is 0.7 MB).
+MAX_TRACE_BYTES = 512 * 1024 * 1024
 
 
 class TraceError(ScenarioError):
@@ -434,3 +436,26 @@ def _trace(
     for column in columns:
         column.flags.writeable = False
     return Trace(name, *columns, model=models, raised_to_one=raised)
+
+
+#: Traces read so far, by resolved path, modification time and size: a scenario is
+#: validated and then run (often several times) without reading its trace again.
+_LOADED: dict[tuple[str, int, int], Trace] = {}
+
+
+def load_trace(path: str, *, key: str = "traffic.trace") -> Trace:
+    """The trace at ``path`` (a file path), read once and kept while the file is
+    unchanged. Errors name ``key`` when the file is missing."""
+    file = Path(path).expanduser()
+    try:
+        stat = file.stat()
+    except OSError:
+        raise TraceError(key, f'"{path}" is no such file', "give the path of a trace file") from None
+    cache_key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+    trace = _LOADED.get(cache_key)
+    if trace is None:
+        trace = read_trace(file, max_bytes=MAX_TRACE_BYTES)
+        if len(_LOADED) >= 8:
+            _LOADED.clear()
+        _LOADED[cache_key] = trace
+    return trace

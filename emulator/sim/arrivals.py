@@ -1,7 +1,10 @@
 """Arrivals at the gateway, generated in bulk a chunk of simulated time ahead.
 
 Fresh requests are a Poisson process at ``traffic.rate_at(t)`` (thinning when the
-shape varies), split among models by share, each with its token count. Retries are
+shape varies), split among models by share, each with its token count and its output
+tokens (drawn from a stream of their own, and only when they vary, so the prompt
+sizes and arrival times of a seed do not depend on them). With ``traffic.trace`` the
+fresh requests are the trace's rows instead, each with exactly its sizes. Retries are
 merged in at their re-send time. The gateway's per-key rate limit is a fixed one-second
 window: with ``shared_counter`` one counter per key, otherwise one per key and gateway
 instance (a client lands on a random instance), so a key gets up to ``instances``
@@ -29,18 +32,15 @@ class Arrivals:
     attempt: np.ndarray
     ctr: np.ndarray
     admitted: np.ndarray
+    output: np.ndarray
 
     def select(self, mask: np.ndarray | slice) -> Arrivals:
         """The attempts picked by ``mask`` (a boolean mask, an index array or a slice)."""
-        return Arrivals(
-            self.time[mask],
-            self.model[mask],
-            self.tokens[mask],
-            self.key[mask],
-            self.attempt[mask],
-            self.ctr[mask],
-            self.admitted[mask],
-        )
+        return Arrivals(*(getattr(self, f)[mask] for f in FIELDS))
+
+
+#: The fields of ``Arrivals``, in order.
+FIELDS = ("time", "model", "tokens", "key", "attempt", "ctr", "admitted", "output")
 
 
 def chunk_length(scenario: Scenario) -> float:
@@ -55,16 +55,27 @@ def chunk_length(scenario: Scenario) -> float:
 class ArrivalSource:
     """Generates attempts chunk by chunk and keeps the rate limiter's counters."""
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        rng: np.random.Generator,
+        output_rng: np.random.Generator | None = None,
+    ) -> None:
         self.traffic = scenario.traffic
         self.qps_override: float | None = None
         self.rng = rng
+        self.output_rng = output_rng or rng
         models = list(scenario.models.values())
         self.n_models = len(models)
         self.shares = [m.share for m in models]
         self.cum_share = np.cumsum(self.shares)
         self.tokens = np.array([m.tokens for m in models], dtype=np.int64)
         self.tokens_cv = np.array([m.tokens_cv for m in models])
+        self.output = np.array([m.output_tokens for m in models], dtype=np.int64)
+        self.output_cv = np.array([m.output_tokens_cv for m in models])
+        self.replay: Arrivals | None = None
+        if scenario.traffic.trace is not None:
+            self.replay = self._replay(scenario)
         gw = scenario.gateway
         self.limit = int(gw.rate_limit_qps)
         self.keys = gw.keys
@@ -72,6 +83,56 @@ class ArrivalSource:
         self.counts = np.zeros(self.keys * self.instances, dtype=np.int64)
         self.window = -1
         self._retry: list[Arrivals] = []
+
+    def _replay(self, scenario: Scenario) -> Arrivals:
+        """Every fresh request of the run from the trace: its rows at their replay times,
+        each with its own sizes; rows without a model are split by share."""
+        from emulator.scenario.traces import load_trace, replay_times
+
+        t = scenario.traffic
+        assert t.trace is not None
+        trace = load_trace(t.trace)
+        rows, times = replay_times(
+            trace,
+            speedup=t.trace_speedup,
+            start_s=t.trace_start_s,
+            loop=t.trace_loop,
+            until_s=scenario.duration_s,
+        )
+        n = rows.size
+        if trace.model is not None:
+            index = {name: i for i, name in enumerate(scenario.models)}
+            model = np.array([index[name] for name in trace.model], dtype=np.int64)[rows]
+        elif self.n_models > 1:
+            model = np.minimum(
+                np.searchsorted(self.cum_share, self.rng.random(n), side="right"),
+                self.n_models - 1,
+            ).astype(np.int64)
+        else:
+            model = np.zeros(n, dtype=np.int64)
+        zeros = np.zeros(n, dtype=np.int64)
+        return Arrivals(
+            time=times,
+            model=model,
+            tokens=trace.prompt_tokens[rows].astype(np.int64),
+            key=zeros,
+            attempt=zeros.astype(np.int16),
+            ctr=zeros.copy(),
+            admitted=np.ones(n, dtype=bool),
+            output=trace.output_tokens[rows].astype(np.int64),
+        )
+
+    def _replayed(self, t0: float, t1: float) -> Arrivals:
+        """The trace's requests arriving in ``[t0, t1)``, with gateway keys drawn when a
+        rate limit needs them."""
+        assert self.replay is not None
+        times = self.replay.time
+        part = self.replay.select(
+            slice(int(np.searchsorted(times, t0)), int(np.searchsorted(times, t1)))
+        )
+        if self.limit and part.time.size:
+            part.key = self.rng.integers(0, self.keys, part.time.size)
+        return part
 
     def set_rate(self, qps: float) -> None:
         """Make fresh traffic constant at ``qps`` (all models) from the next draw on."""
@@ -98,6 +159,8 @@ class ArrivalSource:
 
     def fresh(self, t0: float, t1: float) -> Arrivals:
         """Fresh (first-attempt) requests arriving in ``[t0, t1)``."""
+        if self.replay is not None:
+            return self._replayed(t0, t1)
         rng = self.rng
         if self.qps_override is not None:
             top, varying = self.qps_override, False
@@ -127,13 +190,21 @@ class ArrivalSource:
             attempt=np.zeros(n, dtype=np.int16),
             ctr=np.zeros(n, dtype=np.int64),
             admitted=np.ones(n, dtype=bool),
+            output=self._outputs(model),
         )
 
     # -- retries -------------------------------------------------------------------
     def add_retries(
-        self, time: np.ndarray, model: int, tokens: np.ndarray, key: np.ndarray, attempt: np.ndarray
+        self,
+        time: np.ndarray,
+        model: int,
+        tokens: np.ndarray,
+        key: np.ndarray,
+        attempt: np.ndarray,
+        output: np.ndarray | None = None,
     ) -> None:
-        """Queue re-sends (``attempt`` already counts this one) for their chunk."""
+        """Queue re-sends (``attempt`` already counts this one; a re-sent request keeps
+        its sizes) for their chunk."""
         if time.size == 0:
             return
         n = time.size
@@ -146,6 +217,11 @@ class ArrivalSource:
                 attempt=attempt.astype(np.int16),
                 ctr=np.zeros(n, dtype=np.int64),
                 admitted=np.ones(n, dtype=bool),
+                output=(
+                    np.full(n, self.output[model], dtype=np.int64)
+                    if output is None
+                    else output.astype(np.int64)
+                ),
             )
         )
 
@@ -184,6 +260,8 @@ class ArrivalSource:
 
     def fresh_by_model(self, t0: float, t1: float) -> list[Arrivals]:
         """Fresh requests in ``[t0, t1)``, drawn model by model (no rate limit)."""
+        if self.replay is not None:
+            return self.split(self._replayed(t0, t1))
         rng = self.rng
         if self.qps_override is not None:
             top, varying = self.qps_override, False
@@ -210,9 +288,22 @@ class ArrivalSource:
                     attempt=zeros.astype(np.int16),
                     ctr=zeros,
                     admitted=np.ones(n, dtype=bool),
+                    output=self._outputs(np.full(n, m, dtype=np.int64)),
                 )
             )
         return out
+
+    def _outputs(self, model: np.ndarray) -> np.ndarray:
+        """Output tokens for requests of ``model``: each model's mean, or lognormal around
+        it with its ``output_tokens_cv`` (drawn from the output stream only then)."""
+        out = self.output[model]
+        if not (self.output_cv.any() and model.size):
+            return out
+        cv = self.output_cv[model]
+        sigma = np.sqrt(np.log1p(cv * cv))
+        mu = np.log(out) - sigma * sigma / 2.0
+        varied = np.maximum(1, np.rint(np.exp(mu + sigma * self.output_rng.standard_normal(model.size))))
+        return np.where(cv > 0, varied.astype(np.int64), out)
 
     def _varied_tokens(self, model: np.ndarray) -> np.ndarray:
         """Token counts for requests of ``model`` (lognormal around each model's mean)."""
@@ -261,9 +352,4 @@ class ArrivalSource:
 def _concat(parts: list[Arrivals]) -> Arrivals:
     if len(parts) == 1:
         return parts[0]
-    return Arrivals(
-        *(
-            np.concatenate([getattr(p, f) for p in parts])
-            for f in ("time", "model", "tokens", "key", "attempt", "ctr", "admitted")
-        )
-    )
+    return Arrivals(*(np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS))

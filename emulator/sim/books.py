@@ -5,6 +5,10 @@ Outcomes are decided by what happens first. A request's client gives up at
 has passed as ``timed_out``. Completions, losses and orphans only claim requests that
 are still pending and within their deadline, so no request is counted twice. Counts
 gather per frame (``frame``) and are added to the run's totals when the frame closes.
+
+Under token-level serving a completion also carries the time of the request's first
+token and its output length: the books keep time to first token (TTFT), time per
+output token after the first (TPOT) and, with SLOs set, how many requests met them.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class Counts:
     wasted_batches: int = 0
     batches: int = 0
     fill_sum: float = 0.0
+    slo_met: int = 0  # delivered within every SLO set (token-level serving)
 
     def add(self, other: Counts) -> None:
         """Add another interval's counts to these."""
@@ -46,6 +51,11 @@ class Counts:
         self.wasted_batches += other.wasted_batches
         self.batches += other.batches
         self.fill_sum += other.fill_sum
+        self.slo_met += other.slo_met
+
+    def finished(self) -> int:
+        """Requests that got an outcome in the interval."""
+        return self.ok + self.shed + self.lost + self.timed_out + self.orphaned
 
 
 class ModelBooks:
@@ -67,10 +77,21 @@ class ModelBooks:
         #: decided already, booked in bulk by ``book_done``. (The list's own append: this
         #: runs once per batch.)
         self.complete = self.done.append
+        #: Record a request a continuous-batching worker finished: call it with
+        #: ``(row, first_token_s, done_s, code, output_tokens)``; booked by ``book_done``.
+        self.token_done: list[tuple[int, float, float, int, int]] = []
+        self.complete_request = self.token_done.append
         self.frame = Counts()
         self.total = Counts()
         self.latencies: list[np.ndarray] = []
         self.hist = LatencyHistogram()
+        self.ttfts: list[np.ndarray] = []
+        self.tpots: list[np.ndarray] = []
+        self.hist_ttft = LatencyHistogram()
+        self.hist_tpot = LatencyHistogram()
+        #: SLOs (set by the engine for token-level models; None: not set).
+        self.slo_ttft_s: float | None = None
+        self.slo_tpot_s: float | None = None
 
     # -- outcomes ------------------------------------------------------------------
     def lose(self, start: int, end: int, now: float) -> None:
@@ -85,6 +106,8 @@ class ModelBooks:
 
     def book_done(self) -> None:
         """Book the completions recorded since the last call, in bulk."""
+        if self.token_done:
+            self._book_tokens()
         if not self.done:
             return
         recs = np.array(self.done, dtype=np.float64)
@@ -109,6 +132,52 @@ class ModelBooks:
             self.latencies.append((t_done - arrival)[delivered])
         per_batch = np.add.reduceat(delivered.astype(np.int64), offs)
         self.frame.wasted_batches += int(np.count_nonzero(per_batch == 0))
+
+    def _book_tokens(self) -> None:
+        recs = np.array(self.token_done, dtype=np.float64)
+        self.token_done.clear()
+        st, b = self.store, self.store.base
+        rows = recs[:, 0].astype(np.int64) - b
+        first, t_done = recs[:, 1], recs[:, 2]
+        code = recs[:, 3].astype(np.int8)
+        output = recs[:, 4]
+        arrival = st.arrival[rows]
+        claim = st.outcome[rows] == PENDING
+        if self.timeout is not None:
+            claim &= arrival + self.timeout >= t_done
+        st.outcome[rows[claim]] = code[claim]
+        delivered = claim & (code == OK)
+        n_ok = int(np.count_nonzero(delivered))
+        frame = self.frame
+        frame.ok += n_ok
+        frame.orphaned += int(np.count_nonzero(claim)) - n_ok
+        if not n_ok:
+            return
+        ttft = (first - arrival)[delivered]
+        out = output[delivered]
+        several = out > 1
+        tpot = ((t_done[delivered] - first[delivered])[several]) / (out[several] - 1)
+        self.latencies.append((t_done - arrival)[delivered])
+        self.ttfts.append(ttft)
+        self.tpots.append(tpot)
+        if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
+            met = np.ones(n_ok, dtype=bool)
+            if self.slo_ttft_s is not None:
+                met &= ttft <= self.slo_ttft_s
+            if self.slo_tpot_s is not None:
+                per_token = np.zeros(n_ok)
+                per_token[several] = tpot
+                met &= per_token <= self.slo_tpot_s
+            frame.slo_met += int(np.count_nonzero(met))
+
+    def token_frame(self) -> tuple[np.ndarray, np.ndarray]:
+        """This frame's TTFTs and TPOTs (added to the run's histograms)."""
+        ttft = np.concatenate(self.ttfts) if self.ttfts else np.zeros(0)
+        tpot = np.concatenate(self.tpots) if self.tpots else np.zeros(0)
+        self.ttfts, self.tpots = [], []
+        self.hist_ttft.add(ttft)
+        self.hist_tpot.add(tpot)
+        return ttft, tpot
 
     def sweep(self, t: float) -> None:
         """Requests whose client's deadline passed by ``t`` and still pending time out;
@@ -137,6 +206,7 @@ class ModelBooks:
                     st.tokens[lo:hi][again],
                     st.key[lo:hi][again],
                     att[again] + 1,
+                    st.output[lo:hi][again],
                 )
         self.swept = hi + b
 

@@ -22,21 +22,21 @@ import numpy as np
 from emulator.scenario import ModelSpec, Scenario
 from emulator.sim.arrivals import Arrivals, ArrivalSource
 from emulator.sim.batch import Batch, ClosePlan
-from emulator.sim.books import ModelBooks
 from emulator.sim.events import BATCH_CLOSE, FAILOVER_END, EventQueue
+from emulator.sim.intake import Intake
 from emulator.sim.requests import SHED
 
 #: A candidate plan while planning: (time_s, full, take_to, cut).
 _Plan = tuple[float, bool, int, int]
 
 if TYPE_CHECKING:
-    from emulator.sim.policies import DispatchPolicy
-    from emulator.sim.workers import WorkerModel
+    pass
 
 
-class Dispatcher(ModelBooks):
-    """The active dispatcher of one model; its books (``ModelBooks``) count everything
-    about that model's requests."""
+class Dispatcher(Intake):
+    """The active dispatcher of one model under static batching; its intake and books
+    (``Intake``, ``ModelBooks``) take in and count everything about that model's
+    requests."""
 
     def __init__(
         self,
@@ -47,64 +47,30 @@ class Dispatcher(ModelBooks):
         queue: EventQueue,
         workers: list[int],
     ) -> None:
-        super().__init__(index, spec.name, scenario.client, source)
-        self.queue = queue
-        #: This model's workers (fleet indexes), in layout order.
-        self.workers = workers
-        #: Set by the engine once the worker model exists.
-        self.policy: DispatchPolicy
-        self.worker_model: WorkerModel
+        super().__init__(index, spec, scenario, source, queue, workers)
         disp = scenario.dispatcher
         self.max_tokens = disp.max_batch_tokens
         self.tokens = spec.tokens
         self.varied = spec.tokens_cv > 0
         self.batch_n = max(1, disp.max_batch_tokens // spec.tokens)
         self.close_after = disp.close_after_s
-        self.queue_limit = disp.queue_limit
 
         #: Fixed tokens, no queue limit, no retries: batches close by simple counting.
         self.simple = not (self.varied or self.queue_limit or self.retries)
-        self.gw_shed: Arrivals | None = None  # shed by the rate limit, not yet offered
-        self.gw_pos = 0
         self.open_start = 0
         self.open_count = 0
         self.open_tokens = 0
         self.open_first_s = 0.0
         self.closed: deque[Batch] = deque()  # closed batches held by the dispatcher
         self.closed_reqs = 0
-        self.epoch = 0  # bumped when a cold standby takes over: older batches are orphans
-        self.paused = False  # failing over: no dispatching
-        self.paused_until = 0.0
         self.plan_version = 0
         self._plan = ClosePlan()  # rewritten in place by every planning
         self.plan: ClosePlan | None = None  # None: no close planned
-        self.failover_s = disp.failover_s
-        self.cold = disp.standby == "cold"
 
     # -- arrivals ------------------------------------------------------------------
     def depth(self) -> int:
         """Requests at the dispatcher: its open batch and the closed batches it holds."""
         return self.open_count + self.closed_reqs
-
-    def add_arrivals(self, arr: Arrivals) -> None:
-        """Take this model's share of an arrival chunk (not yet offered)."""
-        ok = arr.admitted
-        if ok.all():
-            self.store.append(arr.time, arr.tokens, arr.attempt, arr.key, arr.ctr)
-        else:
-            a = arr.select(ok)
-            self.store.append(a.time, a.tokens, a.attempt, a.key, a.ctr)
-            shed = arr.select(~ok)
-            if self.gw_shed is not None and self.gw_pos < self.gw_shed.time.size:
-                rest = self.gw_shed.select(np.arange(self.gw_pos, self.gw_shed.time.size))
-                shed = Arrivals(
-                    *(
-                        np.concatenate([getattr(rest, f), getattr(shed, f)])
-                        for f in ("time", "model", "tokens", "key", "attempt", "ctr", "admitted")
-                    )
-                )
-                shed = shed.select(np.argsort(shed.time, kind="stable"))
-            self.gw_shed, self.gw_pos = shed, 0
 
     def ingest(self, t: float) -> None:
         """Offer every arrival up to ``t``: count it, shed it or admit it."""
@@ -116,27 +82,6 @@ class Dispatcher(ModelBooks):
         lo = self.ingested - st.base
         j = int(np.searchsorted(st.arrival[lo : st.end - st.base], t, side="right"))
         self.take(self.ingested + j)
-
-    def ingest_gateway(self, t: float) -> None:
-        """Offer the attempts the gateway's rate limit shed up to ``t``."""
-        gs = self.gw_shed
-        if gs is not None and self.gw_pos < gs.time.size and gs.time[self.gw_pos] <= t:
-            j = int(np.searchsorted(gs.time, t, side="right"))
-            lo, k = self.gw_pos, j - self.gw_pos
-            self.frame.offered += k
-            self.frame.shed += k
-            self.gw_pos = j
-            if self.retries:
-                att = gs.attempt[lo:j]
-                self.frame.retried += int(np.count_nonzero(att))
-                again = att < self.retries
-                self.source.add_retries(
-                    gs.time[lo:j][again] + self.backoff,
-                    self.index,
-                    gs.tokens[lo:j][again],
-                    gs.key[lo:j][again],
-                    att[again] + 1,
-                )
 
     def take(self, upto: int) -> None:
         """Offer store rows up to ``upto`` (all known to have arrived)."""
@@ -171,6 +116,7 @@ class Dispatcher(ModelBooks):
                         st.tokens[lo:hi][again],
                         st.key[lo:hi][again],
                         att[again] + 1,
+                        st.output[lo:hi][again],
                     )
         if admit:
             if self.open_count == 0:
@@ -429,11 +375,7 @@ class Dispatcher(ModelBooks):
         more than ``compact_rows`` rows, and plan the open batch's close if no fullness
         plan stands."""
         self.add_arrivals(arrivals)
-        if len(self.store) > compact_rows:
-            low = self._oldest_row()
-            if self.timeout is not None and low > self.swept:
-                self.swept = low  # the rows skipped are final and need no visit
-            self.store.compact(low)
+        self.compact(compact_rows)
         if self.plan is None or not self.plan.full:
             self.replan()
 
@@ -446,42 +388,8 @@ class Dispatcher(ModelBooks):
         return low if at_workers is None else min(low, at_workers)
 
     # -- a change of rate ------------------------------------------------------------
-    def withdraw_fresh(self) -> tuple[np.ndarray, ...]:
-        """Withdraw the arrivals generated beyond the rows already offered (their
-        rate-limit slots given back), keeping the retries among them, which do not depend
-        on the rate. Returns the kept retries' fields (arrival, tokens, attempt, key,
-        ctr); see ``redraw``."""
-        st, b = self.store, self.store.base
-        lo, hi = self.ingested - b, st.end - b
-        retry = st.attempt[lo:hi] > 0
-        self.source.release(st.ctr[lo:hi][~retry])
-        kept = tuple(
-            getattr(st, f)[lo:hi][retry].copy()
-            for f in ("arrival", "tokens", "attempt", "key", "ctr")
-        )
-        st.truncate(self.ingested)
-        gs = self.gw_shed
-        if gs is not None:
-            # Entries before gw_pos were offered already; later fresh ones are withdrawn.
-            self.gw_shed = gs.select((np.arange(gs.time.size) < self.gw_pos) | (gs.attempt > 0))
-        return kept
-
     def redraw(self, fresh: Arrivals, kept: tuple[np.ndarray, ...]) -> None:
         """Merge the arrivals drawn again at the new rate (all models' ``fresh``) with the
         retries ``withdraw_fresh`` kept, and plan the open batch's close again."""
-        arrival, tokens, attempt, key, ctr = kept
-        mine = fresh.select(fresh.model == self.index)
-        adm = mine.select(mine.admitted)
-        t_all = np.concatenate([arrival, adm.time])
-        order = np.argsort(t_all, kind="stable")
-        self.store.append(
-            t_all[order],
-            np.concatenate([tokens, adm.tokens])[order],
-            np.concatenate([attempt, adm.attempt])[order],
-            np.concatenate([key, adm.key])[order],
-            np.concatenate([ctr, adm.ctr])[order],
-        )
-        shed = mine.select(~mine.admitted)
-        if shed.time.size:
-            self.add_arrivals(shed)
+        self.merge_redrawn(fresh, kept)
         self.replan()

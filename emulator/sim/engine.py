@@ -5,7 +5,8 @@ generated in bulk a chunk ahead (``emulator.sim.arrivals``), a batch is a range 
 model's arrivals (``emulator.sim.dispatcher``), and a batch's requests are booked in bulk
 with numpy when it completes. Randomness comes from numpy Generators seeded from the
 scenario's seed (or the one given), so a run is a pure function of scenario and seed:
-one stream for arrivals, one for service times, one for policies that draw.
+one stream for arrivals, one for service times, one for policies that draw, one for
+output lengths.
 
 Behaviour worth knowing (ARCHITECTURE.md, "The emulator's model", is the spec):
 
@@ -47,13 +48,15 @@ from emulator.sim.events import (
     FAULT,
     FRAME,
     HEALTH_CHECK,
+    REQUEST_ARRIVAL,
     EventQueue,
 )
 from emulator.sim.fleet import Fleet
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies import policy_class
-from emulator.sim.results import COUNT_KEYS, STAT_KEYS, Frame, Outcomes, Summary
-from emulator.sim.workers import WORKER_MODELS
+from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
+from emulator.sim.router import Router
+from emulator.sim.workers import WORKER_MODELS, ContinuousWorkers
 
 #: A model's request store is compacted once it holds more rows than this.
 COMPACT_ROWS = 50_000
@@ -68,16 +71,17 @@ class Engine:
         self.duration_s = scenario.duration_s
         self.sample_s = scenario.sample_s
         self.wall_s = 0.0
-        arrivals_rng, self.service_rng, self.policy_rng = (
+        arrivals_rng, self.service_rng, self.policy_rng, output_rng = (
             np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(self.seed).spawn(3)
+            for s in np.random.SeedSequence(self.seed).spawn(4)
         )
         self.queue = EventQueue()
-        self.source = ArrivalSource(scenario, arrivals_rng)
+        self.source = ArrivalSource(scenario, arrivals_rng, output_rng)
         self.names = list(scenario.models)
         self.fleet = Fleet(scenario)
-        self.disp = [
-            Dispatcher(
+        batching = [scenario.batching_of(n) for n in self.names]
+        self.disp: list[Dispatcher | Router] = [
+            (Dispatcher if batching[i] == "static" else Router)(
                 i,
                 scenario.models[n],
                 scenario,
@@ -87,12 +91,27 @@ class Engine:
             )
             for i, n in enumerate(self.names)
         ]
-        self.workers = WORKER_MODELS["static"](self)
+        #: One worker model per batching mode in use, serving the models that use it.
+        self.worker_models = {
+            mode: WORKER_MODELS[mode](self, [i for i, b in enumerate(batching) if b == mode])
+            for mode in dict.fromkeys(batching)
+        }
+        self.workers = self.worker_models[batching[0]]  # the (first) worker model
         policy = policy_class(scenario.dispatcher.policy)
-        for d in self.disp:
-            d.worker_model = self.workers
+        for d, mode in zip(self.disp, batching, strict=True):
+            d.worker_model = self.worker_models[mode]
             d.policy = policy(self, d)
-        self.frame_keys = (*COUNT_KEYS, "queue_depth", *self.workers.frame_keys, *STAT_KEYS)
+            if mode != "static":
+                d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
+        self.token_level = "continuous" in self.worker_models
+        worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.frame_keys)
+        self.frame_keys = (
+            *COUNT_KEYS,
+            "queue_depth",
+            *worker_keys,
+            *STAT_KEYS,
+            *(TOKEN_KEYS if self.token_level else ()),
+        )
         span = chunk_length(scenario)
         self.chunks_per_s = round(1.0 / span)
         self.chunk_end_s = 0.0
@@ -100,7 +119,8 @@ class Engine:
         queue = self.queue
         queue.on(ARRIVALS, self._on_chunk)
         queue.on(BATCH_CLOSE, Dispatcher.close_due)
-        queue.on(FAILOVER_END, Dispatcher.failover_due)
+        queue.on(REQUEST_ARRIVAL, Router.arrival_due)
+        queue.on(FAILOVER_END, lambda d, until: d.failover_due(until))
         queue.on(FAULT, self._on_fault)
         queue.on(HEALTH_CHECK, self._on_health)
         queue.on(FRAME, self._on_frame)
@@ -166,6 +186,12 @@ class Engine:
             raise ScenarioError(
                 "qps", f"{qps!r} is not a rate", "give a number of requests per second, 0 or more"
             )
+        if self.scenario.traffic.trace is not None:
+            raise ScenarioError(
+                "qps",
+                "the traffic replays a trace, which has no rate to set",
+                "change traffic.trace_speedup and run again",
+            )
         now = self.now_s
         self.source.set_rate(float(qps))
         self.frame_events.append(f"set qps {qps:g}")
@@ -193,6 +219,7 @@ class Engine:
         per_model: dict[str, Outcomes] = {}
         fleet_hist = LatencyHistogram()
         fleet = Summary()
+        fleet_tokens = (LatencyHistogram(), LatencyHistogram(), [0])
         for d in self.disp:
             d.book_done()
             d.ingest(now)
@@ -206,10 +233,18 @@ class Engine:
                 hist.add(lat)
             fleet_hist.merge(hist)
             out = _outcomes(counts, d.in_system(), now, hist)
+            if isinstance(d, Router):
+                self._token_outcomes(out, d, counts, now, fleet_tokens)
             per_model[d.name] = out
             fleet.add(out)
         fleet.served_qps = fleet.ok / now if now > 0 else 0.0
         fleet.latency_s = fleet_hist.stats()
+        if self.token_level:
+            fleet_ttft, fleet_tpot, tokens = fleet_tokens
+            fleet.token_level = True
+            fleet.ttft_s, fleet.tpot_s = fleet_ttft.stats(), fleet_tpot.stats()
+            fleet.output_tokens_per_s = tokens[0] / now if now > 0 else 0.0
+            fleet.slo_goodput = _goodput(fleet.slo_met, fleet, self.scenario.slo.any())
         fleet.per_model = per_model
         fleet.sim_s = now
         fleet.wall_s = self.wall_s
@@ -263,17 +298,66 @@ class Engine:
             d.fail() if action == "kill" else d.end_failover()
 
     def _kill_worker(self, w: int) -> None:
-        if self.workers.kill(w):
-            self.disp[self.fleet.model_list[w]].policy.worker_died(w)
+        d = self.disp[self.fleet.model_list[w]]
+        if d.worker_model.kill(w):
+            d.policy.worker_died(w)
 
     def _restore_worker(self, w: int) -> None:
-        if self.workers.restore(w):
-            self.disp[self.fleet.model_list[w]].policy.worker_restored(w)
+        d = self.disp[self.fleet.model_list[w]]
+        if d.worker_model.restore(w):
+            d.policy.worker_restored(w)
+
+    def _token_outcomes(
+        self,
+        out: Outcomes,
+        d: Router,
+        counts: Counts,
+        now: float,
+        fleet: tuple[LatencyHistogram, LatencyHistogram, list[int]],
+    ) -> None:
+        """The token-level figures of a continuous-batching model's outcomes."""
+        ttft, tpot = LatencyHistogram(), LatencyHistogram()
+        ttft.merge(d.hist_ttft)
+        tpot.merge(d.hist_tpot)
+        for values in d.ttfts:
+            ttft.add(values)
+        for values in d.tpots:
+            tpot.add(values)
+        fleet[0].merge(ttft)
+        fleet[1].merge(tpot)
+        workers = d.worker_model
+        assert isinstance(workers, ContinuousWorkers)
+        tokens = workers.tokens_generated(d.index)
+        fleet[2][0] += tokens
+        out.token_level = True
+        out.ttft_s, out.tpot_s = ttft.stats(), tpot.stats()
+        out.output_tokens_per_s = tokens / now if now > 0 else 0.0
+        out.preemptions = workers.preemptions[d.index]
+        out.slo_met = counts.slo_met
+        out.slo_goodput = _goodput(counts.slo_met, out, self.scenario.slo.any())
+        out.shed_oversized = d.shed_oversized
 
     # -- frames ----------------------------------------------------------------------
+    def _token_frame(self, m: dict[str, list[Any]], d: Dispatcher | Router, counts: Counts) -> None:
+        if not isinstance(d, Router):
+            for key in TOKEN_KEYS:
+                m[key].append(None)
+            return
+        ttft, tpot = d.token_frame()
+        for name, values in (("ttft", ttft), ("tpot", tpot)):
+            p50, p95, p99 = frame_percentiles(values)
+            m[f"{name}_p50_s"].append(p50)
+            m[f"{name}_p95_s"].append(p95)
+            m[f"{name}_p99_s"].append(p99)
+        finished = counts.finished()
+        m["goodput"].append(
+            counts.slo_met / finished if finished and self.scenario.slo.any() else None
+        )
+
     def _on_frame(self, i: int, _: Any) -> None:
         t = self.now_s
         m: dict[str, list[Any]] = {k: [] for k in self.frame_keys}
+        worker_keys = [k for wm in self.worker_models.values() for k in wm.frame_keys]
         for d in self.disp:
             d.book_done()
             d.ingest(t)
@@ -282,13 +366,31 @@ class Engine:
             for key in COUNT_KEYS:
                 m[key].append(getattr(counts, key))
             m["queue_depth"].append(d.depth())
-            for key, value in self.workers.frame_figures(d.index).items():
+            figures = d.worker_model.frame_figures(d.index)
+            for key, value in figures.items():
                 m[key].append(value)
+            for key in worker_keys:
+                if key not in figures:
+                    m[key].append(None)  # a figure of another worker model
             p50, p95, p99 = frame_percentiles(lat)
             m["p50_s"].append(p50)
             m["p95_s"].append(p95)
             m["p99_s"].append(p99)
             m["batch_fill"].append(counts.fill_sum / counts.batches if counts.batches else None)
+            if self.token_level:
+                self._token_frame(m, d, counts)
+        for wm in self.worker_models.values():
+            wm.frame_done()
+        w_kv = w_running = None
+        continuous = self.worker_models.get("continuous")
+        if isinstance(continuous, ContinuousWorkers):
+            w_kv, w_running = [], []
+            for w in range(len(self.fleet)):
+                kv, running = (
+                    continuous.worker_figures(w) if w in continuous.workers else (None, None)
+                )
+                w_kv.append(kv)
+                w_running.append(running)
         self._frames.append(
             Frame(
                 i=i,
@@ -299,11 +401,19 @@ class Engine:
                 w_backlog=self.fleet.backlog.copy(),
                 h_alive=self.fleet.host_alive.copy(),
                 events=self.frame_events,
+                w_kv=w_kv,
+                w_running=w_running,
             )
         )
         self.frame_events = []
         if t < self.duration_s:
             self.queue.schedule(min((i + 2) * self.sample_s, self.duration_s), FRAME, i + 1)
+
+
+def _goodput(met: int, out: Outcomes, any_slo: bool) -> float | None:
+    """The fraction of finished requests that met every SLO (None without SLOs)."""
+    finished = out.offered - out.in_system_end
+    return met / finished if any_slo and finished else None
 
 
 def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram) -> Outcomes:

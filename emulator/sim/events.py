@@ -4,8 +4,8 @@ Every event is scheduled through ``EventQueue.schedule``; its kind declares wher
 runs among events at the same instant (``EventKind.priority``, lower first), and the
 sequence counter makes equal times and priorities run in scheduling order, so a run is
 a pure function of its scenario and seed. Arrival chunks run first at an instant, then
-ordinary events, then the frame that closes the interval (a fault at t = 120 belongs to
-the frame ending at 120).
+ordinary events, then request arrivals, then the frame that closes the interval (a fault
+at t = 120 belongs to the frame ending at 120).
 
 The part of the simulation that owns a kind registers its handler with ``on``; an
 event carries two payload values, handed to the handler as ``handler(a, b)``. The
@@ -47,8 +47,14 @@ FAULT = EventKind("fault", 1)
 HEALTH_CHECK = EventKind("health check", 1)
 #: A dispatcher's standby starts serving (payload: model index, the pause's end).
 FAILOVER_END = EventKind("failover end", 1)
+#: A continuous-batching worker's step (or stretch of decode steps) ends (payload: the
+#: worker's state, its version).
+STEP_END = EventKind("step end", 1)
+#: A request reaches its model's router (payload: the router, an event version); after
+#: the steps that end at the same instant, so a worker's step ends before it routes.
+REQUEST_ARRIVAL = EventKind("request arrival", 2)
 #: A metrics frame closes the interval that ends at its time (payload: frame index).
-FRAME = EventKind("frame", 2)
+FRAME = EventKind("frame", 3)
 
 Event = tuple[float, int, int, EventKind, Any, Any]
 

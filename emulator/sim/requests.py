@@ -16,6 +16,7 @@ PENDING, OK, TIMED_OUT, SHED, LOST, ORPHANED = 0, 1, 2, 3, 4, 5
 _FIELDS = (
     ("arrival", np.float64),
     ("tokens", np.int64),
+    ("output", np.int64),  # output tokens (token-level serving; 1 otherwise)
     ("cum_tokens", np.int64),  # running total of tokens, for cutting batches by tokens
     ("attempt", np.int16),
     ("key", np.int32),
@@ -34,6 +35,7 @@ class RequestStore:
             setattr(self, name, np.zeros(capacity, dtype=dtype))
         self.arrival: np.ndarray
         self.tokens: np.ndarray
+        self.output: np.ndarray
         self.cum_tokens: np.ndarray
         self.attempt: np.ndarray
         self.key: np.ndarray
@@ -61,6 +63,7 @@ class RequestStore:
         attempt: np.ndarray,
         key: np.ndarray,
         ctr: np.ndarray,
+        output: np.ndarray | int = 1,
     ) -> None:
         """Append attempts (already in time order, all later than the stored ones)."""
         n = arrival.size
@@ -71,6 +74,7 @@ class RequestStore:
         hi = lo + n
         self.arrival[lo:hi] = arrival
         self.tokens[lo:hi] = tokens
+        self.output[lo:hi] = output
         start = self.cum_tokens[lo - 1] if lo > 0 else 0
         self.cum_tokens[lo:hi] = start + np.cumsum(tokens)
         self.attempt[lo:hi] = attempt

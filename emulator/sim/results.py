@@ -13,6 +13,18 @@ COUNT_KEYS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned")
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
 STAT_KEYS = ("p50_s", "p95_s", "p99_s", "batch_fill")
+#: Per-model statistics of token-level serving, for models with continuous batching:
+#: TTFT and TPOT percentiles of the requests delivered in the frame, and the fraction
+#: of the requests that got an outcome in the frame that met every SLO (None: no SLO).
+TOKEN_KEYS = (
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p95_s",
+    "tpot_p99_s",
+    "goodput",
+)
 
 IDLE, BUSY, DEAD = 0, 1, 2
 
@@ -23,8 +35,11 @@ class Frame:
     only by ``to_dict``.
 
     ``m`` maps each per-model key to a list (one value per model, in ``models`` order);
-    ``w_state`` (0 idle, 1 busy, 2 dead) and ``w_backlog`` (batches queued) are per
-    worker in layout order; ``h_alive`` is 1/0 per host.
+    ``w_state`` (0 idle, 1 busy, 2 dead) and ``w_backlog`` (work queued: batches, or
+    waiting requests under continuous batching) are per worker in layout order;
+    ``h_alive`` is 1/0 per host. With continuous batching, ``w_kv`` (KV cache in use, a
+    fraction) and ``w_running`` (running sequences) are per worker too (None for the
+    workers of static models; absent when no model batches continuously).
     """
 
     i: int
@@ -35,15 +50,21 @@ class Frame:
     w_backlog: np.ndarray
     h_alive: np.ndarray
     events: list[str] = field(default_factory=list)
+    w_kv: list[float | None] | None = None
+    w_running: list[int | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe, compact form sent to browsers and stored with a run."""
+        w: dict[str, Any] = {"state": self.w_state.tolist(), "backlog": self.w_backlog.tolist()}
+        if self.w_kv is not None:
+            w["kv"] = list(self.w_kv)
+            w["running"] = list(self.w_running or [])
         return {
             "i": self.i,
             "t_s": self.t_s,
             "models": list(self.models),
             "m": {k: list(v) for k, v in self.m.items()},
-            "w": {"state": self.w_state.tolist(), "backlog": self.w_backlog.tolist()},
+            "w": w,
             "h": {"alive": self.h_alive.tolist()},
             "events": list(self.events),
         }
@@ -60,6 +81,8 @@ class Frame:
             w_backlog=np.asarray(data["w"]["backlog"], dtype=np.int32),
             h_alive=np.asarray(data["h"]["alive"], dtype=np.int8),
             events=list(data.get("events", [])),
+            w_kv=list(data["w"]["kv"]) if "kv" in data["w"] else None,
+            w_running=list(data["w"]["running"]) if "running" in data["w"] else None,
         )
 
 
@@ -71,6 +94,11 @@ class Outcomes:
     single response (every request in it had timed out, or its responses were
     orphaned). ``retried`` counts offered requests that were retries: a retry is a
     new offered request, so the books balance with or without retries.
+
+    Token-level serving (``token_level``) adds ``ttft_s`` and ``tpot_s`` (statistics
+    like ``latency_s``, over delivered requests), ``output_tokens_per_s``,
+    ``preemptions``, ``slo_goodput`` (the fraction of finished requests that met every
+    SLO; None without SLOs) and ``shed_oversized`` (requests no worker's KV could hold).
     """
 
     offered: int = 0
@@ -84,6 +112,14 @@ class Outcomes:
     retried: int = 0
     served_qps: float = 0.0
     latency_s: dict[str, float | None] = field(default_factory=dict)
+    token_level: bool = False
+    ttft_s: dict[str, float | None] = field(default_factory=dict)
+    tpot_s: dict[str, float | None] = field(default_factory=dict)
+    output_tokens_per_s: float = 0.0
+    preemptions: int = 0
+    slo_met: int = 0
+    slo_goodput: float | None = None
+    shed_oversized: int = 0
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -110,6 +146,18 @@ class Outcomes:
             "retried": self.retried,
             "served_qps": self.served_qps,
             "latency_s": dict(self.latency_s),
+            **(self._token_dict() if self.token_level else {}),
+        }
+
+    def _token_dict(self) -> dict[str, Any]:
+        return {
+            "ttft_s": dict(self.ttft_s),
+            "tpot_s": dict(self.tpot_s),
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "preemptions": self.preemptions,
+            "slo_met": self.slo_met,
+            "slo_goodput": self.slo_goodput,
+            "shed_oversized": self.shed_oversized,
         }
 
 
@@ -124,6 +172,9 @@ _TOTALS = (
     "in_system_end",
     "wasted_batches",
     "retried",
+    "preemptions",
+    "slo_met",
+    "shed_oversized",
 )
 
 
@@ -148,10 +199,20 @@ class Summary(Outcomes):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Summary:
         """Rebuild a summary from ``to_dict`` output."""
-        keys = [k for k in Outcomes.__dataclass_fields__ if k != "latency_s"]
+        stats = ("latency_s", "ttft_s", "tpot_s")
+        keys = [
+            k
+            for k in Outcomes.__dataclass_fields__
+            if k not in stats and k not in ("token_level", "slo_goodput")
+        ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
-            return {**{k: d.get(k, 0) for k in keys}, "latency_s": dict(d.get("latency_s", {}))}
+            return {
+                **{k: d.get(k, 0) for k in keys},
+                **{k: dict(d.get(k, {})) for k in stats},
+                "token_level": "ttft_s" in d,
+                "slo_goodput": d.get("slo_goodput"),
+            }
 
         return cls(
             **outcomes(data),

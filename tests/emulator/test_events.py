@@ -39,7 +39,7 @@ def test_it_stops_at_the_target_and_keeps_later_events() -> None:
 
 
 def test_a_new_kind_declares_its_own_priority() -> None:
-    late = EventKind("after frames", 3)
+    late = EventKind("after frames", 4)
     queue, seen = _recording_queue(FRAME, late)
     queue.schedule(1.0, late, "late")
     queue.schedule(1.0, FRAME, "frame")

@@ -4,20 +4,21 @@ A policy is made per dispatcher (``policy_class(sim, dispatcher)``). The dispatc
 offers it each closed batch (``offer``): the policy hands it to a worker if it can now,
 and otherwise declines, and the dispatcher holds the batch until ``drain`` offers it
 again. The worker
-model tells the policy when one of the model's workers finishes a batch
-(``batch_done``), has nothing left to do (``worker_idle``), dies or comes back. Pushing
+model tells the policy when a unit of work it pushed leaves one of the model's workers
+(``work_done``: a batch, or a request under continuous batching), when a worker has
+nothing left to do (``worker_idle``), dies or comes back. The unit of work is opaque to
+a policy: a ``Batch`` under static batching, a request's store row under continuous
+batching. Pushing
 policies learn which workers are alive only at health checks (``health_check``, every
 ``dispatcher.health_check_s``), as a real dispatcher does from its probes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
-
-from emulator.sim.batch import Batch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from emulator.sim.dispatcher import Dispatcher
+    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
 
 
@@ -31,24 +32,27 @@ class DispatchPolicy:
     name: ClassVar[str]
     #: True for policies that push to workers and learn which are alive at health checks.
     health_checked: ClassVar[bool] = False
-    #: True for policies that implement ``batch_done`` (the call is skipped otherwise:
-    #: it comes once per batch).
+    #: True for policies that implement ``work_done`` (the call is skipped otherwise: it
+    #: comes once per batch or request).
     counts_done: ClassVar[bool] = False
+    #: True when workers admit the requests this policy holds at their step starts
+    #: (continuous batching), as ``pull`` does.
+    workers_take_held: ClassVar[bool] = False
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         self.sim = sim
         self.dispatcher = dispatcher
-        self.workers = sim.workers
+        self.workers = dispatcher.worker_model
         #: Each of this model's workers (fleet indexes) by its index within the model.
         self.local_index = {w: local for local, w in enumerate(dispatcher.workers)}
 
-    def offer(self, batch: Batch) -> bool:
-        """Hand ``batch`` to a worker if the policy can now; False: the dispatcher keeps
+    def offer(self, work: Any) -> bool:
+        """Hand ``work`` to a worker if the policy can now; False: the dispatcher keeps
         it (and offers it again at ``drain``)."""
         raise NotImplementedError
 
-    def batch_done(self, w: int) -> None:
-        """Worker ``w`` finished a batch (before it takes its next)."""
+    def work_done(self, w: int) -> None:
+        """A unit of work pushed to worker ``w`` left it (finished, or given up)."""
 
     def worker_idle(self, w: int) -> None:
         """Worker ``w`` has nothing left to do; the policy may give it a held batch."""
@@ -77,14 +81,14 @@ class PushPolicy(DispatchPolicy):
         super().__init__(sim, dispatcher)
         self.rotation: list[int] = list(dispatcher.workers)
 
-    def pick(self, batch: Batch) -> int:
-        """The worker (fleet index) that gets ``batch``."""
+    def pick(self, work: Any) -> int:
+        """The worker (fleet index) that gets ``work``."""
         raise NotImplementedError
 
-    def offer(self, batch: Batch) -> bool:
+    def offer(self, work: Any) -> bool:
         if not self.rotation:
             return False  # every worker was dead at the last health check
-        self.workers.assign(self.pick(batch), batch)
+        self.workers.assign(self.pick(work), work)
         return True
 
     def health_check(self) -> None:

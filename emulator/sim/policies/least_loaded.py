@@ -1,5 +1,6 @@
-"""``least_loaded``: push each closed batch to the worker with the fewest batches this
-dispatcher pushed to it and has not heard back about (lowest index on ties).
+"""``least_loaded``: push each closed batch (or request, under continuous batching) to
+the worker with the fewest this dispatcher pushed to it and has not heard back about
+(lowest index on ties): under continuous batching, its waiting plus running requests.
 
 The count is the dispatcher's own view, not the worker's truth: a worker found dead at
 a health check counts as infinitely loaded, and one found restored starts again at 0.
@@ -7,15 +8,14 @@ a health check counts as infinitely loaded, and one found restored starts again 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emulator.sim.batch import Batch
 from emulator.sim.policies.base import PushPolicy
 
 if TYPE_CHECKING:
-    from emulator.sim.dispatcher import Dispatcher
+    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
 
 
@@ -29,12 +29,12 @@ class LeastLoaded(PushPolicy):
         super().__init__(sim, dispatcher)
         self.outstanding = np.zeros(len(dispatcher.workers))
 
-    def pick(self, batch: Batch) -> int:
+    def pick(self, work: Any) -> int:
         local = int(np.argmin(self.outstanding))
         self.outstanding[local] += 1
         return self.dispatcher.workers[local]
 
-    def batch_done(self, w: int) -> None:
+    def work_done(self, w: int) -> None:
         local = self.local_index[w]
         if np.isfinite(self.outstanding[local]) and self.outstanding[local] > 0:
             self.outstanding[local] -= 1

@@ -1,17 +1,22 @@
 """``pull``: closed batches stay at the dispatcher until a worker is idle; an idle worker
 takes the oldest. No worker ever queues privately, and a dead worker simply stops
-asking, so pull needs no health checks."""
+asking, so pull needs no health checks.
+
+Under continuous batching a request goes at once to an idle worker (the lowest index
+first), or else waits in the dispatcher's queue, which busy workers admit from at their
+step starts (``workers_take_held``). Under static batching idle workers take work in the
+order they became idle."""
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from emulator.sim.batch import Batch
 from emulator.sim.policies.base import DispatchPolicy
 
 if TYPE_CHECKING:
-    from emulator.sim.dispatcher import Dispatcher
+    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
 
 
@@ -19,21 +24,36 @@ class Pull(DispatchPolicy):
     """Idle workers, in the order they became idle, take the oldest held batch."""
 
     name = "pull"
+    workers_take_held = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)
         self.idle: deque[int] = deque(dispatcher.workers)
+        #: Idle workers as a heap of indexes, when the lowest index goes first.
+        self.lowest_first = self.workers.idle_lowest_first
+        self.idle_heap: list[int] = sorted(dispatcher.workers) if self.lowest_first else []
 
-    def offer(self, batch: Batch) -> bool:
+    def offer(self, work: Any) -> bool:
+        if self.lowest_first:
+            if not self.idle_heap:
+                return False
+            self.workers.start(heapq.heappop(self.idle_heap), work)
+            return True
         if not self.idle:
             return False
-        self.workers.start(self.idle.popleft(), batch)
+        self.workers.start(self.idle.popleft(), work)
         return True
+
+    def _add_idle(self, w: int) -> None:
+        if self.lowest_first:
+            heapq.heappush(self.idle_heap, w)
+        else:
+            self.idle.append(w)
 
     def worker_idle(self, w: int) -> None:
         d = self.dispatcher
         if d.paused or not d.closed:
-            self.idle.append(w)
+            self._add_idle(w)
             return
         self.workers.start(w, d.take_held())
         if d.queue_limit:
@@ -42,7 +62,10 @@ class Pull(DispatchPolicy):
     def worker_died(self, w: int) -> None:
         if w in self.idle:
             self.idle.remove(w)
+        if w in self.idle_heap:
+            self.idle_heap.remove(w)
+            heapq.heapify(self.idle_heap)
 
     def worker_restored(self, w: int) -> None:
-        self.idle.append(w)
+        self._add_idle(w)
         self.dispatcher.drain()

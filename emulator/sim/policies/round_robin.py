@@ -4,13 +4,12 @@ the next worker in rotation may sit idle."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from emulator.sim.batch import Batch
 from emulator.sim.policies.base import PushPolicy
 
 if TYPE_CHECKING:
-    from emulator.sim.dispatcher import Dispatcher
+    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
 
 
@@ -23,7 +22,7 @@ class RoundRobin(PushPolicy):
         super().__init__(sim, dispatcher)
         self.next = 0
 
-    def pick(self, batch: Batch) -> int:
+    def pick(self, work: Any) -> int:
         rotation = self.rotation
         w = rotation[self.next % len(rotation)]
         self.next = (self.next + 1) % len(rotation)

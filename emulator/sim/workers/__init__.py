@@ -1,10 +1,12 @@
-"""Worker models, chosen by name: ``static`` (the seed doc's: a closed batch runs whole
-for its service time). A new model is a ``WorkerModel`` subclass registered with
+"""Worker models, chosen by name (``worker.batching``): ``static`` (the seed doc's: a
+closed batch runs whole for its service time) and ``continuous`` (iteration-level
+batching with a KV cache). A new model is a ``WorkerModel`` subclass registered with
 ``register_worker_model`` (see ARCHITECTURE.md, "How to add a worker model")."""
 
 from __future__ import annotations
 
 from emulator.sim.workers.base import WorkerModel
+from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.static import StaticWorkers
 
 #: Registered worker models by name.
@@ -18,5 +20,12 @@ def register_worker_model(cls: type[WorkerModel]) -> type[WorkerModel]:
 
 
 register_worker_model(StaticWorkers)
+register_worker_model(ContinuousWorkers)
 
-__all__ = ["WORKER_MODELS", "StaticWorkers", "WorkerModel", "register_worker_model"]
+__all__ = [
+    "WORKER_MODELS",
+    "ContinuousWorkers",
+    "StaticWorkers",
+    "WorkerModel",
+    "register_worker_model",
+]

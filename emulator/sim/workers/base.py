@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from emulator.sim.batch import Batch
     from emulator.sim.engine import Engine
 
 
@@ -24,20 +23,25 @@ class WorkerModel:
     name: ClassVar[str]
     #: Per-model figures this model adds to every frame, in order.
     frame_keys: ClassVar[tuple[str, ...]]
+    #: Under ``pull``, idle workers take work lowest index first (else in the order
+    #: they became idle).
+    idle_lowest_first: ClassVar[bool] = False
 
-    def __init__(self, sim: Engine) -> None:
+    def __init__(self, sim: Engine, models: list[int]) -> None:
         self.sim = sim
         self.fleet = sim.fleet
+        #: The models (indexes) whose workers this model serves.
+        self.models = models
 
     def is_alive(self, w: int) -> bool:
         """Whether worker ``w`` is alive (the truth, not a dispatcher's belief)."""
         raise NotImplementedError
 
-    def assign(self, w: int, work: Batch) -> None:
+    def assign(self, w: int, work: Any) -> None:
         """Push ``work`` to worker ``w``, whatever its state (a dead worker loses it)."""
         raise NotImplementedError
 
-    def start(self, w: int, work: Batch) -> None:
+    def start(self, w: int, work: Any) -> None:
         """Worker ``w`` (alive, with nothing else to do) starts on ``work`` now."""
         raise NotImplementedError
 
@@ -53,6 +57,13 @@ class WorkerModel:
         """The first store row of ``model`` the workers still refer to (None: none)."""
         raise NotImplementedError
 
+    def work_held(self, model: int) -> None:
+        """The dispatcher of ``model`` holds work the workers may take (nothing to do
+        unless workers take held work at their own pace)."""
+
     def frame_figures(self, model: int) -> dict[str, Any]:
         """This model's figures for ``model`` at the frame's end (``frame_keys``)."""
         raise NotImplementedError
+
+    def frame_done(self) -> None:
+        """Every model's figures for the frame were taken."""

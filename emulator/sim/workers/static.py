@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emulator.scenario import Scenario
+from emulator.scenario import WorkerSpec
 from emulator.sim.batch import Batch
 from emulator.sim.events import WORKER_DONE
 from emulator.sim.requests import OK, ORPHANED
@@ -30,11 +30,10 @@ class ServiceTime:
 
     _BLOCK = 4096
 
-    def __init__(self, scenario: Scenario, rng: np.random.Generator) -> None:
-        w = scenario.worker
+    def __init__(self, w: WorkerSpec, max_batch_tokens: int, rng: np.random.Generator) -> None:
         self.kind = w.service
         self.batch_s = w.batch_s
-        self.per_token_s = w.batch_s / scenario.dispatcher.max_batch_tokens
+        self.per_token_s = w.batch_s / max_batch_tokens
         self.rng = rng
         sigma2 = math.log1p(w.service_cv**2)
         self.mu = math.log(w.batch_s) - sigma2 / 2.0
@@ -66,10 +65,21 @@ class StaticWorkers(WorkerModel):
     name = "static"
     frame_keys = ("backlog", "in_service", "busy_workers", "alive_workers")
 
-    def __init__(self, sim: Engine) -> None:
-        super().__init__(sim)
+    def __init__(self, sim: Engine, models: list[int]) -> None:
+        super().__init__(sim, models)
         n = len(self.fleet)
-        self.service = ServiceTime(sim.scenario, sim.service_rng)
+        scenario = sim.scenario
+        shared = ServiceTime(scenario.worker, scenario.dispatcher.max_batch_tokens, sim.service_rng)
+        #: Each model's service times: one shared draw sequence unless a model sets its
+        #: own [models.NAME.worker] service keys.
+        self.services = [
+            ServiceTime(
+                scenario.worker_for(name), scenario.dispatcher.max_batch_tokens, sim.service_rng
+            )
+            if scenario.worker_for(name) != scenario.worker
+            else shared
+            for name in scenario.models
+        ]
         self.queue = sim.queue
         self._schedule_done = sim.queue.scheduler(WORKER_DONE)
         #: The batch each worker is running (None when idle or dead).
@@ -78,13 +88,14 @@ class StaticWorkers(WorkerModel):
         self.backlog: list[deque[Batch]] = [deque() for _ in range(n)]
         #: Bumped when a worker dies: a completion scheduled before is ignored.
         self.version = [0] * n
-        models = len(sim.scenario.models)
-        self.busy = [0] * models
-        self.alive = [0] * models
-        self.in_service = [0] * models  # requests in running batches
-        self.backlog_reqs = [0] * models  # requests in private queues
+        n_models = len(sim.scenario.models)
+        self.busy = [0] * n_models
+        self.alive = [0] * n_models
+        self.in_service = [0] * n_models  # requests in running batches
+        self.backlog_reqs = [0] * n_models  # requests in private queues
         for m in self.fleet.model_list:
-            self.alive[m] += 1
+            if m in models:
+                self.alive[m] += 1
         self.queue.on(WORKER_DONE, self._on_done)
 
     def is_alive(self, w: int) -> bool:
@@ -108,7 +119,8 @@ class StaticWorkers(WorkerModel):
             self.fleet.state[w] = BUSY
         self.batch[w] = work
         self.in_service[work.model] += work.requests
-        service_s = self.service.constant_s or self.service.draw(work.tokens)
+        service = self.services[work.model]
+        service_s = service.constant_s or service.draw(work.tokens)
         self._schedule_done(self.queue.now_s + service_s, w, self.version[w])
 
     def _on_done(self, w: int, version: int) -> None:
@@ -122,7 +134,7 @@ class StaticWorkers(WorkerModel):
         self.in_service[m] -= batch.requests
         policy = d.policy
         if policy.counts_done:
-            policy.batch_done(w)
+            policy.work_done(w)
         backlog = self.backlog[w]
         if backlog:
             nxt = backlog.popleft()
