@@ -33,11 +33,13 @@ function chartTraces(chart, models) {
     : chart.metrics.map((metric) => trace(metric.label, metric));
 }
 
-/** The new points of each of a chart's traces, in chartTraces' order. */
+/** The new points of each of a chart's traces, in chartTraces' order. A metric
+ * the run's worker model does not report is a gap, not an error. */
 function chartColumns(chart, models, frames) {
+  const values = (f, key) => f.m[key] || [];
   return chart.per_model
-    ? models.flatMap((_, mi) => chart.metrics.map((metric) => frames.map((f) => f.m[metric.key][mi])))
-    : chart.metrics.map((metric) => frames.map((f) => sum(f.m[metric.key])));
+    ? models.flatMap((_, mi) => chart.metrics.map((metric) => frames.map((f) => values(f, metric.key)[mi] ?? null)))
+    : chart.metrics.map((metric) => frames.map((f) => sum(values(f, metric.key))));
 }
 
 function sum(values) {

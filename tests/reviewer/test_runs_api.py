@@ -213,6 +213,17 @@ def test_it_gives_the_frames_as_csv(run_users: dict, tiny_scenario: str) -> None
     assert rows[0]["hosts_alive"] == "2"
 
 
+def test_it_gives_a_csv_column_for_each_metric_the_frames_carry() -> None:
+    from reviewer.api.runs import frames_csv_rows
+
+    # A continuous-batching run's frames carry KV figures a static run's do not.
+    frame = {"i": 0, "t_s": 1.0, "models": ["small"], "m": {"offered": [4], "kv_used": [0.5]},
+             "h": {"alive": [1]}, "events": []}
+    header, row = list(frames_csv_rows(iter([frame])))
+    assert header[5:] == ["small.offered", "small.kv_used"]
+    assert row[5:] == [4, 0.5]
+
+
 def test_it_answers_a_csv_request_for_a_hidden_run_with_404(run_users: dict, tiny_scenario: str) -> None:
     run_id = start(run_users["owner"], tiny_scenario).json()["id"]
     response = api(run_users["outsider"]).get(f"/api/runs/{run_id}/frames/?format=csv")
