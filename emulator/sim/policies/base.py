@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
+    from emulator.sim.intake import Intake as Dispatcher
 
 
 class DispatchPolicy:

@@ -15,8 +15,8 @@ import numpy as np
 from emulator.sim.policies.base import PushPolicy
 
 if TYPE_CHECKING:
-    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
+    from emulator.sim.intake import Intake as Dispatcher
 
 
 class LeastLoaded(PushPolicy):

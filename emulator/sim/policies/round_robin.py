@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from emulator.sim.policies.base import PushPolicy
 
 if TYPE_CHECKING:
-    from emulator.sim.intake import Intake as Dispatcher
     from emulator.sim.engine import Engine
+    from emulator.sim.intake import Intake as Dispatcher
 
 
 class RoundRobin(PushPolicy):
