@@ -80,12 +80,12 @@ class Router(Intake):
             if self.gw_shed is not None:
                 self.ingest_gateway(now)
             arrival = st.arrival
-            while self.ingested < st.end and arrival[self.ingested - st.base] <= now:
+            while self.ingested < st.end and arrival.item(self.ingested - st.base) <= now:
                 self._route(self.ingested)
                 self.ingested += 1
             if self.ingested >= st.end:
                 return
-            t = float(arrival[self.ingested - st.base])
+            t = arrival.item(self.ingested - st.base)
             if queue.can_take_inline(t):
                 queue.take_inline(t)
                 continue
@@ -95,14 +95,14 @@ class Router(Intake):
             return
 
     def _route(self, row: int) -> None:
-        st, b = self.store, self.store.base
+        st, i = self.store, row - self.store.base
         frame = self.frame
         frame.offered += 1
-        if st.attempt[row - b]:
+        if st.attempt.item(i):
             frame.retried += 1
-        if st.tokens[row - b] + st.output[row - b] > self.kv_limit:
+        if st.tokens.item(i) + st.output.item(i) > self.kv_limit:
             # No worker could ever hold it: refused at once, and a re-send would be too.
-            st.outcome[row - b] = SHED
+            st.outcome[i] = SHED
             frame.shed += 1
             self.shed_oversized += 1
             return

@@ -30,12 +30,19 @@ b = kv_token_s, C = D's contexts in the first step), and the end of step k is
 The stretch ends at the first completion, the first step that would need a preemption,
 or the first step start at or after a waiting or running request's deadline, whichever
 comes first; new work for the worker (an arrival, or a held request it could admit)
-cuts it at the end of the step in progress. Each request's tokens are brought up to
-date only when the stretch ends.
+cuts it at the end of the step in progress.
+
+Decoding requests all advance together, so a worker keeps a *decode clock* (decode
+steps done) instead of touching every request each step: a decoding request's tokens
+and KV are its values when it joined the decoding set plus the clock's advance since,
+the set's KV and context sums are ``base + n * clock``, and the next completion is the
+top of a heap keyed by the clock value at which each request finishes. A stretch costs
+O(1) to start and end, plus the requests that complete.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -57,7 +64,12 @@ _STEP, _STRETCH = 1, 2  # what a busy worker's pending STEP_END ends
 
 @dataclass(slots=True, eq=False)
 class Seq:
-    """One request at a worker: its sizes and how far it got."""
+    """One request at a worker: its sizes and how far it got.
+
+    While it decodes (``join >= 0``) its ``generated`` and ``kv`` are as of the worker's
+    decode clock reaching ``join``; the worker's ``tokens_of`` and ``kv_of`` give them
+    now.
+    """
 
     row: int  # its row in the model's request store
     prompt: int
@@ -66,9 +78,12 @@ class Seq:
     epoch: int  # the router's epoch when routed: an older one comes back orphaned
     target: int  # prefill target: the prompt, or prompt + generated after a preemption
     progress: int = 0  # prefill tokens done toward the target
-    generated: int = 0  # output tokens generated
-    kv: int = 0  # KV tokens held (0 unless running)
+    generated: int = 0  # output tokens generated (as of ``join`` while decoding)
+    kv: int = 0  # KV tokens held (as of ``join`` while decoding; 0 unless running)
     first_token_s: float = -1.0
+    at: int = 0  # 0 gone, 1 waiting, 2 running
+    join: int = -1  # the decode clock when it started decoding (-1: not decoding)
+    order: int = 0  # a tie-breaker for heaps, unique per worker
 
 
 @dataclass(slots=True, eq=False)
@@ -79,20 +94,39 @@ class Worker:
     model: int
     spec: WorkerSpec
     waiting: deque[Seq] = field(default_factory=deque)
-    running: list[Seq] = field(default_factory=list)
-    kv_used: int = 0
+    running: list[Seq] = field(default_factory=list)  # in admission order
+    prefilling: list[Seq] = field(default_factory=list)  # running, prefill left
+    n_dec: int = 0  # running requests decoding (|D|)
+    clock: int = 0  # decode steps done
+    dec_base: int = 0  # sum over decoding requests of kv - join: their KV is this + n clock
+    kv_prefill: int = 0  # KV held by running requests still prefilling
+    finishing: list[tuple[int, int, Seq]] = field(default_factory=list)  # (clock at end, order, seq)
+    deadlines: list[tuple[float, int, Seq]] = field(default_factory=list)  # of all its requests
+    ahead: int = 0  # 1 while a step that reserved the decoders' next tokens runs
     version: int = 0  # bumped when its pending STEP_END is replaced or it dies
     phase: int = 0  # 0 asleep (or dead), _STEP or _STRETCH
     t0: float = 0.0  # the step's (or stretch's) start
     t_end: float = 0.0  # when its pending STEP_END fires
-    decoding: list[Seq] = field(default_factory=list)  # D
     chunks: list[tuple[Seq, int]] = field(default_factory=list)
-    # A stretch: n decoding sequences, a and b of the step time, C, and its length.
+    serial: int = 0
+    # A stretch: n decoding requests, a and b of the step time, C, and its length.
     n: int = 0
     a: float = 0.0
     b: float = 0.0
     c: float = 0.0
     steps: int = 0
+
+    def kv_used(self) -> int:
+        """KV tokens held now (a running step's reservations included)."""
+        return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead)
+
+    def tokens_of(self, s: Seq) -> int:
+        """Output tokens ``s`` has generated (steps done)."""
+        return s.generated + self.clock - s.join if s.join >= 0 else s.generated
+
+    def kv_of(self, s: Seq) -> int:
+        """KV tokens ``s`` holds (a running step's reservation included)."""
+        return s.kv + self.clock + self.ahead - s.join if s.join >= 0 else s.kv
 
     def stretch_end(self, k: int) -> float:
         """T(k): when the stretch's k-th step ends."""
@@ -111,6 +145,13 @@ def _first_step_ending_at_or_after(wk: Worker, t: float) -> int:
     span = t - wk.t0
     if span <= 0:
         return 1
+    if not wk.b:  # steps of one length (no per-context term): T(k) = t0 + k a
+        k = max(math.ceil(span / wk.a), 1)
+        while k > 1 and wk.t0 + (k - 1) * wk.a >= t:
+            k -= 1
+        while wk.t0 + k * wk.a < t:
+            k += 1
+        return k
     half = wk.b * wk.n / 2.0
     lin = wk.a + wk.b * wk.c - half
     if half > 0:
@@ -155,12 +196,13 @@ class ContinuousWorkers(WorkerModel):
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
         self.tokens_out = [0] * n_models  # output tokens generated, as of the last update
-        self._frame_tokens = [0] * n_models  # tokens_out at the last frame
+        self._frame_tokens = [0] * n_models  # tokens generated at the last frame
         self._last_frame_s = 0.0
         self.alive = [0] * n_models
         for wk in self.workers.values():
             self.alive[wk.model] += 1
         self.queue.on(STEP_END, self._on_step_end)
+        self._schedule_end = self.queue.scheduler(STEP_END)
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
@@ -172,7 +214,9 @@ class ContinuousWorkers(WorkerModel):
         if self.fleet.state[w] == DEAD:
             d.lose(work, work + 1, self.queue.now_s)
             return
-        wk.waiting.append(self._seq(d, work))
+        seq = self._seq(wk, d, work)
+        seq.at = 1
+        wk.waiting.append(seq)
         self.fleet.backlog[w] = len(wk.waiting)
         if wk.phase == 0:
             self._start_step(wk, self.queue.now_s)
@@ -191,8 +235,7 @@ class ContinuousWorkers(WorkerModel):
         if not d.closed:
             return
         st = d.store
-        row = d.closed[0]
-        need = int(st.tokens[row - st.base])
+        need = int(st.tokens[d.closed[0] - st.base])
         now = self.queue.now_s
         best: Worker | None = None
         best_t = _INF
@@ -201,9 +244,9 @@ class ContinuousWorkers(WorkerModel):
             if wk.phase == _STEP and wk.t_end < best_t:
                 best, best_t = None, wk.t_end  # it looks at its next step start anyway
             elif wk.phase == _STRETCH and wk.n < wk.spec.max_num_seqs:
-                k = _first_step_ending_at_or_after(wk, now)
-                t = wk.stretch_end(k) if k < wk.steps else wk.t_end
-                free = wk.spec.kv_cache_tokens - (wk.kv_used + wk.n * min(k, wk.steps))
+                k = min(_first_step_ending_at_or_after(wk, now), wk.steps)
+                free = wk.spec.kv_cache_tokens - (wk.kv_used() + wk.n * k)
+                t = wk.stretch_end(k)
                 if free >= need and t < best_t:
                     best, best_t = wk, t
         if best is not None:
@@ -215,14 +258,18 @@ class ContinuousWorkers(WorkerModel):
         wk = self.workers[w]
         d = self._router(wk.model)
         now = self.queue.now_s
+        if wk.phase == _STRETCH:
+            self.tokens_out[wk.model] += wk.n * wk.steps_by(now)
         for seq in (*wk.running, *wk.waiting):
             d.lose(seq.row, seq.row + 1, now)
-        if wk.phase == _STRETCH:
-            self._count_stretch_tokens(wk, wk.steps_by(now))
+            seq.at = 0
         wk.running.clear()
+        wk.prefilling.clear()
         wk.waiting.clear()
-        wk.decoding, wk.chunks = [], []
-        wk.kv_used = 0
+        wk.finishing.clear()
+        wk.deadlines.clear()
+        wk.chunks = []
+        wk.n_dec = wk.dec_base = wk.kv_prefill = wk.ahead = 0
         wk.version += 1
         wk.phase = 0
         self.fleet.state[w] = DEAD
@@ -260,14 +307,13 @@ class ContinuousWorkers(WorkerModel):
             capacity += wk.spec.kv_cache_tokens
             running += len(wk.running)
             waiting += len(wk.waiting)
-            used = wk.kv_used
+            kv += wk.kv_used()
             if wk.phase:
                 busy += 1
             if wk.phase == _STRETCH:
                 done = wk.steps_by(now)
-                used += wk.n * done
+                kv += wk.n * done
                 tokens += wk.n * done
-            kv += used
         span = now - self._last_frame_s
         out = {
             "running": running,
@@ -283,13 +329,12 @@ class ContinuousWorkers(WorkerModel):
         return out
 
     def frame_done(self) -> None:
-        """Every model's figures for this frame were taken."""
         self._last_frame_s = self.queue.now_s
 
     def worker_figures(self, w: int) -> tuple[float, int]:
         """Worker ``w``'s KV in use (fraction) and running sequences, now."""
         wk = self.workers[w]
-        used = wk.kv_used
+        used = wk.kv_used()
         if wk.phase == _STRETCH:
             used += wk.n * wk.steps_by(self.queue.now_s)
         return used / wk.spec.kv_cache_tokens, len(wk.running)
@@ -304,122 +349,181 @@ class ContinuousWorkers(WorkerModel):
                 total += wk.n * wk.steps_by(now)
         return total
 
-    # -- steps -----------------------------------------------------------------------
+    # -- requests --------------------------------------------------------------------
     def _router(self, model: int) -> Router:
         return self.sim.disp[model]  # type: ignore[return-value]
 
-    def _seq(self, d: Router, row: int) -> Seq:
-        st, b = d.store, d.store.base
-        prompt = int(st.tokens[row - b])
-        deadline = (
-            float(st.arrival[row - b]) + self.timeout if self.timeout is not None else _INF
-        )
-        return Seq(row, prompt, int(st.output[row - b]), deadline, d.epoch, prompt)
+    def _seq(self, wk: Worker, d: Router, row: int) -> Seq:
+        st, i = d.store, row - d.store.base
+        prompt = st.tokens.item(i)
+        wk.serial += 1
+        seq = Seq(row, prompt, st.output.item(i), _INF, d.epoch, prompt, order=wk.serial)
+        if self.timeout is not None:
+            seq.deadline = st.arrival.item(i) + self.timeout
+            heapq.heappush(wk.deadlines, (seq.deadline, seq.order, seq))
+        return seq
 
+    def _admit(self, wk: Worker, seq: Seq, chunks: list[tuple[Seq, int]], budget: int) -> int:
+        seq.at = 2
+        seq.kv = seq.target
+        wk.kv_prefill += seq.target
+        wk.running.append(seq)
+        wk.prefilling.append(seq)
+        c = min(seq.target, budget)
+        chunks.append((seq, c))
+        return budget - c
+
+    def _join(self, wk: Worker, s: Seq) -> None:
+        """``s`` finished its prefill (at a step end): it decodes from now on."""
+        wk.prefilling.remove(s)
+        wk.kv_prefill -= s.kv
+        s.join = wk.clock
+        wk.dec_base += s.kv - s.join
+        wk.n_dec += 1
+        heapq.heappush(wk.finishing, (s.join + s.output - s.generated, s.order, s))
+
+    def _leave(self, wk: Worker, s: Seq) -> None:
+        """``s`` stops decoding: bring its tokens and KV up to date."""
+        wk.dec_base -= s.kv - s.join
+        wk.n_dec -= 1
+        s.generated += wk.clock - s.join
+        s.kv += wk.clock + wk.ahead - s.join
+        s.join = -1
+
+    def _drop(self, wk: Worker, s: Seq) -> None:
+        """``s`` leaves ``wk`` (running or waiting), freeing its KV."""
+        if s.at == 1:
+            wk.waiting.remove(s)
+        elif s.at == 2:
+            wk.running.remove(s)
+            if s.join >= 0:
+                self._leave(wk, s)
+            else:
+                wk.prefilling.remove(s)
+                wk.kv_prefill -= s.kv
+        s.kv = 0
+        s.at = 0
+
+    def _complete(self, wk: Worker, s: Seq, t: float, d: Router) -> None:
+        self._drop(wk, s)
+        d.complete_request((s.row, s.first_token_s, t, OK if s.epoch == d.epoch else ORPHANED, s.output))
+        d.policy.work_done(wk.index)
+
+    def _drop_expired(self, wk: Worker, t: float, d: Router) -> None:
+        """Requests whose client gave up by ``t`` leave (the books count them)."""
+        heap = wk.deadlines
+        while heap and heap[0][0] <= t:
+            _, _, s = heapq.heappop(heap)
+            if s.at:
+                self._drop(wk, s)
+                d.policy.work_done(wk.index)
+
+    # -- steps -----------------------------------------------------------------------
     def _start_step(self, wk: Worker, t: float) -> None:
         """Start worker ``wk``'s next step at ``t`` (steps 0-5 of the module docstring),
         or a stretch of decode steps, or put it to sleep."""
         spec, running, waiting = wk.spec, wk.running, wk.waiting
         d = self._router(wk.model)
-        policy = d.policy
-        if self.timeout is not None:
-            self._drop_expired(wk, t, policy)
-        # 1. Decoding sequences, and preemption while their next tokens do not fit.
-        decoding = [s for s in running if s.progress == s.target]
-        while spec.kv_cache_tokens - wk.kv_used < len(decoding):
+        if wk.deadlines and wk.deadlines[0][0] <= t:
+            self._drop_expired(wk, t, d)
+        # 1. Preempt while the decoders' next tokens do not fit, then reserve them.
+        total = spec.kv_cache_tokens
+        while total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock) < wk.n_dec:
             victim = running.pop()
-            wk.kv_used -= victim.kv
+            if victim.join >= 0:
+                self._leave(wk, victim)
+            else:
+                wk.prefilling.remove(victim)
+                wk.kv_prefill -= victim.kv
             victim.kv = 0
             victim.target = victim.prompt + victim.generated
             victim.progress = 0
+            victim.at = 1
             waiting.appendleft(victim)
-            if decoding and decoding[-1] is victim:
-                decoding.pop()
             self.preemptions[wk.model] += 1
-        for s in decoding:
-            s.kv += 1
-        wk.kv_used += len(decoding)
+        n_dec = wk.n_dec
+        wk.ahead = 1 if n_dec else 0
         # 2-3. The budget, and chunks for prefills in progress.
-        budget = spec.max_batched_tokens - len(decoding)
+        budget = spec.max_batched_tokens - n_dec
         chunks: list[tuple[Seq, int]] = []
-        for s in running:
+        for s in wk.prefilling:
             if budget <= 0:
                 break
-            if s.progress < s.target:
-                c = min(s.target - s.progress, budget)
-                chunks.append((s, c))
-                budget -= c
+            c = min(s.target - s.progress, budget)
+            chunks.append((s, c))
+            budget -= c
         # 4. Admission: own queue first, then (pull) the dispatcher's.
         blocked = False
-        while waiting and budget > 0 and len(running) < spec.max_num_seqs:
-            head = waiting[0]
-            if spec.kv_cache_tokens - wk.kv_used < head.target:
-                blocked = True
-                break
-            waiting.popleft()
-            budget = self._admit(wk, head, chunks, budget)
-        if not blocked and d.closed and not d.paused and policy.workers_take_held:
+        if waiting:
+            free = total - wk.kv_used()
+            while waiting and budget > 0 and len(running) < spec.max_num_seqs:
+                head = waiting[0]
+                if free < head.target:
+                    blocked = True
+                    break
+                waiting.popleft()
+                free -= head.target
+                budget = self._admit(wk, head, chunks, budget)
+        if not blocked and d.closed and not d.paused and d.policy.workers_take_held:
             d.drop_expired(t)
             while d.closed and budget > 0 and len(running) < spec.max_num_seqs:
-                head = self._seq(d, d.closed[0])
-                if spec.kv_cache_tokens - wk.kv_used < head.target:
+                need = int(d.store.tokens[d.closed[0] - d.store.base])
+                if total - wk.kv_used() < need:
                     break
-                d.take_held()
-                budget = self._admit(wk, head, chunks, budget)
+                budget = self._admit(wk, self._seq(wk, d, d.take_held()), chunks, budget)
             if d.closed:
                 self.work_held(wk.model)
         self.fleet.backlog[wk.index] = len(waiting)
         if not running:
             wk.phase = 0
-            wk.decoding, wk.chunks = [], []
+            wk.chunks = []
             self.fleet.state[wk.index] = IDLE
-            policy.worker_idle(wk.index)
+            d.policy.worker_idle(wk.index)
             return
         self.fleet.state[wk.index] = BUSY
         wk.t0 = t
-        wk.decoding, wk.chunks = decoding, chunks
+        wk.chunks = chunks
         if chunks:
-            duration = spec.step_base_s + spec.decode_seq_s * len(decoding)
+            duration = spec.step_base_s + spec.decode_seq_s * n_dec
             for s, c in chunks:
                 duration += spec.prefill_token_s * c + spec.prefill_attn_s * c * (s.progress + c)
-            if spec.kv_token_s:
-                duration += spec.kv_token_s * sum(s.kv for s in decoding)
+            if spec.kv_token_s and n_dec:
+                duration += spec.kv_token_s * (wk.dec_base + n_dec * (wk.clock + 1))
             self._schedule(wk, _STEP, t + duration)
             return
         self._start_stretch(wk, t)
 
-    def _admit(self, wk: Worker, seq: Seq, chunks: list[tuple[Seq, int]], budget: int) -> int:
-        seq.kv = seq.target
-        wk.kv_used += seq.target
-        wk.running.append(seq)
-        c = min(seq.target, budget)
-        chunks.append((seq, c))
-        return budget - c
-
     def _start_stretch(self, wk: Worker, t: float) -> None:
         """Decode-only from ``t``: one event for the steps until the next change."""
-        spec, decoding = wk.spec, wk.decoding
-        n = len(decoding)
+        spec = wk.spec
+        n = wk.n_dec
         wk.n = n
         wk.a = spec.step_base_s + spec.decode_seq_s * n
         wk.b = spec.kv_token_s
-        wk.c = float(sum(s.kv for s in decoding))
-        steps = min(s.output - s.generated for s in decoding)
-        # Step j (j >= 2) needs n free KV tokens at its start: kv_used + n (j - 1) <= total.
-        steps = min(steps, (spec.kv_cache_tokens - wk.kv_used) // n + 1)
-        first_deadline = min((s.deadline for s in decoding), default=_INF)
-        if wk.waiting:
-            first_deadline = min(first_deadline, min(s.deadline for s in wk.waiting))
-        if first_deadline < _INF:
-            steps = min(steps, _first_step_ending_at_or_after(wk, first_deadline))
-        wk.steps = max(steps, 1)
-        self._schedule(wk, _STRETCH, wk.stretch_end(wk.steps))
+        wk.c = float(wk.dec_base + n * (wk.clock + 1))  # the decoders' contexts in step 1
+        finishing = wk.finishing
+        while True:  # the next completion (entries of requests that left are stale)
+            finish, _, s = finishing[0]
+            if s.join >= 0 and s.join + s.output - s.generated == finish:
+                break
+            heapq.heappop(finishing)
+        steps = finish - wk.clock
+        # Step j needs the decoders' KV before step 1 plus n j tokens to fit.
+        steps = min(steps, (spec.kv_cache_tokens - wk.kv_prefill - wk.dec_base) // n - wk.clock)
+        deadlines = wk.deadlines
+        while deadlines and not deadlines[0][2].at:
+            heapq.heappop(deadlines)
+        if deadlines:
+            steps = min(steps, _first_step_ending_at_or_after(wk, deadlines[0][0]))
+        k = wk.steps = max(steps, 1)
+        # wk.stretch_end(k), inlined: once per stretch.
+        self._schedule(wk, _STRETCH, t + k * wk.a + wk.b * (k * wk.c + n * k * (k - 1) / 2))
 
     def _schedule(self, wk: Worker, phase: int, t_end: float) -> None:
         wk.phase = phase
         wk.t_end = t_end
         wk.version += 1
-        self.queue.schedule(t_end, STEP_END, wk, wk.version)
+        self._schedule_end(t_end, wk, wk.version)
 
     def _cut(self, wk: Worker) -> None:
         """End ``wk``'s stretch at the end of the step in progress."""
@@ -433,47 +537,29 @@ class ContinuousWorkers(WorkerModel):
             return  # replaced (a cut stretch) or the worker died
         t = self.queue.now_s
         d = self._router(wk.model)
+        wk.ahead = 0
         if wk.phase == _STEP:
+            wk.clock += 1 if wk.n_dec else 0
+            produced = wk.n_dec
             for s, c in wk.chunks:
                 s.progress += c
-            for s in wk.decoding:
-                s.generated += 1
-            produced = len(wk.decoding)
-            for s, _ in wk.chunks:
                 if s.progress == s.target:
                     s.generated += 1
                     produced += 1
                     if s.first_token_s < 0:
                         s.first_token_s = t
-            self.tokens_out[wk.model] += produced
+                    if s.generated >= s.output:
+                        self._complete(wk, s, t, d)
+                    else:
+                        self._join(wk, s)
+            wk.chunks = []
         else:
-            k = wk.steps
-            for s in wk.decoding:
-                s.generated += k
-                s.kv += k - 1  # the first step's token was reserved at the stretch start
-            wk.kv_used += wk.n * (k - 1)
-            self._count_stretch_tokens(wk, k)
-        finished = [s for s in wk.running if s.generated >= s.output]
-        if finished:
-            policy = d.policy
-            for s in finished:
-                wk.running.remove(s)
-                wk.kv_used -= s.kv
-                s.kv = 0
-                d.complete_request((s.row, s.first_token_s, t, OK if s.epoch == d.epoch else ORPHANED, s.output))
-                policy.work_done(wk.index)
+            wk.clock += wk.steps
+            produced = wk.n * wk.steps
+        self.tokens_out[wk.model] += produced
+        finishing = wk.finishing
+        while finishing and finishing[0][0] <= wk.clock:
+            finish, _, s = heapq.heappop(finishing)
+            if s.join >= 0 and s.join + s.output - s.generated == finish:
+                self._complete(wk, s, t, d)
         self._start_step(wk, t)
-
-    def _count_stretch_tokens(self, wk: Worker, k: int) -> None:
-        self.tokens_out[wk.model] += wk.n * k
-
-    def _drop_expired(self, wk: Worker, t: float, policy: Any) -> None:
-        """Requests whose client gave up by ``t`` leave (the books count them)."""
-        for queue_ in (wk.running, wk.waiting):
-            if any(s.deadline <= t for s in queue_):
-                gone = [s for s in queue_ if s.deadline <= t]
-                for s in gone:
-                    queue_.remove(s)
-                    wk.kv_used -= s.kv
-                    s.kv = 0
-                    policy.work_done(wk.index)
