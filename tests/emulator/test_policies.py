@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from scenarios import single_model
 
 from emulator import Engine
 from emulator.scenario import ScenarioError
@@ -17,7 +18,6 @@ from emulator.sim.policies import (
     register_policy,
     unregister_policy,
 )
-from scenarios import single_model
 
 
 class RandomPolicy(PushPolicy):
