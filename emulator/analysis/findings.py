@@ -16,7 +16,9 @@ from emulator.analysis.numbers import show
 
 if TYPE_CHECKING:
     from emulator.analysis.numbers import NumbersReport
-    from emulator.scenario import Scenario
+    from emulator.analysis.placement import exact
+from emulator.analysis.placement import exact
+from emulator.scenario import Scenario
 
 __all__ = ["suggest"]
 
@@ -92,7 +94,7 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
                 "fix_now", f"No {name} workers are placed",
                 f"{name} takes {scenario.models[name].share:g} of the traffic but no host carries a {name} worker: "
                 "every one of its requests waits forever.", [f"{name}.workers_placed"]))
-        elif v("requests_per_batch", name) == 0:
+        elif scenario.batching_of(name) == "static" and v("requests_per_batch", name) == 0:
             out.append(_finding(
                 "fix_now", f"A {name} request does not fit in a batch",
                 f"{scenario.models[name].tokens} tokens per request is more than max_batch_tokens "
@@ -100,8 +102,10 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
 
     out.extend(_host_loss_findings(scenario))
 
-    if scenario.dispatcher.close_after_s is None:
-        slow = max(names, key=lambda n: v("fill_time_quiet_s", n) or Fraction(0))
+    static = [n for n in names if scenario.batching_of(n) == "static"]
+    out.extend(_token_findings(scenario, report))
+    if static and scenario.dispatcher.close_after_s is None:
+        slow = max(static, key=lambda n: v("fill_time_quiet_s", n) or Fraction(0))
         out.append(_finding(
             "clarify", "No rule says when a partial batch closes",
             f"A batch closes only when full. At 1 request a second a {show(v('requests_per_batch', slow), '')}-request "
@@ -110,7 +114,7 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
             [f"{slow}.fill_time_quiet_s", f"{slow}.fill_time_avg_s"],
         ))
 
-    floor = v("latency_floor_s")
+    floor = v("latency_floor_s") if static else None
     if floor is not None and floor >= 1:
         out.append(_finding(
             "clarify", f"\"Low latency\" cannot mean sub-second: the floor is {show(floor, 's')}",
@@ -126,7 +130,7 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
             "mention", f"{wasted} GPU units are left idle by the placement",
             "Free units that no worker uses; python -m emulator place shows the layouts and what each wastes.",
             ["fleet.workers_placed"]))
-    for name in names:
+    for name in static:
         if scenario.models[name].tokens_cv > 0:
             out.append(_finding(
                 "mention", f"{name} requests per batch is an average",
@@ -135,6 +139,42 @@ def suggest(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
                 [f"{name}.requests_per_batch"]))
     order = {"fix_now": 0, "clarify": 1, "mention": 2}
     return sorted(out, key=lambda f: order[f["severity"]])
+
+
+def _token_findings(scenario: Scenario, report: NumbersReport) -> list[dict[str, Any]]:
+    """Where a continuous-batching model's goals break its own arithmetic."""
+    out = []
+    v = report.value
+    slo = scenario.slo
+    for name in scenario.models:
+        if scenario.batching_of(name) != "continuous":
+            continue
+        tpot_floor, ttft_floor = _num(v("tpot_floor_s", name)), _num(v("ttft_floor_s", name))
+        if slo.tpot_s is not None and tpot_floor > exact(slo.tpot_s):
+            out.append(_finding(
+                "fix_now", f"The TPOT goal is under what one {name} decode step takes",
+                f"slo.tpot_s is {show(exact(slo.tpot_s), 's')}, but a decode step of a single sequence takes "
+                f"{show(tpot_floor, 's')}: no load, batch size or scheduler meets it on these workers.",
+                [f"{name}.tpot_floor_s"]))
+        if slo.ttft_s is not None and ttft_floor > exact(slo.ttft_s):
+            out.append(_finding(
+                "fix_now", f"The TTFT goal is under one {name} prefill",
+                f"slo.ttft_s is {show(exact(slo.ttft_s), 's')}, but prefilling a mean prompt alone takes "
+                f"{show(ttft_floor, 's')}.", [f"{name}.ttft_floor_s"]))
+        by_kv = _num(v("kv_concurrent_seqs", name))
+        latency, placed = v("latency_at_full_s", name), v("workers_placed", name)
+        offered = v("offered_avg_qps", name)
+        if latency and placed and offered is not None:
+            needed = offered / placed * latency  # Little's law, per worker
+            if needed > by_kv and by_kv < scenario.worker_for(name).max_num_seqs:
+                out.append(_finding(
+                    "fix_now", f"{name}'s KV cache cannot hold the concurrency its load implies",
+                    f"At {show(offered, 'QPS')} over {show(placed, '')} workers and about "
+                    f"{show(latency, 's')} a request, each worker holds about {show(needed, '')} sequences "
+                    f"(Little's law), but its KV cache holds {show(by_kv, '')}: expect preemptions and "
+                    "recompute, and TTFT far above its floor.",
+                    [f"{name}.kv_concurrent_seqs", f"{name}.latency_at_full_s", f"{name}.offered_avg_qps"]))
+    return out
 
 
 def _num(value: Fraction | None) -> Fraction:

@@ -10,6 +10,7 @@ turns the figures into suggested findings.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
@@ -150,10 +151,14 @@ def compute(scenario: Scenario) -> NumbersReport:
 
     per_model: dict[str, dict[str, Fraction | None]] = {}
     for name, spec in scenario.models.items():
-        share = exact(spec.share)
         tokens = spec.tokens
         fig: dict[str, Fraction | None] = {}
         per_model[name] = fig
+        if scenario.batching_of(name) == "continuous":
+            wq = _token_rates(add, fig, scenario, name)
+            _shared_figures(add, fig, scenario, name, wq, loads, hosts, host_units, total_units, None)
+            _token_floors(add, fig, scenario, name)
+            continue
         b = batch_tokens // tokens if tokens > 0 else 0
         mean_note = " (at the mean size; bigger requests make fewer per batch)" if spec.tokens_cv else ""
         fig["b"] = add("requests_per_batch", "Requests per batch", name, b, "requests",
@@ -168,48 +173,15 @@ def compute(scenario: Scenario) -> NumbersReport:
         fig["wq"] = add("worker_qps", "Throughput per worker", name, wq, "QPS",
                         f"{b} requests per batch / {_s(service_s, 's')} per batch = {_s(wq, 'QPS')}"
                         + _service_note(scenario.worker.service))
-        placed = scenario.worker_count(name)
-        fig["placed"] = add("workers_placed", "Workers placed", name, placed, "workers",
-                            f"{placed} {name} workers counted on the {len(hosts)} hosts as configured")
-        cap = placed * wq
-        fig["cap"] = add("capacity_qps", "Capacity of the placed workers", name, cap, "QPS",
-                         f"{placed} workers x {_s(wq, 'QPS')} each = {_s(cap, 'QPS')}")
-        alone = sum(u // spec.worker_units for u in host_units)
-        fig["alone"] = add("most_workers", f"Most {name} workers these hosts could hold", name, alone, "workers",
-                           f"if every host held only {name} workers: {total_units} units in {len(hosts)} hosts, "
-                           f"{spec.worker_units} adjacent units each, per host rounded down = {alone}")
-        alone_cap = alone * wq
-        fig["alone_cap"] = add("most_capacity_qps", f"Capacity if the hosts held only {name}", name, alone_cap, "QPS",
-                               f"{alone} workers x {_s(wq, 'QPS')} = {_s(alone_cap, 'QPS')}")
-        on_host = [(sum(1 for w in slots if w.model == name), index) for index, _, slots in hosts]
-        most_here, worst_host = max(on_host, key=lambda t: (t[0], -t[1])) if on_host else (0, 0)
-        left = (placed - most_here) * wq
-        fig["cap_lost"] = add("capacity_one_host_lost_qps", "Capacity after losing the worst host", name, left,
-                              "QPS", f"losing host:{worst_host}, which carries the most {name} workers "
-                              f"({most_here} of {placed}): {placed - most_here} x {_s(wq, 'QPS')}")
-        for tag, word, total in loads:
-            offered = total * share
-            fig[f"off_{tag}"] = add(f"offered_{tag}_qps", f"Offered load at {word} traffic", name, offered, "QPS",
-                                    f"{_s(total, 'QPS')} x share {float(share):g} = {_s(offered, 'QPS')}")
-            util = _div(offered, cap)
-            fig[f"util_{tag}"] = add(f"utilisation_{tag}", f"Utilisation at {word} traffic", name, util, "x",
-                                     f"{_s(offered, 'QPS')} offered / {_s(cap, 'QPS')} capacity of the placed workers"
-                                     + (" (no workers: undefined)" if util is None else ""))
-            need = _div(offered, wq)
-            fig[f"need_{tag}"] = add(f"workers_needed_{tag}", f"Workers needed at {word} traffic", name, need, "workers",
-                                     f"{_s(offered, 'QPS')} / {_s(wq, 'QPS')} per worker, before rounding up")
-            whole = None if need is None else math.ceil(need)
-            fig[f"whole_{tag}"] = add(f"whole_workers_{tag}", f"Whole workers needed at {word} traffic", name, whole,
-                                      "workers", f"{_s(need, 'workers')} rounded up to whole workers")
-            growth = max(Fraction(0), offered - cap)
-            fig[f"growth_{tag}"] = add(
-                f"queue_growth_{tag}", f"Queue growth at {word} traffic", name, growth, "requests/s",
-                f"{_s(offered, 'QPS')} arriving - {_s(cap, 'QPS')} served by the placed workers"
-                if growth > 0 else f"capacity {_s(cap, 'QPS')} covers {_s(offered, 'QPS')}: the queue does not grow")
+
+        def batch_figures(tag: str, word: str, offered: Fraction, fig: dict[str, Fraction | None] = fig,
+                          name: str = name, b: int = b, service_s: Fraction = service_s) -> None:
             fill = _div(Fraction(b), offered)
             fig[f"fill_{tag}"] = add(f"fill_time_{tag}_s", f"Batch fill time at {word} traffic", name, fill, "s",
                                      f"{b} requests per batch / {_s(offered, 'QPS')} arriving for {name}")
             _floor_figures(add, fig, tag, word, name, b, offered, fill, close, service_s)
+
+        _shared_figures(add, fig, scenario, name, wq, loads, hosts, host_units, total_units, batch_figures)
         quiet_fill = Fraction(b) / QUIET_QPS
         fig["fill_quiet"] = add("fill_time_quiet_s", "Batch fill time at 1 request/s", name, quiet_fill, "s",
                                 f"{b} requests per batch / 1 request a second (quiet hours)")
@@ -218,6 +190,134 @@ def compute(scenario: Scenario) -> NumbersReport:
     _fleet_figures(add, scenario, per_model, loads, batch_s, host_units)
     report.findings.extend(suggest(scenario, report))
     return report
+
+
+def _shared_figures(add: Any, fig: dict[str, Fraction | None], scenario: Scenario, name: str,
+                    wq: Fraction | None, loads: list[tuple[str, str, Fraction]],
+                    hosts: list[Any], host_units: list[int], total_units: int,
+                    per_load: Callable[[str, str, Fraction], None] | None) -> None:
+    """The figures every worker model shares, from its throughput per worker ``wq``:
+    placed capacity, the most workers the hosts hold, one host's loss, and per load the
+    utilisation, the workers needed and the queue's growth (then ``per_load``'s own)."""
+    spec = scenario.models[name]
+    share = exact(spec.share)
+    wq = wq or Fraction(0)
+    placed = scenario.worker_count(name)
+    fig["placed"] = add("workers_placed", "Workers placed", name, placed, "workers",
+                        f"{placed} {name} workers counted on the {len(hosts)} hosts as configured")
+    cap = placed * wq
+    fig["cap"] = add("capacity_qps", "Capacity of the placed workers", name, cap, "QPS",
+                     f"{placed} workers x {_s(wq, 'QPS')} each = {_s(cap, 'QPS')}")
+    alone = sum(u // spec.worker_units for u in host_units)
+    fig["alone"] = add("most_workers", f"Most {name} workers these hosts could hold", name, alone, "workers",
+                       f"if every host held only {name} workers: {total_units} units in {len(hosts)} hosts, "
+                       f"{spec.worker_units} adjacent units each, per host rounded down = {alone}")
+    alone_cap = alone * wq
+    fig["alone_cap"] = add("most_capacity_qps", f"Capacity if the hosts held only {name}", name, alone_cap, "QPS",
+                           f"{alone} workers x {_s(wq, 'QPS')} = {_s(alone_cap, 'QPS')}")
+    on_host = [(sum(1 for w in slots if w.model == name), index) for index, _, slots in hosts]
+    most_here, worst_host = max(on_host, key=lambda t: (t[0], -t[1])) if on_host else (0, 0)
+    left = (placed - most_here) * wq
+    fig["cap_lost"] = add("capacity_one_host_lost_qps", "Capacity after losing the worst host", name, left,
+                          "QPS", f"losing host:{worst_host}, which carries the most {name} workers "
+                          f"({most_here} of {placed}): {placed - most_here} x {_s(wq, 'QPS')}")
+    for tag, word, total in loads:
+        offered = total * share
+        fig[f"off_{tag}"] = add(f"offered_{tag}_qps", f"Offered load at {word} traffic", name, offered, "QPS",
+                                f"{_s(total, 'QPS')} x share {float(share):g} = {_s(offered, 'QPS')}")
+        util = _div(offered, cap)
+        fig[f"util_{tag}"] = add(f"utilisation_{tag}", f"Utilisation at {word} traffic", name, util, "x",
+                                 f"{_s(offered, 'QPS')} offered / {_s(cap, 'QPS')} capacity of the placed workers"
+                                 + (" (no workers: undefined)" if util is None else ""))
+        need = _div(offered, wq)
+        fig[f"need_{tag}"] = add(f"workers_needed_{tag}", f"Workers needed at {word} traffic", name, need, "workers",
+                                 f"{_s(offered, 'QPS')} / {_s(wq, 'QPS')} per worker, before rounding up")
+        whole = None if need is None else math.ceil(need)
+        fig[f"whole_{tag}"] = add(f"whole_workers_{tag}", f"Whole workers needed at {word} traffic", name, whole,
+                                  "workers", f"{_s(need, 'workers')} rounded up to whole workers")
+        growth = max(Fraction(0), offered - cap)
+        fig[f"growth_{tag}"] = add(
+            f"queue_growth_{tag}", f"Queue growth at {word} traffic", name, growth, "requests/s",
+            f"{_s(offered, 'QPS')} arriving - {_s(cap, 'QPS')} served by the placed workers"
+            if growth > 0 else f"capacity {_s(cap, 'QPS')} covers {_s(offered, 'QPS')}: the queue does not grow")
+        if per_load is not None:
+            per_load(tag, word, offered)
+
+
+def _token_rates(add: Any, fig: dict[str, Fraction | None], scenario: Scenario, name: str) -> Fraction | None:
+    """A continuous-batching model's first-order rates, from its worker keys: how many
+    sequences the KV cache holds, one decode step at that concurrency, and so the
+    requests a worker completes per second (its ``worker_qps``)."""
+    spec, w = scenario.models[name], scenario.worker_for(name)
+    prompt, output = spec.tokens, spec.output_tokens
+    fig["b"] = None
+    per_request = prompt + output
+    by_kv = w.kv_cache_tokens // per_request
+    n = min(w.max_num_seqs, by_kv)
+    fig["kv_seqs"] = add("kv_concurrent_seqs", "Sequences the KV cache holds", name, by_kv, "sequences",
+                         f"{w.kv_cache_tokens:,} KV tokens // ({prompt} prompt + {output} output tokens) = {by_kv}")
+    fig["n"] = add("max_concurrent_seqs", "Most sequences running at once", name, n, "sequences",
+                   f"the KV cache's {by_kv}, capped by max_num_seqs {w.max_num_seqs}")
+    prefill = _prefill_s(w, prompt)
+    fig["prefill"] = add("prefill_s_per_request", "Prefill compute per request", name, prefill, "s",
+                         f"{prompt} prompt tokens x {w.prefill_token_s:g} s/token"
+                         + (" + attention over the chunks" if w.prefill_attn_s else ""))
+    context = Fraction(prompt) + Fraction(output, 2)
+    step = exact(w.step_base_s) + exact(w.decode_seq_s) * n + exact(w.kv_token_s) * n * context
+    fig["step"] = add("decode_step_at_full_s", "A decode step at full concurrency", name, step, "s",
+                      f"{w.step_base_s:g} + {w.decode_seq_s:g} x {n} sequences"
+                      + (f" + {w.kv_token_s:g} x {n} x {_s(context, '')} mean context" if w.kv_token_s else ""))
+    if n == 0:
+        wq = None
+    elif output > 1:
+        # Per second: decode steps serve n sequences a token each; prefills take their
+        # compute on top. X requests/s need X (output - 1) tokens = n steps/s ...
+        wq = 1 / ((output - 1) * step / n + prefill)
+    else:
+        wq = 1 / prefill if prefill else None
+    fig["wq"] = add("worker_qps", "Throughput per worker", name, wq, "QPS",
+                    f"1 / ((output {output} - 1) x {_s(step, 's')} per step / {n} sequences + "
+                    f"{_s(prefill, 's')} prefill): at full concurrency, prefill on top of decode")
+    tokens = None if wq is None else wq * output
+    add("max_output_tokens_per_s", "Output tokens per second per worker", name, tokens, "tokens/s",
+        f"{_s(wq, 'QPS')} x {output} output tokens")
+    return wq
+
+
+def _token_floors(add: Any, fig: dict[str, Fraction | None], scenario: Scenario, name: str) -> None:
+    """Latency floors of a continuous-batching model: one request alone, and TPOT when
+    the worker runs full."""
+    spec, w = scenario.models[name], scenario.worker_for(name)
+    prompt, output = spec.tokens, spec.output_tokens
+    chunks = -(-prompt // w.max_batched_tokens)
+    ttft = chunks * exact(w.step_base_s) + _prefill_s(w, prompt)
+    fig["ttft_floor"] = add("ttft_floor_s", "Time to first token, alone", name, ttft, "s",
+                            f"{chunks} prefill step(s) of at most {w.max_batched_tokens} tokens: "
+                            f"{chunks} x {w.step_base_s:g} s + {_s(_prefill_s(w, prompt), 's')} of prefill")
+    tpot = exact(w.step_base_s) + exact(w.decode_seq_s) + exact(w.kv_token_s) * (prompt + 1)
+    fig["tpot_floor"] = add("tpot_floor_s", "Time per output token, alone", name, tpot, "s",
+                            f"one decode step of one sequence: {w.step_base_s:g} + {w.decode_seq_s:g}"
+                            + (f" + {w.kv_token_s:g} x {prompt + 1} context" if w.kv_token_s else ""))
+    n, step, wq = fig["n"], fig["step"], fig["wq"]
+    full = None
+    if n and step is not None and wq and output > 1:
+        full = n / (wq * (output - 1))
+    fig["tpot_full"] = add("tpot_at_full_concurrency_s", "Time per output token at full concurrency", name,
+                           full, "s", f"{_s(n, '')} sequences / ({_s(wq, 'QPS')} x {output - 1} tokens after "
+                           "the first): a decode step plus the prefills that share it")
+    latency = None if full is None else ttft + (output - 1) * full
+    fig["latency_full"] = add("latency_at_full_s", "Request latency at full concurrency", name, latency, "s",
+                              f"{_s(ttft, 's')} to the first token + {output - 1} x {_s(full, 's')}")
+
+
+def _prefill_s(w: Any, prompt: int) -> Fraction:
+    """Prefill compute of one prompt, chunked by the step budget (no step bases)."""
+    total, start = Fraction(0), 0
+    while start < prompt:
+        c = min(w.max_batched_tokens, prompt - start)
+        total += exact(w.prefill_token_s) * c + exact(w.prefill_attn_s) * c * (start + c)
+        start += c
+    return total
 
 
 def _service_note(service: str) -> str:
@@ -257,7 +357,7 @@ def _fleet_figures(add: Any, scenario: Scenario, per_model: dict[str, dict[str, 
     sizes = {n: scenario.models[n].worker_units for n in names}
     wqs = {n: per_model[n]["wq"] or Fraction(0) for n in names}
     bs = {per_model[n]["b"] for n in names}
-    if len(bs) == 1:
+    if len(bs) == 1 and None not in bs:
         b = int(bs.pop() or 0)
         add("requests_per_batch", "Requests per batch", "fleet", b, "requests", "the same for every model")
     else:
@@ -313,6 +413,8 @@ def _fleet_figures(add: Any, scenario: Scenario, per_model: dict[str, dict[str, 
             add(f"fill_time_{tag}_s", f"Batch fill time at {word} traffic, all traffic to one dispatcher", "fleet",
                 fill, "s", f"{b} requests / {_s(total, 'QPS')}: as if one dispatcher saw every request "
                 "(each model's own dispatcher sees only its share: see per model)")
+    if any(scenario.batching_of(n) != "static" for n in names):
+        return  # continuous batching: each model's TTFT and TPOT floors say it
     linear = " for a batch of max_batch_tokens (service is linear in tokens)" if scenario.worker.service == "linear" else ""
     add("latency_floor_s", "Latency floor", "fleet", batch_s, "s",
         f"no request in a full batch finishes before one batch's service time (worker.batch_s){linear}")

@@ -201,10 +201,31 @@ def format_summary(name: str, s: Summary) -> str:
     lines.append(row("all", s))
     for model, o in s.per_model.items():
         lines.append(row(model[:10], o))
+    if s.token_level:
+        lines.append(_token_table(s))
     lines.append(
         f"wasted batches: {s.wasted_batches:,}; retries offered: {s.retried:,}; "
         f"books balance: {'yes' if s.balanced() else 'NO'}"
     )
+    return "\n".join(lines)
+
+
+def _token_table(s: Summary) -> str:
+    """TTFT, TPOT, throughput, preemptions and goodput of token-level models."""
+    head = (
+        f"{'':<10}{'ttft_p50_s':>11}{'ttft_p99_s':>11}{'tpot_p50_s':>11}{'tpot_p99_s':>11}"
+        f"{'out_tok/s':>11}{'preempted':>11}{'slo_goodput':>12}"
+    )
+    lines = [head]
+    for label, o in (("all", s), *((m[:10], o) for m, o in s.per_model.items())):
+        if not o.token_level:
+            continue
+        good = "n/a" if o.slo_goodput is None else f"{o.slo_goodput:.1%}"
+        lines.append(
+            f"{label:<10}{_fmt(o.ttft_s.get('p50')):>11}{_fmt(o.ttft_s.get('p99')):>11}"
+            f"{_fmt(o.tpot_s.get('p50')):>11}{_fmt(o.tpot_s.get('p99')):>11}"
+            f"{o.output_tokens_per_s:>11,.0f}{o.preemptions:>11,}{good:>12}"
+        )
     return "\n".join(lines)
 
 

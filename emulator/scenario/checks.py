@@ -407,12 +407,16 @@ def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
             "not give every running sequence its token",
             f"use at least {w.max_num_seqs}, or lower max_num_seqs",
         )
+    # With varied sizes the longest requests are shed as they come; a cache that cannot
+    # hold even a request of mean size is a mistake in the file.
     need = model.tokens + model.output_tokens
-    if model.tokens_cv == 0 and model.output_tokens_cv == 0 and need > w.kv_cache_tokens:
+    if need > w.kv_cache_tokens:
+        mean = "" if model.tokens_cv == 0 and model.output_tokens_cv == 0 else "a mean "
         raise ScenarioError(
             key("kv_cache_tokens"),
-            f"{w.kv_cache_tokens:,} cannot hold one request of model {model.name} (prompt "
-            f"{model.tokens:,} + output {model.output_tokens:,} = {need:,} tokens)",
+            f"{w.kv_cache_tokens:,} cannot hold one request of {mean}size for model "
+            f"{model.name} (prompt {model.tokens:,} + output {model.output_tokens:,} = "
+            f"{need:,} tokens)",
             f"use at least {need:,}, or shorten the model's requests",
         )
 

@@ -163,9 +163,13 @@ class Router(Intake):
             return
         closed, offer = self.closed, self.policy.offer
         while closed:
-            if not offer(closed[0]):
+            # Out of the queue before it is offered: the worker that takes it may admit
+            # from this same queue at once.
+            row = closed.popleft()
+            self.closed_reqs = len(closed)
+            if not offer(row):
+                closed.appendleft(row)
                 break
-            closed.popleft()
         self.closed_reqs = len(closed)
         if closed:
             self.worker_model.work_held(self.index)

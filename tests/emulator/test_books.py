@@ -1,5 +1,6 @@
 """The conservation law: offered = ok + timed_out + shed + lost + orphaned + in_system_end,
-for the fleet and every model, on every preset and on random valid scenarios."""
+for the fleet and every model, on every preset and on random valid scenarios (static and
+continuous batching, alone and mixed in one fleet)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ SHORT = {
     "dispatcher-failover": 180,
     "host-loss": 200,
     "retry-storm": 300,
+    "continuous-comfortable": 60,
+    "kv-preemption-storm": 60,
 }
 
 
@@ -34,7 +37,8 @@ def _assert_books(engine: Engine, frames: list[Frame] | None = None) -> None:
     for key in ("offered", "ok", "shed", "lost", "timed_out", "orphaned"):
         assert sum(sum(f.m[key]) for f in frames) == getattr(summary, key), key
     last = frames[-1].m
-    in_system_now = sum(last["queue_depth"]) + sum(last["backlog"]) + sum(last["in_service"])
+    present = ("queue_depth", "backlog", "in_service", "waiting", "running")
+    in_system_now = sum(v or 0 for key in present for v in last.get(key, []))
     # Requests physically present include those already counted as timed out.
     assert summary.in_system_end <= in_system_now
 
@@ -58,6 +62,18 @@ def scenarios(draw: Any) -> Scenario:
         }
         for i, name in enumerate(names)
     }
+    for name in names:
+        if draw(st.booleans()):  # this model batches continuously
+            models[name]["output_tokens"] = draw(st.sampled_from([1, 8, 50]))
+            models[name]["output_tokens_cv"] = draw(st.sampled_from([0.0, 0.8]))
+            models[name]["worker"] = {
+                "batching": "continuous",
+                "max_num_seqs": draw(st.sampled_from([4, 64])),
+                "max_batched_tokens": draw(st.sampled_from([512, 8192])),
+                "kv_cache_tokens": draw(st.sampled_from([3000, 20000, 200000])),
+                "step_base_s": draw(st.sampled_from([0.005, 0.02])),
+                "kv_token_s": draw(st.sampled_from([0.0, 1e-7])),
+            }
     hosts = []
     for _ in range(draw(st.integers(1, 3))):
         slots, unit = [], 0
@@ -124,6 +140,9 @@ def scenarios(draw: Any) -> Scenario:
     }
     for name in names:  # a request must fit in a batch
         models[name]["tokens"] = min(models[name]["tokens"], data["dispatcher"]["max_batch_tokens"])
+    if all("worker" in models[n] for n in names):
+        # Batch-closing rules do not apply when no model batches statically.
+        del data["dispatcher"]["max_batch_tokens"], data["dispatcher"]["close_after_s"]
     return Scenario.from_dict(data)
 
 

@@ -197,3 +197,33 @@ def test_it_explains_a_scenario_with_no_traffic_instead_of_dividing_by_zero():
     assert report.value("fill_time_avg_s") is None
     assert report.value("fill_time_avg_s", "small") is None
     assert report.value("capacity_qps", "small") == Fraction(200, 3)
+
+
+# -- continuous batching ---------------------------------------------------------------
+
+
+def test_it_gives_a_continuous_model_token_figures_not_batch_ones() -> None:
+    from emulator.scenario.presets import load_preset
+
+    report = compute(load_preset("continuous-comfortable"))
+    keys = {f.key for f in report.figures if f.model == "chat"}
+    assert {"max_concurrent_seqs", "ttft_floor_s", "tpot_floor_s", "worker_qps"} <= keys
+    assert not keys & {"requests_per_batch", "fill_time_avg_s", "latency_floor_avg_s"}
+    # 200,000 KV tokens // (1000 + 250) = 160 sequences, under max_num_seqs 256.
+    assert report.value("max_concurrent_seqs", "chat") == 160
+    # One prefill step: 0.006 + 1000 x 2.5e-5 = 31 ms.
+    assert report.value("ttft_floor_s", "chat") == Fraction(31, 1000)
+    # One decode step alone: 0.006 + 0.00012 + 2e-8 x 1001.
+    assert report.value("tpot_floor_s", "chat") == Fraction(6, 1000) + Fraction(12, 100000) + Fraction(2002, 10**8)
+    assert all(f.model != "fleet" or f.key != "latency_floor_s" for f in report.figures)
+
+
+def test_it_finds_a_tpot_goal_under_the_decode_floor_and_a_kv_too_small() -> None:
+    from emulator.scenario.presets import load_preset
+
+    storm = compute(load_preset("kv-preemption-storm").with_overrides(["slo.tpot_s=0.005"]))
+    titles = [f["title"] for f in storm.findings]
+    assert any("TPOT goal is under" in t for t in titles)
+    assert any("KV cache cannot hold the concurrency" in t for t in titles)
+    comfortable = compute(load_preset("continuous-comfortable"))
+    assert not any("KV cache" in f["title"] or "TPOT" in f["title"] for f in comfortable.findings)

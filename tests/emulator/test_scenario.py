@@ -100,7 +100,7 @@ def test_it_lets_callers_choose_the_run_budget() -> None:
     assert DEFAULT_REQUEST_BUDGET >= 6_000_000  # the peak-sized benchmark fits
 
 
-def test_it_describes_every_preset_in_one_line_and_ships_seven() -> None:
+def test_it_describes_every_preset_in_one_line_and_ships_nine() -> None:
     assert set(PRESETS) == {
         "doc-as-written",
         "peak-sized",
@@ -109,6 +109,8 @@ def test_it_describes_every_preset_in_one_line_and_ships_seven() -> None:
         "dispatcher-failover",
         "host-loss",
         "retry-storm",
+        "continuous-comfortable",
+        "kv-preemption-storm",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

@@ -28,6 +28,11 @@ PRESETS: dict[str, str] = {
     "small layout keeps both models up",
     "retry-storm": "150 QPS on 120 QPS of workers, 10 s client timeout, 3 retries: retries "
     "multiply the load and most completed work is wasted on clients that left",
+    "continuous-comfortable": "a chat model with continuous batching on four 4-GPU workers at "
+    "40 QPS: TTFT and TPOT well inside their SLOs, no preemption",
+    "kv-preemption-storm": "the same fleet and traffic with a KV cache of 45,000 tokens a "
+    "worker: constant preemption and recompute, TTFT far past its SLO; compare --set "
+    "worker.kv_cache_tokens=200000",
 }
 
 

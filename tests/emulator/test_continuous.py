@@ -1,0 +1,155 @@
+"""The continuous worker model against the independent step-by-step reference
+(``token_reference.py``), fed identical requests through trace replay, and against
+hand arithmetic."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from token_reference import TokenRequest, simulate
+from token_scenarios import (
+    WORKER,
+    both,
+    poisson_requests,
+    reference_percentiles,
+    scenario,
+    write_trace,
+)
+
+from emulator import Engine
+
+#: Percentiles agree within this where both models see the same requests (the engine's
+#: summary keeps a histogram with bins 0.23 % wide).
+SAME_INPUTS = 0.02
+#: ... and within this across different random requests of the same workload.
+ACROSS_SEEDS = 0.05
+
+
+def _agree(summary_stats: dict, reference: dict[str, float], tolerance: float) -> None:
+    for q in ("p50", "p95", "p99"):
+        assert summary_stats[q] == pytest.approx(reference[q], rel=tolerance), q
+
+
+def _check_against_reference(summary, reference, tolerance: float = SAME_INPUTS) -> None:
+    assert summary.ok == reference.count("ok")
+    assert summary.timed_out == reference.count("timed_out")
+    assert summary.preemptions == reference.preemptions
+    _agree(summary.ttft_s, reference_percentiles(reference, "ttft_s"), tolerance)
+    _agree(summary.tpot_s, reference_percentiles(reference, "tpot_s"), tolerance)
+    _agree(summary.latency_s, reference_percentiles(reference, "latency_s"), tolerance)
+
+
+@pytest.mark.parametrize(
+    ("qps", "workers"),
+    [(10, 4), (45, 4)],
+    ids=["light", "heavy"],
+)
+def test_it_agrees_with_the_reference_on_constant_sizes(tmp_path: Path, qps: int, workers: int) -> None:
+    requests = poisson_requests(qps=qps, duration_s=90, prompt=1000, output=200)
+    summary, reference = both(requests, tmp_path, workers=workers, duration_s=90)
+    _check_against_reference(summary, reference)
+    assert summary.balanced()
+
+
+def test_it_agrees_with_the_reference_on_lognormal_sizes(tmp_path: Path) -> None:
+    requests = poisson_requests(
+        qps=30, duration_s=90, prompt=1000, output=200, prompt_cv=1.0, output_cv=1.0, seed=3
+    )
+    summary, reference = both(requests, tmp_path, workers=4, duration_s=90)
+    _check_against_reference(summary, reference)
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_loaded", "pull"])
+def test_it_agrees_with_the_reference_under_kv_pressure_for_each_policy(tmp_path: Path, policy: str) -> None:
+    requests = poisson_requests(qps=30, duration_s=60, prompt=1000, output=200, output_cv=0.5, seed=5)
+    tight = replace(WORKER, kv_cache_tokens=20_000)
+    summary, reference = both(requests, tmp_path, workers=2, duration_s=60, policy=policy, params=tight)
+    assert reference.preemptions > 50  # the test is about preemption
+    _check_against_reference(summary, reference)
+
+
+def test_it_agrees_with_the_reference_when_clients_time_out(tmp_path: Path) -> None:
+    requests = poisson_requests(qps=30, duration_s=60, prompt=1000, output=200, seed=7)
+    tight = replace(WORKER, kv_cache_tokens=20_000)
+    summary, reference = both(
+        requests, tmp_path, workers=2, duration_s=60, policy="pull", timeout_s=15, params=tight
+    )
+    assert reference.count("timed_out") > 100
+    _check_against_reference(summary, reference)
+
+
+def test_it_agrees_with_the_reference_with_attention_and_context_terms(tmp_path: Path) -> None:
+    requests = poisson_requests(qps=20, duration_s=60, prompt=3000, output=100, prompt_cv=0.8, seed=11)
+    params = replace(WORKER, max_batched_tokens=2048, prefill_attn_s=1e-9, kv_token_s=2e-8)
+    summary, reference = both(requests, tmp_path, workers=3, duration_s=60, params=params)
+    _check_against_reference(summary, reference)
+
+
+def test_its_own_traffic_agrees_with_the_reference_across_seeds() -> None:
+    # The engine draws its own Poisson arrivals; the reference gets another draw of the
+    # same workload: the statistics agree, not the requests.
+    summary = Engine(scenario(workers=4, duration_s=300, qps=30), seed=2).run()
+    requests = poisson_requests(qps=30, duration_s=300, prompt=1000, output=200, seed=99)
+    reference = simulate(requests, workers=4, params=WORKER, duration_s=300)
+    _agree(summary.ttft_s, reference_percentiles(reference, "ttft_s"), ACROSS_SEEDS)
+    _agree(summary.tpot_s, reference_percentiles(reference, "tpot_s"), ACROSS_SEEDS)
+    _agree(summary.latency_s, reference_percentiles(reference, "latency_s"), ACROSS_SEEDS)
+
+
+# -- hand arithmetic ------------------------------------------------------------------
+
+
+def _alone(tmp_path: Path, prompt: int, output: int, **params: float) -> tuple[float, float, float]:
+    """TTFT, TPOT and latency of one request alone on one worker."""
+    trace = write_trace([TokenRequest(0.0, prompt, output)], tmp_path / "one.jsonl")
+    sc = scenario(workers=1, duration_s=60, trace=trace, params=replace(WORKER, **params))
+    s = Engine(sc).run()
+    assert s.ok == 1
+    return s.ttft_s["mean"], s.tpot_s["mean"], s.latency_s["mean"]
+
+
+def test_one_request_alone_takes_one_prefill_step_then_decode_steps(tmp_path: Path) -> None:
+    w = replace(WORKER, prefill_attn_s=1e-8, kv_token_s=1e-6)
+    ttft, tpot, latency = _alone(tmp_path, 1000, 50, prefill_attn_s=1e-8, kv_token_s=1e-6)
+    assert ttft == pytest.approx(w.step_base_s + w.prefill_token_s * 1000 + w.prefill_attn_s * 1000 * 1000)
+    # Decode step j (1..49) attends over prompt + j tokens.
+    steps = [w.step_base_s + w.decode_seq_s + w.kv_token_s * (1000 + j) for j in range(1, 50)]
+    assert tpot == pytest.approx(sum(steps) / 49)
+    assert latency == pytest.approx(ttft + sum(steps))
+
+
+def test_one_request_with_no_context_term_has_tpot_base_plus_decode(tmp_path: Path) -> None:
+    _, tpot, _ = _alone(tmp_path, 500, 20)
+    assert tpot == pytest.approx(WORKER.step_base_s + WORKER.decode_seq_s)
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_of_the_step_budget(tmp_path: Path) -> None:
+    budget = 2048
+    prompt = 5000
+    ttft, _, _ = _alone(tmp_path, prompt, 10, max_batched_tokens=budget, max_num_seqs=64)
+    chunks = math.ceil(prompt / budget)
+    assert chunks == 3
+    assert ttft == pytest.approx(chunks * WORKER.step_base_s + WORKER.prefill_token_s * prompt)
+
+
+def test_littles_law_holds_for_running_sequences() -> None:
+    engine = Engine(scenario(workers=4, duration_s=200, qps=20, output=100))
+    running: list[float] = []
+    for frame in _frames(engine):
+        if frame.t_s > 20:  # past the warm-up
+            running.append(frame.m["running"][0] + frame.m["waiting"][0])
+    summary = engine.summary()
+    # Requests in the system = throughput x time in the system (nothing waits for long
+    # at this load, so latency is the time running).
+    assert np.mean(running) == pytest.approx(summary.served_qps * summary.latency_s["mean"], rel=0.05)
+
+
+def _frames(engine: Engine) -> list:
+    frames = []
+    while not engine.done:
+        frames += engine.advance_to(engine.now_s + 10)
+    return frames
