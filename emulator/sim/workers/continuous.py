@@ -93,6 +93,7 @@ class Worker:
     index: int
     model: int
     spec: WorkerSpec
+    router: Router
     waiting: deque[Seq] = field(default_factory=deque)
     running: list[Seq] = field(default_factory=list)  # in admission order
     prefilling: list[Seq] = field(default_factory=list)  # running, prefill left
@@ -109,6 +110,8 @@ class Worker:
     t_end: float = 0.0  # when its pending STEP_END fires
     chunks: list[tuple[Seq, int]] = field(default_factory=list)
     serial: int = 0
+    busy: bool = False  # as last written to the fleet's state array
+    shown_waiting: int = 0  # as last written to the fleet's backlog array
     # A stretch: n decoding requests, a and b of the step time, C, and its length.
     n: int = 0
     a: float = 0.0
@@ -191,7 +194,7 @@ class ContinuousWorkers(WorkerModel):
         self.workers: dict[int, Worker] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
-                self.workers[w] = Worker(w, m, scenario.worker_for(names[m]))
+                self.workers[w] = Worker(w, m, scenario.worker_for(names[m]), sim.disp[m])  # type: ignore[arg-type]
         n_models = len(names)
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
@@ -210,14 +213,14 @@ class ContinuousWorkers(WorkerModel):
 
     def assign(self, w: int, work: int) -> None:
         wk = self.workers[w]
-        d = self._router(wk.model)
+        d = wk.router
         if self.fleet.state[w] == DEAD:
             d.lose(work, work + 1, self.queue.now_s)
             return
         seq = self._seq(wk, d, work)
         seq.at = 1
         wk.waiting.append(seq)
-        self.fleet.backlog[w] = len(wk.waiting)
+        wk.shown_waiting = self.fleet.backlog[w] = len(wk.waiting)
         if wk.phase == 0:
             self._start_step(wk, self.queue.now_s)
         elif wk.phase == _STRETCH:
@@ -272,6 +275,8 @@ class ContinuousWorkers(WorkerModel):
         wk.n_dec = wk.dec_base = wk.kv_prefill = wk.ahead = 0
         wk.version += 1
         wk.phase = 0
+        wk.busy = False
+        wk.shown_waiting = 0
         self.fleet.state[w] = DEAD
         self.fleet.backlog[w] = 0
         self.alive[wk.model] -= 1
@@ -423,7 +428,7 @@ class ContinuousWorkers(WorkerModel):
         """Start worker ``wk``'s next step at ``t`` (steps 0-5 of the module docstring),
         or a stretch of decode steps, or put it to sleep."""
         spec, running, waiting = wk.spec, wk.running, wk.waiting
-        d = self._router(wk.model)
+        d = wk.router
         if wk.deadlines and wk.deadlines[0][0] <= t:
             self._drop_expired(wk, t, d)
         # 1. Preempt while the decoders' next tokens do not fit, then reserve them.
@@ -473,14 +478,18 @@ class ContinuousWorkers(WorkerModel):
                 budget = self._admit(wk, self._seq(wk, d, d.take_held()), chunks, budget)
             if d.closed:
                 self.work_held(wk.model)
-        self.fleet.backlog[wk.index] = len(waiting)
+        if len(waiting) != wk.shown_waiting:  # numpy writes cost: only on a change
+            wk.shown_waiting = self.fleet.backlog[wk.index] = len(waiting)
         if not running:
             wk.phase = 0
             wk.chunks = []
+            wk.busy = False
             self.fleet.state[wk.index] = IDLE
             d.policy.worker_idle(wk.index)
             return
-        self.fleet.state[wk.index] = BUSY
+        if not wk.busy:
+            wk.busy = True
+            self.fleet.state[wk.index] = BUSY
         wk.t0 = t
         wk.chunks = chunks
         if chunks:
@@ -536,7 +545,7 @@ class ContinuousWorkers(WorkerModel):
         if version != wk.version:
             return  # replaced (a cut stretch) or the worker died
         t = self.queue.now_s
-        d = self._router(wk.model)
+        d = wk.router
         wk.ahead = 0
         if wk.phase == _STEP:
             wk.clock += 1 if wk.n_dec else 0
