@@ -288,7 +288,11 @@ class ArrivalSource:
                     attempt=zeros.astype(np.int16),
                     ctr=zeros,
                     admitted=np.ones(n, dtype=bool),
-                    output=self._outputs(np.full(n, m, dtype=np.int64)),
+                    output=(
+                        np.full(n, self.output[m], dtype=np.int64)
+                        if self.output_cv[m] == 0
+                        else self._outputs(np.full(n, m, dtype=np.int64))
+                    ),
                 )
             )
         return out

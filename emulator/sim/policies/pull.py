@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from emulator.sim.policies.base import DispatchPolicy
@@ -32,23 +34,26 @@ class Pull(DispatchPolicy):
         #: Idle workers as a heap of indexes, when the lowest index goes first.
         self.lowest_first = self.workers.idle_lowest_first
         self.idle_heap: list[int] = sorted(dispatcher.workers) if self.lowest_first else []
+        if self.lowest_first:
+            self.offer = self._offer_lowest  # type: ignore[method-assign]
+        #: Puts an idle worker back: bound once, as it runs once per batch.
+        self._add_idle: Callable[[int], None] = (
+            partial(heapq.heappush, self.idle_heap) if self.lowest_first else self.idle.append
+        )
 
     def offer(self, work: Any) -> bool:
-        if self.lowest_first:
-            if not self.idle_heap:
-                return False
-            self.workers.start(heapq.heappop(self.idle_heap), work)
-            return True
         if not self.idle:
             return False
         self.workers.start(self.idle.popleft(), work)
         return True
 
-    def _add_idle(self, w: int) -> None:
-        if self.lowest_first:
-            heapq.heappush(self.idle_heap, w)
-        else:
-            self.idle.append(w)
+    def _offer_lowest(self, work: Any) -> bool:
+        """``offer`` when the lowest-index idle worker goes first (chosen at init, as
+        ``offer`` runs once per batch or request)."""
+        if not self.idle_heap:
+            return False
+        self.workers.start(heapq.heappop(self.idle_heap), work)
+        return True
 
     def worker_idle(self, w: int) -> None:
         d = self.dispatcher
