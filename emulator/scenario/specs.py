@@ -394,6 +394,10 @@ class Scenario:
             spec = replace(spec, kv_cache_tokens=roof.kv_capacity_tokens)
         return spec
 
+    def kv_is_auto(self, model: str) -> bool:
+        """Whether ``model``'s KV capacity is ``"auto"`` (sized from its GPUs)."""
+        return self._raw_worker(model).kv_cache_tokens == AUTO_KV
+
     def _raw_worker(self, model: str) -> WorkerSpec:
         overrides = self.models[model].worker_overrides
         return replace(self.worker, **dict(overrides)) if overrides else self.worker
