@@ -146,3 +146,18 @@ def test_it_sizes_a_traced_workload_by_its_means_and_its_busiest_minute(tmp_path
     need = report.get("workers_needed_peak", "chat")
     assert need.value == Fraction(30, 60) / report.value("worker_qps", "chat")
     assert "busiest minute: 30 arrivals" in need.explain
+
+
+def test_the_roofline_preset_runs_inside_its_slos_and_above_its_floors() -> None:
+    from emulator import Engine
+
+    scenario = load_preset("roofline-70b-h100")
+    report = compute(scenario)
+    assert report.value("kv_capacity_tokens", "chat") == 457_885
+    assert not [f for f in report.findings if f["severity"] == "fix_now"]
+    summary = Engine(scenario).run()
+    floor = float(report.value("decode_step_floor_s", "chat"))
+    # TPOT above what reading the weights at full bandwidth takes, and inside the goal.
+    assert floor < summary.tpot_s["p50"] < 0.1
+    assert float(report.value("ttft_floor_s", "chat")) <= summary.ttft_s["p50"] < 2.0
+    assert summary.preemptions == 0 and summary.slo_goodput > 0.95
