@@ -217,3 +217,45 @@ def test_one_request_alone_under_the_roofline_takes_the_physical_floor(tmp_path:
     assert s.ttft_s["mean"] == pytest.approx(prefill)
     decode = [(68.98e9 * 2 + 327_680 * (2000 + j)) / (4 * 3.35e12) for j in range(1, 20)]
     assert s.tpot_s["mean"] == pytest.approx(sum(decode) / 19)
+
+
+def _per_request(tmp_path: Path, requests: list[TokenRequest], params: WorkerParams,
+                 workers: int) -> None:
+    """Each request's first token and completion agree with the reference's (percentiles
+    can hide offsetting errors; the engine's router records each completion as made)."""
+    trace = write_trace(requests, tmp_path / "requests.jsonl")
+    engine = Engine(scenario(workers=workers, duration_s=60, trace=trace, params=params, units=4,
+                             arch=SHAPE, hardware=GPU))
+    router = engine.disp[0]
+    done: dict[int, tuple[float, float]] = {}
+    record = router.complete_request
+
+    def spy(rec: tuple) -> None:
+        done[rec[0]] = (rec[1], rec[2])
+        record(rec)
+
+    router.complete_request = spy
+    engine.run()
+    reference = simulate(requests, workers=workers, params=params, duration_s=60, record_steps=True)
+    decode_bounds = {s.bound for s in reference.step_log if s.prefill_tokens == 0}
+    assert decode_bounds == {"memory", "compute"}  # the test is about the switch
+    finished = [(i, r) for i, r in enumerate(reference.records) if r.outcome == "ok"]
+    assert len(finished) >= len(requests) // 2
+    for i, r in finished:
+        assert done[i][0] == pytest.approx(r.first_token_s, abs=1e-6)
+        assert done[i][1] == pytest.approx(r.done_s, abs=1e-6)
+
+
+def test_it_times_every_request_as_the_reference_does_under_poisson_arrivals(tmp_path: Path) -> None:
+    params = replace(WORKER, roofline=_roofline(4, mbu=0.8, mfu=0.3))
+    requests = poisson_requests(qps=20, duration_s=60, prompt=500, output=500, output_cv=0.5, seed=13)
+    _per_request(tmp_path, requests, params, workers=2)
+
+
+def test_it_crosses_the_switch_inside_one_decode_stretch(tmp_path: Path) -> None:
+    # 100 requests within 10 ms and nothing after: a stretch of 2,000 decode steps whose
+    # contexts grow from 10,100 to 210,000 tokens, compute-bound (100 x 48 us = 12.9 ms)
+    # until the KV read passes it (10.3 ms of weights + 0.25 to 5.1 ms of KV).
+    params = replace(WORKER, roofline=_roofline(4, mbu=1.0, mfu=0.27))
+    requests = [TokenRequest(i * 1e-4, 100, 2000) for i in range(100)]
+    _per_request(tmp_path, requests, params, workers=1)
