@@ -190,6 +190,13 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         resolved = _with_auto_kv(m, _resolved(worker, m), hardware)
         if batching[m.name] != "static":
             _check_continuous(m, resolved)
+        elif resolved.step_model != "linear":
+            where = "worker" if "step_model" not in dict(m.worker_overrides) else f"models.{m.name}.worker"
+            raise ScenarioError(
+                f"{where}.step_model",
+                f"applies to continuous batching, but model {m.name} batches statically",
+                "set batching = \"continuous\" for it, or remove step_model",
+            )
         elif m.tokens > dispatcher.max_batch_tokens and m.tokens_cv == 0:
             raise ScenarioError(
                 f"models.{m.name}.tokens",

@@ -35,7 +35,8 @@ workers = ["chat@0"]
 
 
 def _scenario(units: int = 2, overrides: tuple[str, ...] = ()):
-    return load_scenario(SCENARIO.format(units=units)).with_overrides(list(overrides))
+    text = SCENARIO.format(units=units).replace('kv_cache_tokens = "auto"', 'kv_cache_tokens = "auto"\nstep_model = "roofline"')
+    return load_scenario(text).with_overrides(list(overrides))
 
 
 def test_it_lists_the_catalog_the_issue_asks_for() -> None:
@@ -87,6 +88,7 @@ MISTAKES = [
     ('worker.kv_cache_tokens="lots"', "worker.kv_cache_tokens", 'or "auto"'),
     ("models.chat.arch.active_params_b=100", "models.chat.arch.active_params_b", "more than params_b"),
     ("hardware.speed=1", "hardware.speed", "unknown key"),
+    ('worker.batching="static"', "worker.step_model", "applies to continuous batching"),
 ]
 
 
