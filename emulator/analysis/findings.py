@@ -151,15 +151,16 @@ def _token_findings(scenario: Scenario, report: NumbersReport) -> list[dict[str,
             continue
         tpot_floor, ttft_floor = _num(v("tpot_floor_s", name)), _num(v("ttft_floor_s", name))
         decode_floor = v("decode_step_floor_s", name)
-        if slo.tpot_s is not None and decode_floor is not None and decode_floor > exact(slo.tpot_s):
-            gpus = scenario.roofline_for(name)
+        roof = scenario.roofline_for(name)
+        if slo.tpot_s is not None and roof is not None and decode_floor is not None \
+                and decode_floor > exact(slo.tpot_s):
             out.append(_finding(
                 "fix_now", f"The TPOT goal is under the time {name}'s GPUs take to read its weights",
                 f"slo.tpot_s is {show(exact(slo.tpot_s), 's')}, but every decode step reads all "
                 f"{show(v('weights_gb', name), 'GB')} of weights, which takes {show(decode_floor, 's')} at the "
-                f"full bandwidth of {gpus.units if gpus else ''} {gpus.gpu.name if gpus else 'GPUs'}: no "
-                "scheduler or batch size meets it; it needs more GPUs per worker, faster memory or "
-                "smaller weights.", [f"{name}.decode_step_floor_s", f"{name}.weights_gb"]))
+                f"full bandwidth of {roof.units} {roof.gpu.name}: no scheduler or batch size meets it; it "
+                "needs more GPUs per worker, faster memory or smaller weights.",
+                [f"{name}.decode_step_floor_s", f"{name}.weights_gb"]))
         elif slo.tpot_s is not None and tpot_floor > exact(slo.tpot_s):
             out.append(_finding(
                 "fix_now", f"The TPOT goal is under what one {name} decode step takes",

@@ -187,7 +187,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     batching = {name: _resolved(worker, m).batching for name, m in models.items()}
     hardware = _hardware(top.raw("hardware")) if top.has("hardware") else None
     for m in models.values():
-        resolved = _with_auto_kv(m, _resolved(worker, m), hardware)
+        resolved = _resolve_hardware(m, _resolved(worker, m), hardware)
         if batching[m.name] != "static":
             _check_continuous(m, resolved)
         elif resolved.step_model != "linear":
@@ -494,9 +494,10 @@ def _arch(raw: Any, path: str) -> ArchSpec:
     return arch
 
 
-def _with_auto_kv(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | None) -> WorkerSpec:
-    """Check what ``kv_cache_tokens = "auto"`` and ``step_model = "roofline"`` need, and
-    give ``w`` with its KV capacity resolved."""
+def _resolve_hardware(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | None) -> WorkerSpec:
+    """Check what ``kv_cache_tokens = "auto"`` and ``step_model = "roofline"`` need and
+    that the model's weights fit on its worker's GPUs, and give ``w`` with its KV
+    capacity resolved."""
     from emulator.scenario.specs import Scenario
 
     where = dict(model.worker_overrides)
