@@ -56,7 +56,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from emulator.scenario import WorkerSpec
+from emulator.scenario import Scenario, WorkerSpec
 from emulator.sim.events import STEP_END
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE
@@ -219,16 +219,16 @@ class ContinuousWorkers(WorkerModel):
         names = list(scenario.models)
         self.timeout = scenario.client.timeout_s
         self.workers: dict[int, Worker] = {}
+        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float] | None]] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
-                spec = scenario.worker_for(names[m])
+                if m not in costs:  # once per model, not per worker: exact arithmetic is not free
+                    costs[m] = self._costs(scenario, names[m])
+                spec, roof = costs[m]
                 wk = self.workers[w] = Worker(w, m, spec, sim.disp[m])  # type: ignore[arg-type]
-                roof = scenario.roofline_for(names[m]) if spec.step_model == "roofline" else None
                 if roof is not None:
                     wk.roofline = True
-                    wk.r_weights = float(roof.weights_read_s)
-                    wk.r_kv = float(roof.kv_token_read_s)
-                    wk.r_token = float(roof.token_compute_s)
+                    wk.r_weights, wk.r_kv, wk.r_token = roof
         n_models = len(names)
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
@@ -240,6 +240,16 @@ class ContinuousWorkers(WorkerModel):
             self.alive[wk.model] += 1
         self.queue.on(STEP_END, self._on_step_end)
         self._schedule_end = self.queue.scheduler(STEP_END)
+
+    @staticmethod
+    def _costs(scenario: Scenario, name: str) -> tuple[WorkerSpec, tuple[float, float, float] | None]:
+        """A model's worker spec and, under the roofline, its three step coefficients
+        (weights read, one KV token read, one token computed)."""
+        spec = scenario.worker_for(name)
+        roof = scenario.roofline_for(name) if spec.step_model == "roofline" else None
+        if roof is None:
+            return spec, None
+        return spec, (float(roof.weights_read_s), float(roof.kv_token_read_s), float(roof.token_compute_s))
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
