@@ -136,3 +136,12 @@ def test_it_asks_for_every_number_when_no_gpu_is_named() -> None:
     with pytest.raises(ScenarioError) as err:
         load_scenario(text)
     assert err.value.path == "hardware.hbm_tb_s" and "name a gpu" in str(err.value)
+
+
+def test_it_reads_all_experts_but_computes_with_the_active_ones() -> None:
+    s = _scenario(2, ('models.chat.arch.model="Mixtral-8x7B"',))
+    roof = s.roofline_for("chat")
+    assert roof is not None
+    assert roof.weight_bytes == Fraction("46.7") * 10**9 * 2  # every expert is resident
+    assert roof.token_compute_s == 2 * Fraction("12.9") * 10**9 / (2 * Fraction("989.4") * 10**12)
+    assert roof.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
