@@ -87,7 +87,7 @@ GPUS: dict[str, Accelerator] = {
         # NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: 141GB HBM3e, 4.8 TB/s; BF16 1,979
         # TFLOPS with sparsity (the H100's silicon), 989.4 dense.
         _gpu("H200-141GB", "141", "4.8", "989.4"),
-        # NVIDIA HGX B200 data sheet: 8 GPUs with 1,440 GB of HBM3e in all (180 GB each),
+        # NVIDIA DGX B200 / HGX B200 data sheets: 8 GPUs with 1,440 GB of HBM3e (180 GB each),
         # 8 TB/s each; FP16/BF16 Tensor Core 36 PFLOPS for 8 GPUs with sparsity, so 2.25
         # PFLOPS dense per GPU (B200 at 1,000 W). The launch figure was 192 GB.
         _gpu("B200", "180", "8", "2250"),
