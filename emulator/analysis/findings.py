@@ -150,7 +150,18 @@ def _token_findings(scenario: Scenario, report: NumbersReport) -> list[dict[str,
         if scenario.batching_of(name) != "continuous":
             continue
         tpot_floor, ttft_floor = _num(v("tpot_floor_s", name)), _num(v("ttft_floor_s", name))
-        if slo.tpot_s is not None and tpot_floor > exact(slo.tpot_s):
+        decode_floor = v("decode_step_floor_s", name)
+        roof = scenario.roofline_for(name)
+        if slo.tpot_s is not None and roof is not None and decode_floor is not None \
+                and decode_floor > exact(slo.tpot_s):
+            out.append(_finding(
+                "fix_now", f"The TPOT goal is under the time {name}'s GPUs take to read its weights",
+                f"slo.tpot_s is {show(exact(slo.tpot_s), 's')}, but every decode step reads all "
+                f"{show(v('weights_gb', name), 'GB')} of weights, which takes {show(decode_floor, 's')} at the "
+                f"full bandwidth of {roof.units} {roof.gpu.name}: no scheduler or batch size meets it; it "
+                "needs more GPUs per worker, faster memory or smaller weights.",
+                [f"{name}.decode_step_floor_s", f"{name}.weights_gb"]))
+        elif slo.tpot_s is not None and tpot_floor > exact(slo.tpot_s):
             out.append(_finding(
                 "fix_now", f"The TPOT goal is under what one {name} decode step takes",
                 f"slo.tpot_s is {show(exact(slo.tpot_s), 's')}, but a decode step of a single sequence takes "
@@ -163,17 +174,59 @@ def _token_findings(scenario: Scenario, report: NumbersReport) -> list[dict[str,
                 f"{show(ttft_floor, 's')}.", [f"{name}.ttft_floor_s"]))
         by_kv = _num(v("kv_concurrent_seqs", name))
         latency, placed = v("latency_at_full_s", name), v("workers_placed", name)
-        offered = v("offered_avg_qps", name)
-        if latency and placed and offered is not None:
+        for offered_key, word in (("offered_avg_qps", "average"), (_peak_key(report, name), "peak")):
+            offered = v(offered_key, name) if offered_key else None
+            if not (latency and placed and offered is not None):
+                continue
             needed = offered / placed * latency  # Little's law, per worker
             if needed > by_kv and by_kv < scenario.worker_for(name).max_num_seqs:
                 out.append(_finding(
-                    "fix_now", f"{name}'s KV cache cannot hold the concurrency its load implies",
+                    "fix_now", f"{name}'s KV cache cannot hold the concurrency its {word} load implies",
                     f"At {show(offered, 'QPS')} over {show(placed, '')} workers and about "
                     f"{show(latency, 's')} a request, each worker holds about {show(needed, '')} sequences "
                     f"(Little's law), but its KV cache holds {show(by_kv, '')}: expect preemptions and "
                     "recompute, and TTFT far above its floor.",
-                    [f"{name}.kv_concurrent_seqs", f"{name}.latency_at_full_s", f"{name}.offered_avg_qps"]))
+                    [f"{name}.kv_concurrent_seqs", f"{name}.latency_at_full_s", f"{name}.{offered_key}"]))
+                break  # the average already says it
+        out.extend(_physics_findings(scenario, report, name))
+    return out
+
+
+def _peak_key(report: NumbersReport, name: str) -> str | None:
+    """The figure holding ``name``'s peak offered load, if the report has one."""
+    keys = {f.key for f in report.figures if f.model == name}
+    return "offered_peak_qps" if "offered_peak_qps" in keys else None
+
+
+def _physics_findings(scenario: Scenario, report: NumbersReport, name: str) -> list[dict[str, Any]]:
+    """Where a token-level design asks for more than its GPUs have: more KV than their
+    memory holds, or more GPUs at the peak than the hosts carry."""
+    out = []
+    v = report.value
+    w = scenario.worker_for(name)
+    roof = scenario.roofline_for(name)
+    if roof is not None and w.kv_cache_tokens > roof.kv_capacity_tokens:
+        out.append(_finding(
+            "fix_now", f"{name}'s KV cache is bigger than its GPUs' memory",
+            f"kv_cache_tokens is {w.kv_cache_tokens:,}, but {roof.units} {roof.gpu.name} at "
+            f"gpu_memory_utilization {show(roof.memory_utilization, '')} leave room for "
+            f"{roof.kv_capacity_tokens:,} tokens of {show(roof.kv_bytes_per_token, '')} bytes after the "
+            'weights. Use kv_cache_tokens = "auto", or say where the rest lives.',
+            [f"{name}.kv_capacity_tokens", f"{name}.kv_bytes_per_token"]))
+    keys = {f.key for f in report.figures if f.model == name}
+    whole_key = next((k for k in ("whole_workers_peak", "whole_workers_trace_peak") if k in keys), None)
+    whole = v(whole_key, name) if whole_key else None
+    if whole is not None:
+        units = scenario.models[name].worker_units
+        gpus = whole * units
+        total = sum(u for _, u, _ in scenario.expanded_hosts())
+        if gpus > total:
+            out.append(_finding(
+                "fix_now", f"{name} needs {show(gpus, '')} GPUs at the peak; the hosts have {total}",
+                f"The peak needs {show(whole, '')} workers of {units} GPUs at "
+                f"{show(v('worker_qps', name), 'QPS')} each (at full concurrency), more GPUs than every host "
+                "together, before any other model takes a unit. Is the goal or the fleet fixed?",
+                [f"{name}.{whole_key}", f"{name}.worker_qps"]))
     return out
 
 

@@ -134,6 +134,12 @@ class _Builder:
 def compute(scenario: Scenario) -> NumbersReport:
     """Every figure of the numbers pass for ``scenario``, per model and for the fleet."""
     from emulator.analysis.findings import suggest
+    from emulator.analysis.token_numbers import (
+        peak_figures,
+        token_floors,
+        token_rates,
+        token_workload,
+    )
 
     report = NumbersReport(scenario.name)
     add = _Builder(report).add
@@ -155,9 +161,11 @@ def compute(scenario: Scenario) -> NumbersReport:
         fig: dict[str, Fraction | None] = {}
         per_model[name] = fig
         if scenario.batching_of(name) == "continuous":
-            wq = _token_rates(add, fig, scenario, name)
+            load = token_workload(scenario, name)
+            wq = token_rates(add, fig, scenario, name, load)
             _shared_figures(add, fig, scenario, name, wq, loads, hosts, host_units, total_units, None)
-            _token_floors(add, fig, scenario, name)
+            peak_figures(add, fig, scenario, name, load, peak > 0)
+            token_floors(add, fig, scenario, name, load)
             continue
         b = batch_tokens // tokens if tokens > 0 else 0
         mean_note = " (at the mean size; bigger requests make fewer per batch)" if spec.tokens_cv else ""
@@ -242,82 +250,6 @@ def _shared_figures(add: Any, fig: dict[str, Fraction | None], scenario: Scenari
             if growth > 0 else f"capacity {_s(cap, 'QPS')} covers {_s(offered, 'QPS')}: the queue does not grow")
         if per_load is not None:
             per_load(tag, word, offered)
-
-
-def _token_rates(add: Any, fig: dict[str, Fraction | None], scenario: Scenario, name: str) -> Fraction | None:
-    """A continuous-batching model's first-order rates, from its worker keys: how many
-    sequences the KV cache holds, one decode step at that concurrency, and so the
-    requests a worker completes per second (its ``worker_qps``)."""
-    spec, w = scenario.models[name], scenario.worker_for(name)
-    prompt, output = spec.tokens, spec.output_tokens
-    fig["b"] = None
-    per_request = prompt + output
-    by_kv = w.kv_cache_tokens // per_request
-    n = min(w.max_num_seqs, by_kv)
-    fig["kv_seqs"] = add("kv_concurrent_seqs", "Sequences the KV cache holds", name, by_kv, "sequences",
-                         f"{w.kv_cache_tokens:,} KV tokens // ({prompt} prompt + {output} output tokens) = {by_kv}")
-    fig["n"] = add("max_concurrent_seqs", "Most sequences running at once", name, n, "sequences",
-                   f"the KV cache's {by_kv}, capped by max_num_seqs {w.max_num_seqs}")
-    prefill = _prefill_s(w, prompt)
-    fig["prefill"] = add("prefill_s_per_request", "Prefill compute per request", name, prefill, "s",
-                         f"{prompt} prompt tokens x {w.prefill_token_s:g} s/token"
-                         + (" + attention over the chunks" if w.prefill_attn_s else ""))
-    context = Fraction(prompt) + Fraction(output, 2)
-    step = exact(w.step_base_s) + exact(w.decode_seq_s) * n + exact(w.kv_token_s) * n * context
-    fig["step"] = add("decode_step_at_full_s", "A decode step at full concurrency", name, step, "s",
-                      f"{w.step_base_s:g} + {w.decode_seq_s:g} x {n} sequences"
-                      + (f" + {w.kv_token_s:g} x {n} x {_s(context, '')} mean context" if w.kv_token_s else ""))
-    if n == 0:
-        wq = None
-    elif output > 1:
-        # Per second: decode steps serve n sequences a token each; prefills take their
-        # compute on top. X requests/s need X (output - 1) tokens = n steps/s ...
-        wq = 1 / ((output - 1) * step / n + prefill)
-    else:
-        wq = 1 / prefill if prefill else None
-    fig["wq"] = add("worker_qps", "Throughput per worker", name, wq, "QPS",
-                    f"1 / ((output {output} - 1) x {_s(step, 's')} per step / {n} sequences + "
-                    f"{_s(prefill, 's')} prefill): at full concurrency, prefill on top of decode")
-    tokens = None if wq is None else wq * output
-    add("max_output_tokens_per_s", "Output tokens per second per worker", name, tokens, "tokens/s",
-        f"{_s(wq, 'QPS')} x {output} output tokens")
-    return wq
-
-
-def _token_floors(add: Any, fig: dict[str, Fraction | None], scenario: Scenario, name: str) -> None:
-    """Latency floors of a continuous-batching model: one request alone, and TPOT when
-    the worker runs full."""
-    spec, w = scenario.models[name], scenario.worker_for(name)
-    prompt, output = spec.tokens, spec.output_tokens
-    chunks = -(-prompt // w.max_batched_tokens)
-    ttft = chunks * exact(w.step_base_s) + _prefill_s(w, prompt)
-    fig["ttft_floor"] = add("ttft_floor_s", "Time to first token, alone", name, ttft, "s",
-                            f"{chunks} prefill step(s) of at most {w.max_batched_tokens} tokens: "
-                            f"{chunks} x {w.step_base_s:g} s + {_s(_prefill_s(w, prompt), 's')} of prefill")
-    tpot = exact(w.step_base_s) + exact(w.decode_seq_s) + exact(w.kv_token_s) * (prompt + 1)
-    fig["tpot_floor"] = add("tpot_floor_s", "Time per output token, alone", name, tpot, "s",
-                            f"one decode step of one sequence: {w.step_base_s:g} + {w.decode_seq_s:g}"
-                            + (f" + {w.kv_token_s:g} x {prompt + 1} context" if w.kv_token_s else ""))
-    n, step, wq = fig["n"], fig["step"], fig["wq"]
-    full = None
-    if n and step is not None and wq and output > 1:
-        full = n / (wq * (output - 1))
-    fig["tpot_full"] = add("tpot_at_full_concurrency_s", "Time per output token at full concurrency", name,
-                           full, "s", f"{_s(n, '')} sequences / ({_s(wq, 'QPS')} x {output - 1} tokens after "
-                           "the first): a decode step plus the prefills that share it")
-    latency = None if full is None else ttft + (output - 1) * full
-    fig["latency_full"] = add("latency_at_full_s", "Request latency at full concurrency", name, latency, "s",
-                              f"{_s(ttft, 's')} to the first token + {output - 1} x {_s(full, 's')}")
-
-
-def _prefill_s(w: Any, prompt: int) -> Fraction:
-    """Prefill compute of one prompt, chunked by the step budget (no step bases)."""
-    total, start = Fraction(0), 0
-    while start < prompt:
-        c = min(w.max_batched_tokens, prompt - start)
-        total += exact(w.prefill_token_s) * c + exact(w.prefill_attn_s) * c * (start + c)
-        start += c
-    return total
 
 
 def _service_note(service: str) -> str:

@@ -1,20 +1,26 @@
 """The scenario format: typed specs (``specs``), their validation (``checks``),
-``KEY=VALUE`` overrides (``overrides``) and the shipped presets (``presets``).
+``KEY=VALUE`` overrides (``overrides``), the shipped presets (``presets``) and the
+catalog of accelerators and model shapes (``hardware``).
 
 Everything a caller needs is importable from here: ``from emulator.scenario import
 Scenario, ScenarioError, load_scenario``.
 """
 
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Accelerator, ModelShape, Roofline
 from emulator.scenario.specs import (
+    AUTO_KV,
     FAULT_ACTIONS,
     SERVICES,
     SHAPES,
     STANDBYS,
+    STEP_MODELS,
+    ArchSpec,
     ClientSpec,
     DispatcherSpec,
     Fault,
     GatewaySpec,
+    HardwareSpec,
     HostGroup,
     ModelSpec,
     Scenario,
@@ -25,7 +31,16 @@ from emulator.scenario.specs import (
 )
 
 __all__ = [
+    "AUTO_KV",
     "FAULT_ACTIONS",
+    "GPUS",
+    "MODEL_SHAPES",
+    "STEP_MODELS",
+    "Accelerator",
+    "ArchSpec",
+    "HardwareSpec",
+    "ModelShape",
+    "Roofline",
     "SERVICES",
     "SHAPES",
     "STANDBYS",

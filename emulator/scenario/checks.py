@@ -13,15 +13,19 @@ from typing import Any
 
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
+    AUTO_KV,
     BATCHING,
     FAULT_ACTIONS,
     SERVICES,
     SHAPES,
     STANDBYS,
+    STEP_MODELS,
+    ArchSpec,
     ClientSpec,
     DispatcherSpec,
     Fault,
     GatewaySpec,
+    HardwareSpec,
     HostGroup,
     ModelSpec,
     Scenario,
@@ -159,6 +163,7 @@ _TOP = (
     "hosts",
     "faults",
     "slo",
+    "hardware",
 )
 
 
@@ -180,9 +185,18 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     raw_dispatcher = top.raw("dispatcher", {})
     dispatcher = _dispatcher(raw_dispatcher)
     batching = {name: _resolved(worker, m).batching for name, m in models.items()}
+    hardware = _hardware(top.raw("hardware")) if top.has("hardware") else None
     for m in models.values():
+        resolved = _resolve_hardware(m, _resolved(worker, m), hardware)
         if batching[m.name] != "static":
-            _check_continuous(m, _resolved(worker, m))
+            _check_continuous(m, resolved)
+        elif resolved.step_model != "linear":
+            where = "worker" if "step_model" not in dict(m.worker_overrides) else f"models.{m.name}.worker"
+            raise ScenarioError(
+                f"{where}.step_model",
+                f"applies to continuous batching, but model {m.name} batches statically",
+                "set batching = \"continuous\" for it, or remove step_model",
+            )
         elif m.tokens > dispatcher.max_batch_tokens and m.tokens_cv == 0:
             raise ScenarioError(
                 f"models.{m.name}.tokens",
@@ -217,6 +231,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         hosts=hosts,
         faults=(),
         slo=_slo(top.raw("slo", {})),
+        hardware=hardware,
     )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
@@ -310,6 +325,7 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
                 "output_tokens",
                 "output_tokens_cv",
                 "worker",
+                "arch",
             ),
         )
         share = t.number("share", low=0.0)
@@ -324,6 +340,7 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
             output_tokens=t.integer("output_tokens", 1, low=1),
             output_tokens_cv=t.number("output_tokens_cv", 0.0, low=0.0),
             worker_overrides=_worker_overrides(t.raw("worker", {}), f"{path}.worker", worker),
+            arch=_arch(t.raw("arch"), f"{path}.arch") if t.has("arch") else None,
         )
     total = sum(m.share for m in models.values())
     if abs(total - 1.0) > 1e-6:
@@ -372,14 +389,155 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "batching": t.choice("batching", _batching_names(), base.batching),
         "max_num_seqs": t.integer("max_num_seqs", base.max_num_seqs, low=1),
         "max_batched_tokens": t.integer("max_batched_tokens", base.max_batched_tokens, low=1),
-        "kv_cache_tokens": t.integer("kv_cache_tokens", base.kv_cache_tokens, low=1),
+        "kv_cache_tokens": _kv_tokens(t, base.kv_cache_tokens),
         # A step of no length would let a worker run forever at one instant.
         "step_base_s": t.number("step_base_s", base.step_base_s, positive=True),
         "prefill_token_s": t.number("prefill_token_s", base.prefill_token_s, low=0.0),
         "prefill_attn_s": t.number("prefill_attn_s", base.prefill_attn_s, low=0.0),
         "decode_seq_s": t.number("decode_seq_s", base.decode_seq_s, low=0.0),
         "kv_token_s": t.number("kv_token_s", base.kv_token_s, low=0.0),
+        "step_model": t.choice("step_model", STEP_MODELS, base.step_model),
+        "mbu": _efficiency(t, "mbu", base.mbu),
+        "mfu": _efficiency(t, "mfu", base.mfu),
     }
+
+
+def _kv_tokens(t: _Table, default: int) -> int:
+    """``kv_cache_tokens``: a whole number of tokens, or "auto" (``AUTO_KV``)."""
+    if t.raw("kv_cache_tokens", None) == "auto":
+        return AUTO_KV
+    if isinstance(t.raw("kv_cache_tokens", None), str):
+        raise ScenarioError(
+            t.key("kv_cache_tokens"),
+            f"{_show(t.raw('kv_cache_tokens'))} is not a whole number or \"auto\"",
+            'give the tokens, or "auto" with [hardware] and the model\'s arch',
+        )
+    if not t.has("kv_cache_tokens"):
+        return default  # [worker]'s value, "auto" included
+    return t.integer("kv_cache_tokens", low=1)
+
+
+def _efficiency(t: _Table, name: str, default: float) -> float:
+    value = t.number(name, default, positive=True)
+    if value > 1:
+        raise ScenarioError(
+            t.key(name), f"{_show(value)} is more than 1", "an efficiency is a share of the peak, at most 1"
+        )
+    return value
+
+
+def _hardware(raw: Any) -> HardwareSpec:
+    """``[hardware]``: a catalog gpu, or memory_gb, hbm_tb_s and bf16_tflops given."""
+    from emulator.scenario.hardware import GPUS
+
+    t = _Table(raw, "hardware", tuple(HardwareSpec.__dataclass_fields__))
+    gpu = t.text("gpu") if t.has("gpu") else None
+    if gpu is not None and gpu not in GPUS:
+        raise ScenarioError(
+            t.key("gpu"), f'"{gpu}" is not in the catalog', f"known GPUs: {', '.join(GPUS)}; "
+            "or give memory_gb, hbm_tb_s and bf16_tflops instead"
+        )
+    numbers = {
+        name: t.number(name, positive=True) if t.has(name) else None
+        for name in ("memory_gb", "hbm_tb_s", "bf16_tflops")
+    }
+    missing = [name for name, value in numbers.items() if value is None]
+    if gpu is None and missing:
+        raise ScenarioError(
+            t.key(missing[0]), "missing (no gpu is named)",
+            f"name a gpu ({', '.join(GPUS)}) or give memory_gb, hbm_tb_s and bf16_tflops",
+        )
+    util = t.number("gpu_memory_utilization", 0.9, positive=True)
+    if util > 1:
+        raise ScenarioError(
+            t.key("gpu_memory_utilization"), f"{_show(util)} is more than 1",
+            "it is the share of each GPU's memory the engine may take, e.g. 0.9",
+        )
+    return HardwareSpec(gpu=gpu, gpu_memory_utilization=util, **numbers)
+
+
+def _arch(raw: Any, path: str) -> ArchSpec:
+    """``[models.NAME.arch]``: a catalog model, or its shape given."""
+    from emulator.scenario.hardware import MODEL_SHAPES
+
+    t = _Table(raw, path, tuple(ArchSpec.__dataclass_fields__))
+    model = t.text("model") if t.has("model") else None
+    if model is not None and model not in MODEL_SHAPES:
+        raise ScenarioError(
+            t.key("model"), f'"{model}" is not in the catalog',
+            f"known models: {', '.join(MODEL_SHAPES)}; or give params_b, layers, kv_heads "
+            "and head_dim instead",
+        )
+    values: dict[str, Any] = {}
+    for name in ("params_b", "active_params_b"):
+        if t.has(name):
+            values[name] = t.number(name, positive=True)
+    for name in ("layers", "kv_heads", "head_dim"):
+        if t.has(name):
+            values[name] = t.integer(name, low=1)
+    if model is None:
+        for name in ("params_b", "layers", "kv_heads", "head_dim"):
+            if name not in values:
+                raise ScenarioError(
+                    t.key(name), "missing (no model is named)",
+                    f"name a model ({', '.join(MODEL_SHAPES)}) or give params_b, layers, "
+                    "kv_heads and head_dim",
+                )
+    arch = ArchSpec(model=model, dtype_bytes=t.number("dtype_bytes", 2, positive=True), **values)
+    shape = arch.shape()
+    if shape.active_params_b > shape.params_b:
+        raise ScenarioError(
+            t.key("active_params_b"),
+            f"{float(shape.active_params_b):g} is more than params_b ({float(shape.params_b):g})",
+            "active parameters are those one token uses: at most all of them",
+        )
+    return arch
+
+
+def _resolve_hardware(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | None) -> WorkerSpec:
+    """Check what ``kv_cache_tokens = "auto"`` and ``step_model = "roofline"`` need and
+    that the model's weights fit on its worker's GPUs, and give ``w`` with its KV
+    capacity resolved."""
+    from emulator.scenario.specs import Scenario
+
+    where = dict(model.worker_overrides)
+
+    def key(name: str) -> str:
+        return f"models.{model.name}.worker.{name}" if name in where else f"worker.{name}"
+
+    uses = [k for k, used in (("kv_cache_tokens", w.kv_cache_tokens == AUTO_KV),
+                              ("step_model", w.step_model == "roofline")) if used]
+    what = 'kv_cache_tokens = "auto"' if uses and uses[0] == "kv_cache_tokens" else 'step_model = "roofline"'
+    if uses and model.arch is None:
+        raise ScenarioError(
+            key(uses[0]), f"{what} needs the shape of model {model.name}",
+            f'add [models.{model.name}.arch] with model = "Llama-2-70B" (or params_b, layers, '
+            "kv_heads, head_dim)" + (", or give kv_cache_tokens in tokens" if uses[0] == "kv_cache_tokens" else ""),
+        )
+    if uses and hardware is None:
+        raise ScenarioError(
+            key(uses[0]), f"{what} needs the GPU the workers run on",
+            'add [hardware] with gpu = "H100-SXM-80GB" (or memory_gb, hbm_tb_s, bf16_tflops)',
+        )
+    if model.arch is None or hardware is None:
+        return w
+    probe = Scenario(
+        name="", duration_s=1.0, seed=0, sample_s=1.0, traffic=Traffic(qps=0.0),
+        models={model.name: model}, worker=w, hardware=hardware,
+    )
+    roof = probe.roofline_for(model.name)
+    assert roof is not None
+    if roof.weight_bytes >= roof.usable_bytes:
+        raise ScenarioError(
+            f"models.{model.name}.arch",
+            f"the weights ({float(roof.weight_bytes) / 1e9:,.1f} GB) do not fit in {roof.units} x "
+            f"{float(roof.gpu.memory_gb):g} GB x gpu_memory_utilization "
+            f"{float(roof.memory_utilization):g} = {float(roof.usable_bytes) / 1e9:,.1f} GB",
+            "give the model more worker_units, a bigger GPU, or a smaller dtype_bytes",
+        )
+    if w.kv_cache_tokens == AUTO_KV:
+        return replace(w, kv_cache_tokens=roof.kv_capacity_tokens)
+    return w
 
 
 def _batching_names() -> tuple[str, ...]:

@@ -31,18 +31,24 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Accelerator, ModelShape, Roofline
 
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
 BATCHING = ("static", "continuous")
 STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
+STEP_MODELS = ("linear", "roofline")
+#: ``kv_cache_tokens = "auto"`` as held in a WorkerSpec: resolved per model by
+#: ``Scenario.worker_for`` from its arch and the hardware (a real capacity is >= 1).
+AUTO_KV = 0
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,76 @@ class Traffic:
         return sum(self.rate_at((i + 0.5) * dt) for i in range(steps)) / steps
 
 
+def _decimal(value: float | int) -> Fraction:
+    """A user number as a Fraction, read by its decimal spelling (0.9 is 9/10)."""
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """The accelerator every worker's units are: a catalog ``gpu``, or its numbers given
+    directly (a number given next to ``gpu`` replaces the catalog's)."""
+
+    gpu: str | None = None
+    memory_gb: float | None = None
+    hbm_tb_s: float | None = None
+    bf16_tflops: float | None = None
+    gpu_memory_utilization: float = 0.9  # the share of memory the engine may take
+
+    def accelerator(self) -> Accelerator:
+        """The accelerator, catalog values overridden by the numbers given."""
+        base = GPUS[self.gpu] if self.gpu is not None else None
+
+        def pick(name: str) -> Fraction:
+            given = getattr(self, name)
+            if given is not None:
+                return _decimal(given)
+            assert base is not None, "validation requires gpu or every number"
+            return Fraction(getattr(base, name))
+
+        return Accelerator(
+            self.gpu or "custom", pick("memory_gb"), pick("hbm_tb_s"), pick("bf16_tflops")
+        )
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """A model's shape: a catalog ``model``, or its numbers given directly (a number
+    given next to ``model`` replaces the catalog's). ``dtype_bytes`` is the bytes of
+    one weight and one KV value (2 for BF16)."""
+
+    model: str | None = None
+    params_b: float | None = None
+    active_params_b: float | None = None  # a mixture of experts: per token (default: all)
+    layers: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    dtype_bytes: float = 2
+
+    def shape(self) -> ModelShape:
+        """The model shape, catalog values overridden by the numbers given."""
+        base = MODEL_SHAPES[self.model] if self.model is not None else None
+
+        def pick(name: str) -> Any:
+            given = getattr(self, name)
+            if given is not None:
+                return _decimal(given) if name.endswith("_b") else given
+            assert base is not None, "validation requires model or every number"
+            return getattr(base, name)
+
+        params = pick("params_b")
+        if self.active_params_b is not None:
+            active = _decimal(self.active_params_b)
+        elif base is not None and self.params_b is None:
+            active = base.active_params_b
+        else:
+            active = params
+        return ModelShape(
+            self.model or "custom", params, active, pick("layers"), pick("kv_heads"),
+            pick("head_dim"),
+        )
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One model: its share of the traffic, its worker size and its request sizes.
@@ -109,6 +185,7 @@ class ModelSpec:
     output_tokens: int = 1
     output_tokens_cv: float = 0.0
     worker_overrides: tuple[tuple[str, Any], ...] = ()
+    arch: ArchSpec | None = None  # its shape, for kv_cache_tokens = "auto" and the roofline
 
 
 @dataclass(frozen=True)
@@ -134,6 +211,11 @@ class WorkerSpec:
         + prefill_attn_s * sum over prefill chunks of chunk * (chunk start + chunk)
         + decode_seq_s * decoding sequences
         + kv_token_s * sum of the decoding sequences' context lengths
+
+    or, with ``step_model = "roofline"`` (the model's arch and the hardware set),
+    max(memory time, compute time) of the step (``Scenario.roofline_for``), the
+    bandwidth and FLOPs scaled by ``mbu`` and ``mfu``. ``kv_cache_tokens = "auto"``
+    (``AUTO_KV`` here) is the capacity the GPUs' memory leaves after the weights.
     """
 
     batch_s: float = 1.5
@@ -148,6 +230,9 @@ class WorkerSpec:
     prefill_attn_s: float = 0.0
     decode_seq_s: float = 1e-4
     kv_token_s: float = 0.0
+    step_model: str = "linear"  # "linear" (the formula above) | "roofline"
+    mbu: float = 1.0  # memory-bandwidth utilisation the roofline assumes (1: a floor)
+    mfu: float = 1.0  # FLOPs utilisation the roofline assumes (1: a floor)
 
 
 @dataclass(frozen=True)
@@ -232,6 +317,7 @@ class Scenario:
     hosts: tuple[HostGroup, ...] = ()
     faults: tuple[Fault, ...] = ()
     slo: SloSpec = field(default_factory=SloSpec)
+    hardware: HardwareSpec | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], max_requests: int | None | object = ...) -> Scenario:
@@ -258,7 +344,7 @@ class Scenario:
                 **_fields(d),
                 "close_after_s": "never" if d.close_after_s is None else d.close_after_s,
             },
-            "worker": _without_defaults(self.worker, _NEW_WORKER),
+            "worker": _worker_dict(self.worker),
             "client": {
                 **_fields(self.client),
                 "timeout_s": "none" if self.client.timeout_s is None else self.client.timeout_s,
@@ -270,6 +356,7 @@ class Scenario:
             ],
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
             **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s"))} if self.slo.any() else {}),
+            **({"hardware": _set_fields(self.hardware)} if self.hardware is not None else {}),
         }
 
     def to_toml(self) -> str:
@@ -300,8 +387,37 @@ class Scenario:
     def worker_for(self, model: str) -> WorkerSpec:
         """The worker spec of ``model``: ``[worker]`` with its ``[models.NAME.worker]``
         overrides applied."""
+        spec = self._raw_worker(model)
+        if spec.kv_cache_tokens == AUTO_KV:
+            roof = self.roofline_for(model)
+            assert roof is not None, "validation requires arch and hardware for auto"
+            spec = replace(spec, kv_cache_tokens=roof.kv_capacity_tokens)
+        return spec
+
+    def kv_is_auto(self, model: str) -> bool:
+        """Whether ``model``'s KV capacity is ``"auto"`` (sized from its GPUs)."""
+        return self._raw_worker(model).kv_cache_tokens == AUTO_KV
+
+    def _raw_worker(self, model: str) -> WorkerSpec:
         overrides = self.models[model].worker_overrides
         return replace(self.worker, **dict(overrides)) if overrides else self.worker
+
+    def roofline_for(self, model: str) -> Roofline | None:
+        """``model``'s shape on its worker's units of the scenario's hardware (None
+        unless both its arch and ``[hardware]`` are set)."""
+        spec = self.models[model]
+        if spec.arch is None or self.hardware is None:
+            return None
+        w = self._raw_worker(model)
+        return Roofline(
+            gpu=self.hardware.accelerator(),
+            shape=spec.arch.shape(),
+            units=spec.worker_units,
+            dtype_bytes=_decimal(spec.arch.dtype_bytes),
+            memory_utilization=_decimal(self.hardware.gpu_memory_utilization),
+            mbu=_decimal(w.mbu),
+            mfu=_decimal(w.mfu),
+        )
 
     def batching_of(self, model: str) -> str:
         """``static`` or ``continuous``: how the workers of ``model`` batch."""
@@ -351,8 +467,27 @@ _NEW_WORKER = (
     "prefill_attn_s",
     "decode_seq_s",
     "kv_token_s",
+    "step_model",
+    "mbu",
+    "mfu",
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
+
+
+def _set_fields(obj: Any) -> dict[str, Any]:
+    """``obj``'s fields that are set (not None)."""
+    return {k: v for k, v in _fields(obj).items() if v is not None}
+
+
+def _auto_spelling(values: dict[str, Any]) -> dict[str, Any]:
+    """Worker keys as the file spells them: ``AUTO_KV`` is ``"auto"``."""
+    if values.get("kv_cache_tokens") == AUTO_KV:
+        return {**values, "kv_cache_tokens": "auto"}
+    return values
+
+
+def _worker_dict(w: WorkerSpec) -> dict[str, Any]:
+    return _auto_spelling(_without_defaults(w, _NEW_WORKER))
 
 
 def _without_defaults(obj: Any, optional: tuple[str, ...]) -> dict[str, Any]:
@@ -369,10 +504,12 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
     out = {
         k: v
         for k, v in _without_defaults(m, _NEW_MODEL).items()
-        if k not in ("name", "worker_overrides")
+        if k not in ("name", "worker_overrides", "arch")
     }
     if m.worker_overrides:
-        out["worker"] = dict(m.worker_overrides)
+        out["worker"] = _auto_spelling(dict(m.worker_overrides))
+    if m.arch is not None:
+        out["arch"] = _set_fields(m.arch)
     return out
 
 

@@ -25,6 +25,7 @@ SHORT = {
     "retry-storm": 300,
     "continuous-comfortable": 60,
     "kv-preemption-storm": 60,
+    "roofline-70b-h100": 60,
 }
 
 
@@ -62,6 +63,7 @@ def scenarios(draw: Any) -> Scenario:
         }
         for i, name in enumerate(names)
     }
+    on_gpus = draw(st.booleans())  # a [hardware] table, so models may use the roofline
     for name in names:
         if draw(st.booleans()):  # this model batches continuously
             models[name]["output_tokens"] = draw(st.sampled_from([1, 8, 50]))
@@ -74,6 +76,13 @@ def scenarios(draw: Any) -> Scenario:
                 "step_base_s": draw(st.sampled_from([0.005, 0.02])),
                 "kv_token_s": draw(st.sampled_from([0.0, 1e-7])),
             }
+            if on_gpus and draw(st.booleans()):
+                models[name]["arch"] = {"model": "Llama-3-8B"}
+                models[name]["worker"].update(
+                    step_model="roofline",
+                    mbu=draw(st.sampled_from([1.0, 0.4])),
+                    mfu=draw(st.sampled_from([1.0, 0.05])),
+                )
     hosts = []
     for _ in range(draw(st.integers(1, 3))):
         slots, unit = [], 0
@@ -94,7 +103,7 @@ def scenarios(draw: Any) -> Scenario:
         for _ in range(draw(st.integers(0, 4)))
     ]
     retries = draw(st.integers(0, 2))
-    data = {
+    data: dict[str, Any] = {
         "name": "random",
         "duration_s": duration,
         "seed": draw(st.integers(0, 1000)),
@@ -138,6 +147,8 @@ def scenarios(draw: Any) -> Scenario:
         "hosts": hosts,
         "faults": faults,
     }
+    if on_gpus:
+        data["hardware"] = {"gpu": "A100-80GB"}
     for name in names:  # a request must fit in a batch
         models[name]["tokens"] = min(models[name]["tokens"], data["dispatcher"]["max_batch_tokens"])
     if all("worker" in models[n] for n in names):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from token_reference import TokenRequest, simulate
+from token_reference import RooflineParams, TokenRequest, WorkerParams, simulate
 from token_scenarios import (
     WORKER,
     both,
@@ -153,3 +153,109 @@ def _frames(engine: Engine) -> list:
     while not engine.done:
         frames += engine.advance_to(engine.now_s + 10)
     return frames
+
+
+# -- the roofline step model ------------------------------------------------------------
+
+#: A 70B-like model on 4 GPUs of an H100's figures, given as numbers so the reference
+#: can be built from the same physical figures without the engine's catalog.
+GPU = {"memory_gb": 80, "hbm_tb_s": 3.35, "bf16_tflops": 989.4}
+SHAPE = {"params_b": 68.98, "layers": 80, "kv_heads": 8, "head_dim": 128}
+
+
+def _roofline(units: int, mbu: float, mfu: float) -> RooflineParams:
+    return RooflineParams(
+        weight_bytes=68.98e9 * 2,
+        kv_bytes_per_token=2 * 80 * 8 * 128 * 2,
+        active_params=68.98e9,
+        units=units,
+        bytes_per_s=3.35e12,
+        flops=989.4e12,
+        mbu=mbu,
+        mfu=mfu,
+    )
+
+
+def _roofline_both(tmp_path: Path, requests: list[TokenRequest], params: WorkerParams,
+                   policy: str = "round_robin"):
+    return both(requests, tmp_path, workers=2, duration_s=60, policy=policy, params=params,
+                units=4, arch=SHAPE, hardware=GPU)
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "pull"])
+def test_it_agrees_with_the_reference_under_the_roofline_across_the_switch(
+    tmp_path: Path, policy: str
+) -> None:
+    # A low mfu makes big decode batches compute-bound while their contexts are short
+    # and memory-bound as they grow, so stretches meet the switch between the two.
+    params = replace(WORKER, roofline=_roofline(4, mbu=0.8, mfu=0.3))
+    requests = poisson_requests(qps=20, duration_s=60, prompt=500, output=500, output_cv=0.5, seed=14)
+    summary, reference = _roofline_both(tmp_path, requests, params, policy)
+    log = simulate(requests, workers=2, params=params, policy=policy, duration_s=60, record_steps=True)
+    decode_bounds = {s.bound for s in log.step_log if s.prefill_tokens == 0}
+    assert decode_bounds == {"memory", "compute"}  # the test is about the switch
+    _check_against_reference(summary, reference)
+
+
+def test_it_agrees_with_the_reference_under_the_roofline_with_kv_pressure(tmp_path: Path) -> None:
+    params = replace(WORKER, kv_cache_tokens=30_000, roofline=_roofline(4, mbu=1.0, mfu=1.0))
+    requests = poisson_requests(qps=25, duration_s=60, prompt=1000, output=200, output_cv=0.5, seed=17)
+    summary, reference = _roofline_both(tmp_path, requests, params)
+    assert reference.preemptions > 20
+    _check_against_reference(summary, reference)
+
+
+def test_one_request_alone_under_the_roofline_takes_the_physical_floor(tmp_path: Path) -> None:
+    trace = write_trace([TokenRequest(0.0, 2000, 20)], tmp_path / "one.jsonl")
+    roof = _roofline(4, mbu=1.0, mfu=1.0)
+    sc = scenario(workers=1, duration_s=60, trace=trace, params=replace(WORKER, roofline=roof),
+                  units=4, arch=SHAPE, hardware=GPU)
+    s = Engine(sc).run()
+    # The prefill of 2,000 tokens is compute-bound; each decode step of one sequence
+    # reads the weights and its context: memory-bound.
+    prefill = 2 * 68.98e9 * 2000 / (4 * 989.4e12)
+    assert s.ttft_s["mean"] == pytest.approx(prefill)
+    decode = [(68.98e9 * 2 + 327_680 * (2000 + j)) / (4 * 3.35e12) for j in range(1, 20)]
+    assert s.tpot_s["mean"] == pytest.approx(sum(decode) / 19)
+
+
+def _per_request(tmp_path: Path, requests: list[TokenRequest], params: WorkerParams,
+                 workers: int) -> None:
+    """Each request's first token and completion agree with the reference's (percentiles
+    can hide offsetting errors; the engine's router records each completion as made)."""
+    trace = write_trace(requests, tmp_path / "requests.jsonl")
+    engine = Engine(scenario(workers=workers, duration_s=60, trace=trace, params=params, units=4,
+                             arch=SHAPE, hardware=GPU))
+    router = engine.disp[0]
+    done: dict[int, tuple[float, float]] = {}
+    record = router.complete_request
+
+    def spy(rec: tuple) -> None:
+        done[rec[0]] = (rec[1], rec[2])
+        record(rec)
+
+    router.complete_request = spy
+    engine.run()
+    reference = simulate(requests, workers=workers, params=params, duration_s=60, record_steps=True)
+    decode_bounds = {s.bound for s in reference.step_log if s.prefill_tokens == 0}
+    assert decode_bounds == {"memory", "compute"}  # the test is about the switch
+    finished = [(i, r) for i, r in enumerate(reference.records) if r.outcome == "ok"]
+    assert len(finished) >= len(requests) // 2
+    for i, r in finished:
+        assert done[i][0] == pytest.approx(r.first_token_s, abs=1e-6)
+        assert done[i][1] == pytest.approx(r.done_s, abs=1e-6)
+
+
+def test_it_times_every_request_as_the_reference_does_under_poisson_arrivals(tmp_path: Path) -> None:
+    params = replace(WORKER, roofline=_roofline(4, mbu=0.8, mfu=0.3))
+    requests = poisson_requests(qps=20, duration_s=60, prompt=500, output=500, output_cv=0.5, seed=13)
+    _per_request(tmp_path, requests, params, workers=2)
+
+
+def test_it_crosses_the_switch_inside_one_decode_stretch(tmp_path: Path) -> None:
+    # 100 requests within 10 ms and nothing after: a stretch of 2,000 decode steps whose
+    # contexts grow from 10,100 to 210,000 tokens, compute-bound (100 x 48 us = 12.9 ms)
+    # until the KV read passes it (10.3 ms of weights + 0.25 to 5.1 ms of KV).
+    params = replace(WORKER, roofline=_roofline(4, mbu=1.0, mfu=0.27))
+    requests = [TokenRequest(i * 1e-4, 100, 2000) for i in range(100)]
+    _per_request(tmp_path, requests, params, workers=1)

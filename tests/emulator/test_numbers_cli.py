@@ -51,3 +51,25 @@ def test_it_rejects_a_missing_file_with_one_line_and_status_2():
     done = numbers("no-such-file.toml")
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_it_gives_llama_2_70b_its_kv_figures_on_2_and_4_h100s(tmp_path: Path):
+    text = (ROOT / "emulator" / "scenario" / "presets" / "roofline-70b-h100.toml").read_text()
+    for units, capacity in ((4, 457_885), (2, 18_432)):
+        path = tmp_path / f"h100x{units}.toml"
+        path.write_text(text.replace("worker_units = 4", f"worker_units = {units}"))
+        done = numbers(str(path), "--json")
+        assert done.returncode == 0, done.stderr
+        chat = {f["key"]: f for f in json.loads(done.stdout)["figures"] if f["model"] == "chat"}
+        assert chat["kv_bytes_per_token"]["value"] == 327_680
+        assert chat["kv_capacity_tokens"]["value"] == capacity
+        assert chat["decode_step_floor_s"]["display"] == f"{20.6 if units == 2 else 10.3} ms"
+
+
+def test_it_names_an_unknown_gpu_and_lists_the_catalog(tmp_path: Path):
+    text = (ROOT / "emulator" / "scenario" / "presets" / "roofline-70b-h100.toml").read_text()
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace('gpu = "H100-SXM-80GB"', 'gpu = "H100"'))
+    done = numbers(str(path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith('error: hardware.gpu: "H100" is not in the catalog; known GPUs: A100-40GB')

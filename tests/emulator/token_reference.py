@@ -33,7 +33,11 @@ run back to back. At the start of a step at time ``t``:
    queue is not looked at either.
 5. ``duration = step_base_s + prefill_token_s * sum(chunks)
    + prefill_attn_s * sum(chunk * (progress_before + chunk))
-   + decode_seq_s * |D| + kv_token_s * sum(kv of D after step 1)``.
+   + decode_seq_s * |D| + kv_token_s * sum(kv of D after step 1)``; or, with
+   ``roofline``, the longer of memory time (weights + KV bytes of the sum of kv of D
+   after step 1 and of every chunk's progress_before + chunk, over units x bandwidth x
+   mbu) and compute time (2 x active parameters x (|D| + sum(chunks)) over units x
+   FLOPs x mfu).
 6. At ``t + duration``: chunks are applied; every member of ``D`` generates a token,
    and so does every request whose prefill completed in this step. The first token
    ever sets ``first_token_s`` (a recomputed request keeps its original one). A
@@ -98,6 +102,36 @@ class TokenRequest:
 
 
 @dataclass(frozen=True)
+class RooflineParams:
+    """The roofline step model from physical figures: a step lasts the longer of
+    reading the weights and the KV it attends over from memory, and computing
+    2 FLOPs per active parameter for every token in it."""
+
+    weight_bytes: float
+    kv_bytes_per_token: float
+    active_params: float
+    units: int
+    bytes_per_s: float  # per GPU
+    flops: float  # per GPU
+    mbu: float = 1.0
+    mfu: float = 1.0
+
+    def step_s(self, kv_tokens_read: int, tokens: int) -> float:
+        memory = (self.weight_bytes + self.kv_bytes_per_token * kv_tokens_read) / (
+            self.units * self.bytes_per_s * self.mbu
+        )
+        compute = 2.0 * self.active_params * tokens / (self.units * self.flops * self.mfu)
+        return max(memory, compute)
+
+    def bound(self, kv_tokens_read: int, tokens: int) -> str:
+        memory = (self.weight_bytes + self.kv_bytes_per_token * kv_tokens_read) / (
+            self.units * self.bytes_per_s * self.mbu
+        )
+        compute = 2.0 * self.active_params * tokens / (self.units * self.flops * self.mfu)
+        return "memory" if memory >= compute else "compute"
+
+
+@dataclass(frozen=True)
 class WorkerParams:
     """Scheduler limits and the step-time model of one worker."""
 
@@ -109,6 +143,8 @@ class WorkerParams:
     prefill_attn_s: float = 0.0
     decode_seq_s: float = 1e-4
     kv_token_s: float = 0.0
+    #: When set, steps follow the roofline and the linear terms above are not used.
+    roofline: RooflineParams | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +172,7 @@ class StepRecord:
     running: int  # sequences in the batch, decoding or prefilling
     decoding: int
     prefill_tokens: int
+    bound: str  # "linear", or under the roofline "memory" or "compute"
 
 
 @dataclass(frozen=True)
@@ -184,7 +221,7 @@ class _Req:
 class _Worker:
     __slots__ = (
         "index", "waiting", "running", "kv_used", "asleep", "busy_s", "step_start_s",
-        "step_end_s", "chunks", "decoding",
+        "step_end_s", "chunks", "decoding", "bound",
     )
 
     def __init__(self, index: int) -> None:
@@ -198,6 +235,7 @@ class _Worker:
         self.step_end_s: float | None = None  # set while a step is in flight
         self.chunks: list[tuple[_Req, int]] = []
         self.decoding: list[_Req] = []
+        self.bound = "linear"
 
 
 class _Sim:
@@ -322,10 +360,17 @@ class _Sim:
         prefill = sum(c for _, c in chunks)
         attention = sum(c * (r.progress + c) for r, c in chunks)
         context = sum(r.kv for r in decoding)
-        duration = (
-            p.step_base_s + p.prefill_token_s * prefill + p.prefill_attn_s * attention
-            + p.decode_seq_s * len(decoding) + p.kv_token_s * context
-        )
+        if p.roofline is not None:
+            # KV read: each decoder's context, and each chunk's prompt up to its end.
+            read = context + sum(r.progress + c for r, c in chunks)
+            computed = len(decoding) + prefill
+            duration = p.roofline.step_s(read, computed)
+            w.bound = p.roofline.bound(read, computed)
+        else:
+            duration = (
+                p.step_base_s + p.prefill_token_s * prefill + p.prefill_attn_s * attention
+                + p.decode_seq_s * len(decoding) + p.kv_token_s * context
+            )
         w.step_start_s = t
         w.step_end_s = t + duration
         w.chunks = chunks
@@ -362,7 +407,7 @@ class _Sim:
         if self.record_steps:
             self.step_log.append(StepRecord(
                 w.index, w.step_start_s, t, len(w.running), len(w.decoding),
-                sum(c for _, c in w.chunks),
+                sum(c for _, c in w.chunks), w.bound,
             ))
         producing = list(w.decoding)
         for r, chunk in w.chunks:

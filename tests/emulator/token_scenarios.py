@@ -79,9 +79,20 @@ def scenario(
     timeout_s: float | None = None,
     params: WorkerParams = WORKER,
     seed: int = 1,
+    units: int = 1,
+    arch: dict[str, Any] | None = None,
     **sections: Any,
 ) -> Scenario:
-    """One model ``m`` on ``workers`` one-unit hosts, batching continuously."""
+    """One model ``m`` on ``workers`` hosts of ``units`` units (one worker each),
+    batching continuously; ``arch`` is its ``[models.m.arch]`` table."""
+    worker = {k: v for k, v in asdict(params).items() if k != "roofline"}
+    if params.roofline is not None:
+        worker.update(step_model="roofline", mbu=params.roofline.mbu, mfu=params.roofline.mfu)
+    model: dict[str, Any] = {
+        "share": 1.0, "worker_units": units, "tokens": prompt, "output_tokens": output
+    }
+    if arch is not None:
+        model["arch"] = arch
     traffic: dict[str, Any] = {"qps": qps}
     if trace is not None:
         traffic["trace"] = str(trace)
@@ -91,11 +102,11 @@ def scenario(
         "seed": seed,
         "sample_s": 1.0,
         "traffic": traffic,
-        "models": {"m": {"share": 1.0, "worker_units": 1, "tokens": prompt, "output_tokens": output}},
+        "models": {"m": model},
         "dispatcher": {"policy": policy},
         "client": {"timeout_s": "none" if timeout_s is None else timeout_s},
-        "worker": {"batching": "continuous", **asdict(params)},
-        "hosts": [{"count": workers, "units": 1, "workers": ["m@0"]}],
+        "worker": {"batching": "continuous", **worker},
+        "hosts": [{"count": workers, "units": units, "workers": ["m@0"]}],
     }
     for key, value in sections.items():
         data.setdefault(key, {}).update(value)
@@ -111,8 +122,10 @@ def both(
     policy: str = "round_robin",
     timeout_s: float | None = None,
     params: WorkerParams = WORKER,
+    **scenario_keys: Any,
 ) -> tuple[Summary, ReferenceResult]:
-    """Run the engine (replaying the requests) and the reference on the same requests."""
+    """Run the engine (replaying the requests) and the reference on the same requests
+    (``scenario_keys`` go to :func:`scenario`: units, arch, hardware for a roofline)."""
     trace = write_trace(requests, tmp_path / "requests.jsonl")
     sc = scenario(
         workers=workers,
@@ -121,6 +134,7 @@ def both(
         policy=policy,
         timeout_s=timeout_s,
         params=params,
+        **scenario_keys,
     )
     summary = Engine(sc).run()
     reference = simulate(

@@ -16,7 +16,10 @@ has work, runs steps back to back. At the start of a step at time t:
    for the whole prefill target, and each admitted request takes a chunk. A head that
    does not fit blocks those behind it.
 5. The step lasts ``step_base_s + prefill_token_s * chunks + prefill_attn_s * sum of
-   chunk * (chunk start + chunk) + decode_seq_s * |D| + kv_token_s * D's contexts``.
+   chunk * (chunk start + chunk) + decode_seq_s * |D| + kv_token_s * D's contexts``;
+   or, under the roofline step model, max(memory, compute): the weights plus the KV
+   read (D's contexts, and each chunk's start + chunk) over the bandwidth, and
+   2 x active parameters x (|D| + chunks) over the FLOPs.
 6. At its end each member of D generates a token, and so does each request whose
    prefill completed in it; a request with all its output tokens completes.
 
@@ -26,6 +29,11 @@ by one per step, so step j lasts a + b (C + n (j - 1)) (a = base + decode_seq_s 
 b = kv_token_s, C = D's contexts in the first step), and the end of step k is
 
     T(k) = t0 + k a + b (k C + n k (k - 1) / 2)
+
+Under the roofline a decode step lasts max(W + K (C + n (j - 1)), F n): a rising line
+and a constant, so the steps are compute-bound first and memory-bound after at most one
+switch. A stretch is the one or the other (a = F n, b = 0, or a = W, b = K), and a
+compute-bound stretch ends at the switch, where a memory-bound one begins.
 
 The stretch ends at the first completion, the first step that would need a preemption,
 or the first step start at or after a waiting or running request's deadline, whichever
@@ -48,7 +56,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from emulator.scenario import WorkerSpec
+from emulator.scenario import Scenario, WorkerSpec
 from emulator.sim.events import STEP_END
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE
@@ -118,6 +126,12 @@ class Worker:
     b: float = 0.0
     c: float = 0.0
     steps: int = 0
+    # The roofline step model (``step_model = "roofline"``): a step lasts
+    # max(r_weights + r_kv x KV tokens read, r_token x tokens computed).
+    roofline: bool = False
+    r_weights: float = 0.0
+    r_kv: float = 0.0
+    r_token: float = 0.0
 
     def kv_used(self) -> int:
         """KV tokens held now (a running step's reservations included)."""
@@ -169,6 +183,19 @@ def _first_step_ending_at_or_after(wk: Worker, t: float) -> int:
     return k
 
 
+def _roofline_step(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
+    """A step with prefill chunks under the roofline: the decoders read their contexts'
+    KV and a chunk the KV of its prompt so far; every decoder and chunk token is
+    computed."""
+    n_dec = wk.n_dec
+    read = wk.dec_base + n_dec * (wk.clock + 1) if n_dec else 0
+    tokens = n_dec
+    for s, c in chunks:
+        read += s.progress + c
+        tokens += c
+    return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens)
+
+
 class ContinuousWorkers(WorkerModel):
     """Iteration-level batching with a KV cache; see the module docstring."""
 
@@ -192,9 +219,16 @@ class ContinuousWorkers(WorkerModel):
         names = list(scenario.models)
         self.timeout = scenario.client.timeout_s
         self.workers: dict[int, Worker] = {}
+        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float] | None]] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
-                self.workers[w] = Worker(w, m, scenario.worker_for(names[m]), sim.disp[m])  # type: ignore[arg-type]
+                if m not in costs:  # once per model, not per worker: exact arithmetic is not free
+                    costs[m] = self._costs(scenario, names[m])
+                spec, roof = costs[m]
+                wk = self.workers[w] = Worker(w, m, spec, sim.disp[m])  # type: ignore[arg-type]
+                if roof is not None:
+                    wk.roofline = True
+                    wk.r_weights, wk.r_kv, wk.r_token = roof
         n_models = len(names)
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
@@ -206,6 +240,16 @@ class ContinuousWorkers(WorkerModel):
             self.alive[wk.model] += 1
         self.queue.on(STEP_END, self._on_step_end)
         self._schedule_end = self.queue.scheduler(STEP_END)
+
+    @staticmethod
+    def _costs(scenario: Scenario, name: str) -> tuple[WorkerSpec, tuple[float, float, float] | None]:
+        """A model's worker spec and, under the roofline, its three step coefficients
+        (weights read, one KV token read, one token computed)."""
+        spec = scenario.worker_for(name)
+        roof = scenario.roofline_for(name) if spec.step_model == "roofline" else None
+        if roof is None:
+            return spec, None
+        return spec, (float(roof.weights_read_s), float(roof.kv_token_read_s), float(roof.token_compute_s))
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
@@ -493,11 +537,14 @@ class ContinuousWorkers(WorkerModel):
         wk.t0 = t
         wk.chunks = chunks
         if chunks:
-            duration = spec.step_base_s + spec.decode_seq_s * n_dec
-            for s, c in chunks:
-                duration += spec.prefill_token_s * c + spec.prefill_attn_s * c * (s.progress + c)
-            if spec.kv_token_s and n_dec:
-                duration += spec.kv_token_s * (wk.dec_base + n_dec * (wk.clock + 1))
+            if wk.roofline:
+                duration = _roofline_step(wk, chunks)
+            else:
+                duration = spec.step_base_s + spec.decode_seq_s * n_dec
+                for s, c in chunks:
+                    duration += spec.prefill_token_s * c + spec.prefill_attn_s * c * (s.progress + c)
+                if spec.kv_token_s and n_dec:
+                    duration += spec.kv_token_s * (wk.dec_base + n_dec * (wk.clock + 1))
             self._schedule(wk, _STEP, t + duration)
             return
         self._start_stretch(wk, t)
@@ -507,9 +554,23 @@ class ContinuousWorkers(WorkerModel):
         spec = wk.spec
         n = wk.n_dec
         wk.n = n
-        wk.a = spec.step_base_s + spec.decode_seq_s * n
-        wk.b = spec.kv_token_s
         wk.c = float(wk.dec_base + n * (wk.clock + 1))  # the decoders' contexts in step 1
+        switch = 0  # roofline: the last step that stays compute-bound (0: none)
+        if wk.roofline:
+            # Step j reads the weights and C + n (j - 1) tokens of KV and computes n
+            # tokens: max of a rising line and a constant. Compute-bound steps come
+            # first, so the stretch is one line or the other, ending at the switch.
+            compute = wk.r_token * n
+            if wk.r_weights + wk.r_kv * wk.c >= compute:
+                wk.a, wk.b = wk.r_weights, wk.r_kv
+            else:
+                wk.a, wk.b = compute, 0.0
+                # The last j with r_weights + r_kv (C + n (j - 1)) <= compute.
+                rise = wk.r_kv * n
+                switch = int((compute - wk.r_weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
+        else:
+            wk.a = spec.step_base_s + spec.decode_seq_s * n
+            wk.b = spec.kv_token_s
         finishing = wk.finishing
         while True:  # the next completion (entries of requests that left are stale)
             finish, _, s = finishing[0]
@@ -524,6 +585,8 @@ class ContinuousWorkers(WorkerModel):
             heapq.heappop(deadlines)
         if deadlines:
             steps = min(steps, _first_step_ending_at_or_after(wk, deadlines[0][0]))
+        if switch:
+            steps = min(steps, switch)
         k = wk.steps = max(steps, 1)
         # wk.stretch_end(k), inlined: once per stretch.
         self._schedule(wk, _STRETCH, t + k * wk.a + wk.b * (k * wk.c + n * k * (k - 1) / 2))

@@ -1,0 +1,196 @@
+"""Accelerators and model shapes: the catalog, and the arithmetic of a model on GPUs.
+
+A scenario names an accelerator in ``[hardware]`` and a model's shape in
+``[models.NAME.arch]`` (or gives their numbers directly). From them come the KV bytes
+per token, the weights' bytes, the KV capacity of a worker (``kv_cache_tokens =
+"auto"``) and the coefficients of the ``roofline`` step model. Every figure is an exact
+``Fraction`` (catalog values are decimal strings), so the numbers pass can show its
+arithmetic; the engine takes floats of them.
+
+Units: memory in GB of 10^9 bytes (as data sheets count), bandwidth in TB/s of 10^12
+bytes a second, compute in dense BF16 TFLOPS (10^12 a second; data sheets often lead
+with the figure "with sparsity", which is twice the dense one), parameters in billions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = [
+    "GPUS",
+    "MODEL_SHAPES",
+    "Accelerator",
+    "ModelShape",
+    "Roofline",
+]
+
+_GB = 10**9
+_TB = 10**12
+_BILLION = 10**9
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One GPU: its memory, HBM bandwidth and dense BF16 compute."""
+
+    name: str
+    memory_gb: Fraction
+    hbm_tb_s: Fraction
+    bf16_tflops: Fraction
+
+    @property
+    def memory_bytes(self) -> Fraction:
+        """Memory in bytes."""
+        return self.memory_gb * _GB
+
+    @property
+    def bytes_per_s(self) -> Fraction:
+        """HBM bandwidth in bytes a second."""
+        return self.hbm_tb_s * _TB
+
+    @property
+    def flops(self) -> Fraction:
+        """Dense BF16 floating-point operations a second."""
+        return self.bf16_tflops * _TB
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """One model's shape: parameters (all, and active per token for a mixture of
+    experts), layers, KV heads and head dimension."""
+
+    name: str
+    params_b: Fraction
+    active_params_b: Fraction
+    layers: int
+    kv_heads: int
+    head_dim: int
+
+
+def _gpu(name: str, memory_gb: str, hbm_tb_s: str, bf16_tflops: str) -> Accelerator:
+    return Accelerator(name, Fraction(memory_gb), Fraction(hbm_tb_s), Fraction(bf16_tflops))
+
+
+#: Vendor data-sheet figures, per GPU; compute is dense BF16 (half the "with sparsity" figure).
+GPUS: dict[str, Accelerator] = {
+    g.name: g
+    for g in (
+        # NVIDIA A100 Tensor Core GPU data sheet (SXM): 40GB HBM2, 1,555 GB/s; BF16 312 TFLOPS
+        # (624 with sparsity).
+        _gpu("A100-40GB", "40", "1.555", "312"),
+        # Same data sheet, 80GB HBM2e SXM: 2,039 GB/s; BF16 312 TFLOPS dense.
+        _gpu("A100-80GB", "80", "2.039", "312"),
+        # NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: 80GB, 3.35 TB/s; BF16 1,979 TFLOPS
+        # with sparsity, so 989.4 dense (the H100 architecture white paper's dense figure).
+        _gpu("H100-SXM-80GB", "80", "3.35", "989.4"),
+        # NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: 141GB HBM3e, 4.8 TB/s; BF16 1,979
+        # TFLOPS with sparsity (the H100's silicon), 989.4 dense.
+        _gpu("H200-141GB", "141", "4.8", "989.4"),
+        # NVIDIA DGX B200 / HGX B200 data sheets: 8 GPUs with 1,440 GB of HBM3e (180 GB each),
+        # 8 TB/s each; FP16/BF16 Tensor Core 36 PFLOPS for 8 GPUs with sparsity, so 2.25
+        # PFLOPS dense per GPU (B200 at 1,000 W). The launch figure was 192 GB.
+        _gpu("B200", "180", "8", "2250"),
+        # NVIDIA L40S data sheet: 48GB GDDR6, 864 GB/s; BF16 Tensor Core 362.05 TFLOPS
+        # (733 with sparsity).
+        _gpu("L40S", "48", "0.864", "362.05"),
+        # AMD Instinct MI300X data sheet: 192 GB HBM3, 5.3 TB/s peak; peak BF16 1,307.4 TFLOPS
+        # dense (2,614.9 with sparsity).
+        _gpu("MI300X", "192", "5.3", "1307.4"),
+    )
+}
+
+
+def _shape(name: str, params_b: str, layers: int, kv_heads: int, head_dim: int,
+           active_params_b: str | None = None) -> ModelShape:
+    params = Fraction(params_b)
+    active = params if active_params_b is None else Fraction(active_params_b)
+    return ModelShape(name, params, active, layers, kv_heads, head_dim)
+
+
+#: Shapes from each model's published config (num_hidden_layers, num_key_value_heads,
+#: hidden_size / num_attention_heads) and its parameter count (the model card, or the
+#: count of the released weights), rounded to 10 million parameters.
+MODEL_SHAPES: dict[str, ModelShape] = {
+    s.name: s
+    for s in (
+        # meta-llama/Llama-2-7b-hf config: 32 layers, 32 heads (no GQA), hidden 4096;
+        # 6.74B parameters in the released weights.
+        _shape("Llama-2-7B", "6.74", 32, 32, 128),
+        # meta-llama/Llama-2-70b-hf config: 80 layers, 64 heads, 8 KV heads, hidden 8192;
+        # 68.98B parameters in the released weights.
+        _shape("Llama-2-70B", "68.98", 80, 8, 128),
+        # meta-llama/Meta-Llama-3-8B config: 32 layers, 32 heads, 8 KV heads, hidden 4096;
+        # 8.03B parameters.
+        _shape("Llama-3-8B", "8.03", 32, 8, 128),
+        # meta-llama/Meta-Llama-3-70B config: 80 layers, 64 heads, 8 KV heads, hidden 8192;
+        # 70.55B parameters.
+        _shape("Llama-3-70B", "70.55", 80, 8, 128),
+        # mistralai/Mixtral-8x7B-v0.1 config: 32 layers, 32 heads, 8 KV heads, hidden 4096,
+        # 8 experts, 2 per token; 46.7B parameters, 12.9B active per token (Mixtral paper).
+        _shape("Mixtral-8x7B", "46.7", 32, 8, 128, active_params_b="12.9"),
+        # bigscience/bloom config: 70 layers, 112 heads (no GQA), hidden 14336; 176.2B
+        # parameters (the model card's 176,247,271,424).
+        _shape("BLOOM-176B", "176.25", 70, 112, 128),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One model on ``units`` GPUs of one kind: its bytes, and the roofline step model.
+
+    A step lasts max(memory time, compute time): memory = (weights + KV bytes read) /
+    (units x bandwidth x mbu), compute = 2 x active parameters x tokens in the step /
+    (units x FLOPs x mfu). With mbu = mfu = 1 it is a physical floor, not a prediction.
+    """
+
+    gpu: Accelerator
+    shape: ModelShape
+    units: int
+    dtype_bytes: Fraction
+    memory_utilization: Fraction
+    mbu: Fraction = Fraction(1)
+    mfu: Fraction = Fraction(1)
+
+    @property
+    def kv_bytes_per_token(self) -> Fraction:
+        """2 (K and V) x layers x KV heads x head dim x bytes per value."""
+        s = self.shape
+        return 2 * s.layers * s.kv_heads * s.head_dim * self.dtype_bytes
+
+    @property
+    def weight_bytes(self) -> Fraction:
+        """Parameters x bytes per value (all experts of a mixture are resident)."""
+        return self.shape.params_b * _BILLION * self.dtype_bytes
+
+    @property
+    def usable_bytes(self) -> Fraction:
+        """units x memory x gpu_memory_utilization: what the engine may take."""
+        return self.units * self.gpu.memory_bytes * self.memory_utilization
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """(usable memory - weights) // KV bytes per token (0 if the weights do not fit)."""
+        free = self.usable_bytes - self.weight_bytes
+        return max(0, int(free // self.kv_bytes_per_token))
+
+    @property
+    def weights_read_s(self) -> Fraction:
+        """Memory time of reading the weights once, at this mbu."""
+        return self.weight_bytes / (self.units * self.gpu.bytes_per_s * self.mbu)
+
+    @property
+    def kv_token_read_s(self) -> Fraction:
+        """Memory time of reading one token's KV, at this mbu."""
+        return self.kv_bytes_per_token / (self.units * self.gpu.bytes_per_s * self.mbu)
+
+    @property
+    def token_compute_s(self) -> Fraction:
+        """Compute time of one token (2 FLOPs per active parameter), at this mfu."""
+        return 2 * self.shape.active_params_b * _BILLION / (self.units * self.gpu.flops * self.mfu)
+
+    def step_s(self, kv_tokens_read: int | Fraction, tokens: int | Fraction) -> Fraction:
+        """A step that reads ``kv_tokens_read`` tokens of KV and computes ``tokens`` tokens."""
+        memory = self.weights_read_s + self.kv_token_read_s * kv_tokens_read
+        return max(memory, self.token_compute_s * tokens)
