@@ -18,6 +18,7 @@ from typing import IO, Any, NoReturn
 
 from emulator.cli import numbers as cli_numbers
 from emulator.cli import place as cli_place
+from emulator.cli import trace_stats as cli_trace_stats
 from emulator.scenario import ScenarioError, load_scenario
 from emulator.scenario.presets import PRESETS
 from emulator.sim.engine import Engine
@@ -81,6 +82,7 @@ REGISTER: list[Register] = [
     register_presets,
     cli_numbers.register,
     cli_place.register,
+    cli_trace_stats.register,
 ]
 
 
