@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from emulator.cli import calibrate as cli_calibrate
 from emulator.cli import numbers as cli_numbers
 from emulator.cli import place as cli_place
 from emulator.cli import trace_stats as cli_trace_stats
@@ -83,6 +84,7 @@ REGISTER: list[Register] = [
     cli_numbers.register,
     cli_place.register,
     cli_trace_stats.register,
+    cli_calibrate.register,
 ]
 
 
