@@ -1,5 +1,5 @@
 """``python -m emulator``: one module per subcommand (``run`` and ``presets`` in
-``run``, ``numbers``, ``place``); ``main`` builds the parser from ``REGISTER``."""
+``run``, ``numbers``, ``place``, ``trace-stats``, ``calibrate``); ``main`` builds the parser from ``REGISTER``."""
 
 from emulator.cli.run import REGISTER, build_parser, main
 

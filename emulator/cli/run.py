@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from emulator.cli import calibrate as cli_calibrate
 from emulator.cli import numbers as cli_numbers
 from emulator.cli import place as cli_place
+from emulator.cli import trace_stats as cli_trace_stats
 from emulator.scenario import ScenarioError, load_scenario
 from emulator.scenario.presets import PRESETS
 from emulator.sim.engine import Engine
@@ -81,6 +83,8 @@ REGISTER: list[Register] = [
     register_presets,
     cli_numbers.register,
     cli_place.register,
+    cli_trace_stats.register,
+    cli_calibrate.register,
 ]
 
 

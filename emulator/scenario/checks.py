@@ -13,6 +13,7 @@ from typing import Any
 
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
+    ARRIVALS,
     AUTO_KV,
     BATCHING,
     FAULT_ACTIONS,
@@ -43,6 +44,8 @@ MAX_FRAMES = 200_000
 MAX_RATE_COUNTERS = 10_000_000
 #: Hosts in one scenario (the engine holds each host and worker); more is a mistake.
 MAX_HOSTS = 100_000
+#: Largest gamma arrival cv: beyond it most gaps round to 0 (simultaneous arrivals).
+MAX_ARRIVAL_CV = 10.0
 #: Shortest retry backoff the engine honours (its arrival chunks are at least this long).
 MIN_BACKOFF_S = 0.01
 
@@ -264,7 +267,10 @@ def _traffic(t: _Table) -> Traffic:
         trace_speedup=t.number("trace_speedup", 1.0, positive=True),
         trace_start_s=t.number("trace_start_s", 0.0, low=0.0),
         trace_loop=t.flag("trace_loop", False),
+        arrival=t.choice("arrival", ARRIVALS, "poisson"),
+        arrival_cv=t.number("arrival_cv", 1.0, positive=True),
     )
+    _check_arrival(t, traffic)
     if traffic.trace is not None and traffic.trace_loop:
         from emulator.scenario.traces import load_trace, replay_times
 
@@ -274,6 +280,26 @@ def _traffic(t: _Table) -> Traffic:
         except ScenarioError as exc:
             raise ScenarioError(t.key("trace_loop"), exc.message, "set trace_loop = false") from None
     return traffic
+
+
+def _check_arrival(t: _Table, traffic: Traffic) -> None:
+    """``arrival_cv`` only means something for gamma gaps, and gaps only for synthetic
+    traffic: a key that would be silently ignored is refused instead."""
+    if traffic.arrival_cv > MAX_ARRIVAL_CV:
+        raise ScenarioError(
+            t.key("arrival_cv"), f"{_show(traffic.arrival_cv)} is over {MAX_ARRIVAL_CV:g}",
+            f"use a value from just above 0 to {MAX_ARRIVAL_CV:g} (1 is Poisson)",
+        )
+    if traffic.arrival == "poisson" and traffic.arrival_cv != 1.0:
+        raise ScenarioError(
+            t.key("arrival_cv"), "applies only to gamma arrivals (Poisson gaps have cv 1)",
+            'set traffic.arrival = "gamma" or remove arrival_cv',
+        )
+    if traffic.arrival == "gamma" and traffic.trace is not None:
+        raise ScenarioError(
+            t.key("arrival"), "gamma arrivals do not apply to a trace replay (the trace "
+            "gives every arrival time)", "remove arrival and arrival_cv, or the trace",
+        )
 
 
 def _trace_path(t: _Table) -> str | None:

@@ -12,6 +12,9 @@ dataclasses below carry exactly those keys as field names, plus a few added keys
   ``peak_qps`` (at half a period) along a cosine with this period.
 * ``traffic.burst_at_s`` (60) and ``traffic.burst_s`` (10): ``burst`` runs at
   ``peak_qps`` during ``[burst_at_s, burst_at_s + burst_s)`` and at ``qps`` otherwise.
+* ``traffic.arrival`` ("poisson") and ``traffic.arrival_cv`` (1): with ``"gamma"`` the
+  gaps between fresh arrivals are gamma with that coefficient of variation (bursty
+  above 1), for every shape; see ``emulator.sim.renewal``.
 * ``dispatcher.health_check_s`` (5): how often a pushing dispatcher (round_robin,
   least_loaded) learns which of its workers are alive; until then it keeps pushing
   to a dead worker, and a restored worker rejoins the rotation only then.
@@ -41,6 +44,7 @@ from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Accelerator, ModelShape, Roofline
 
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
+ARRIVALS = ("poisson", "gamma")
 BATCHING = ("static", "continuous")
 STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
@@ -69,6 +73,10 @@ class Traffic:
     trace_speedup: float = 1.0  # divides the gaps between arrivals
     trace_start_s: float = 0.0  # when the trace's first request arrives
     trace_loop: bool = False  # repeat the trace until the run ends
+    #: How fresh arrivals are spaced: "poisson" (exponential gaps) or "gamma" (gamma
+    #: gaps whose coefficient of variation is ``arrival_cv``; above 1 is bursty).
+    arrival: str = "poisson"
+    arrival_cv: float = 1.0
 
     def rate_at(self, t_s: float) -> float:
         """Offered requests per second at simulated time ``t_s``."""
@@ -85,6 +93,16 @@ class Traffic:
         if self.shape == "burst":
             return high if self.burst_at_s <= t_s < self.burst_at_s + self.burst_s else low
         raise ValueError(f"unknown traffic shape {self.shape!r}")
+
+    def breakpoints(self) -> tuple[float, ...]:
+        """Times where ``rate_at`` jumps or bends (for integrating it exactly)."""
+        if self.shape == "ramp":
+            return (self.ramp_s,)
+        if self.shape == "step":
+            return (self.step_at_s,)
+        if self.shape == "burst":
+            return (self.burst_at_s, self.burst_at_s + self.burst_s)
+        return ()
 
     def max_rate(self) -> float:
         """An upper bound of ``rate_at`` over all times (for thinning)."""
@@ -456,7 +474,9 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 #: Keys added for token-level serving: written back only when set to something else
 #: than their default, so older scenarios keep their exact spelling.
-_NEW_TRAFFIC = ("trace", "trace_speedup", "trace_start_s", "trace_loop")
+_NEW_TRAFFIC = (
+    "trace", "trace_speedup", "trace_start_s", "trace_loop", "arrival", "arrival_cv",
+)
 _NEW_WORKER = (
     "batching",
     "max_num_seqs",

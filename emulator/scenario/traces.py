@@ -17,6 +17,10 @@ backwards; equal times are fine. A token count of 0 is read as 1 (a request that
 produced no token still occupies one step) and counted in ``Trace.raised_to_one``;
 the 2023 Azure conversation trace has none. Blank lines are skipped.
 
+Traces shipped with the package are named (``NAMED_TRACES``): ``traffic.trace =
+"azure-conv-2023"`` is the conversation trace of the Azure LLM inference dataset 2023
+(CC-BY 4.0; its attribution is in ``trace_data/README.md``).
+
 Errors are ``TraceError``: one line naming the file and line, the problem and the fix.
 """
 
@@ -443,10 +447,36 @@ def _trace(
 _LOADED: dict[tuple[str, int, int], Trace] = {}
 
 
+#: Traces shipped with the package, by name (files in ``trace_data/``, each with its
+#: attribution in ``trace_data/README.md``).
+NAMED_TRACES: dict[str, str] = {
+    "azure-conv-2023": "azure-conv-2023.csv",
+}
+TRACE_DATA = Path(__file__).resolve().parent / "trace_data"
+
+
+def resolve_trace(name_or_path: str, *, key: str = "traffic.trace") -> Path:
+    """The file of a named trace (``azure-conv-2023``) or of a path.
+
+    A shipped name wins over a file of the same name in the working directory, so a
+    scenario means the same trace wherever it runs. Anything else must be an existing
+    file; otherwise the error names ``key`` and lists the named traces.
+    """
+    if name_or_path in NAMED_TRACES:
+        return TRACE_DATA / NAMED_TRACES[name_or_path]
+    file = Path(name_or_path).expanduser()
+    if not file.exists():
+        raise TraceError(
+            key, f'"{name_or_path}" is no such file and no named trace',
+            f"give a trace file's path or one of the named traces: {', '.join(NAMED_TRACES)}",
+        )
+    return file
+
+
 def load_trace(path: str, *, key: str = "traffic.trace") -> Trace:
-    """The trace at ``path`` (a file path), read once and kept while the file is
-    unchanged. Errors name ``key`` when the file is missing."""
-    file = Path(path).expanduser()
+    """The trace named or found at ``path`` (see ``resolve_trace``), read once and kept
+    while the file is unchanged. Errors name ``key`` when there is no such trace."""
+    file = resolve_trace(path, key=key)
     try:
         stat = file.stat()
     except OSError:

@@ -1,7 +1,9 @@
 """Arrivals at the gateway, generated in bulk a chunk of simulated time ahead.
 
 Fresh requests are a Poisson process at ``traffic.rate_at(t)`` (thinning when the
-shape varies), split among models by share, each with its token count and its output
+shape varies), or with ``traffic.arrival = "gamma"`` a gamma renewal process with gaps
+of coefficient of variation ``arrival_cv`` (``emulator.sim.renewal``), split among models
+by share, each with its token count and its output
 tokens (drawn from a stream of their own, and only when they vary, so the prompt
 sizes and arrival times of a seed do not depend on them). With ``traffic.trace`` the
 fresh requests are the trace's rows instead, each with exactly its sizes. Retries are
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulator.scenario import Scenario
+from emulator.sim.renewal import GammaRenewal, operational_grid, times_from_epochs
 
 
 @dataclass
@@ -60,8 +63,14 @@ class ArrivalSource:
         scenario: Scenario,
         rng: np.random.Generator,
         output_rng: np.random.Generator | None = None,
+        gap_rng: np.random.Generator | None = None,
     ) -> None:
         self.traffic = scenario.traffic
+        # Gamma gaps come from a stream of their own, so Poisson runs draw exactly as
+        # before and a gamma run's sizes and keys come from the usual stream.
+        self.gamma = scenario.traffic.arrival == "gamma" and scenario.traffic.trace is None
+        self.gap_rng = gap_rng or rng
+        self._renewals: dict[int, GammaRenewal] = {}
         self.qps_override: float | None = None
         self.rng = rng
         self.output_rng = output_rng or rng
@@ -157,6 +166,28 @@ class ArrivalSource:
             return np.where(inside, high, low)
         return np.full(times.shape, low)
 
+    def _gamma_times(self, stream: int, share: float, t0: float, t1: float) -> np.ndarray:
+        """Arrival times in ``[t0, t1)`` of gamma stream ``stream`` (a model, or -1 for
+        all models together) carrying ``share`` of the rate; see ``emulator.sim.renewal``."""
+        renewal = self._renewals.get(stream)
+        if renewal is None:
+            renewal = self._renewals[stream] = GammaRenewal(self.traffic.arrival_cv, self.gap_rng)
+        if t1 <= t0:
+            return np.zeros(0)
+        if self.qps_override is not None or self.traffic.shape == "constant":
+            base = self.traffic.qps if self.qps_override is None else self.qps_override
+            rate = base * share
+            if rate <= 0:
+                return np.zeros(0)
+            times = t0 + renewal.epochs(rate * (t1 - t0)) / rate
+        else:
+            grid, cum = operational_grid(
+                t0, t1, lambda t: self.rate_of(t) * share, self.traffic.breakpoints()
+            )
+            times = times_from_epochs(renewal.epochs(float(cum[-1])), grid, cum)
+        # Rounding must not push an arrival into the next chunk's half-open interval.
+        return np.minimum(times, np.nextafter(t1, t0))
+
     def fresh(self, t0: float, t1: float) -> Arrivals:
         """Fresh (first-attempt) requests arriving in ``[t0, t1)``."""
         if self.replay is not None:
@@ -166,11 +197,15 @@ class ArrivalSource:
             top, varying = self.qps_override, False
         else:
             top, varying = self.traffic.max_rate(), self.traffic.shape != "constant"
-        n = int(rng.poisson(top * (t1 - t0))) if top > 0 and t1 > t0 else 0
-        times = np.sort(t0 + (t1 - t0) * rng.random(n))
-        if varying and n:
-            times = times[rng.random(n) * top < self.rate_of(times)]
+        if self.gamma:
+            times = self._gamma_times(-1, 1.0, t0, t1)
             n = times.size
+        else:
+            n = int(rng.poisson(top * (t1 - t0))) if top > 0 and t1 > t0 else 0
+            times = np.sort(t0 + (t1 - t0) * rng.random(n))
+            if varying and n:
+                times = times[rng.random(n) * top < self.rate_of(times)]
+                n = times.size
         model = (
             np.minimum(
                 np.searchsorted(self.cum_share, rng.random(n), side="right"), self.n_models - 1
@@ -269,12 +304,16 @@ class ArrivalSource:
             top, varying = self.traffic.max_rate(), self.traffic.shape != "constant"
         out = []
         for m, share in enumerate(self.shares):
-            rate = top * share
-            n = int(rng.poisson(rate * (t1 - t0))) if rate > 0 and t1 > t0 else 0
-            times = np.sort(t0 + (t1 - t0) * rng.random(n))
-            if varying and n:
-                times = times[rng.random(n) * top < self.rate_of(times)]
+            if self.gamma:
+                times = self._gamma_times(m, share, t0, t1)
                 n = times.size
+            else:
+                rate = top * share
+                n = int(rng.poisson(rate * (t1 - t0))) if rate > 0 and t1 > t0 else 0
+                times = np.sort(t0 + (t1 - t0) * rng.random(n))
+                if varying and n:
+                    times = times[rng.random(n) * top < self.rate_of(times)]
+                    n = times.size
             tokens = np.full(n, self.tokens[m], dtype=np.int64)
             if self.tokens_cv[m] > 0 and n:
                 tokens = self._varied_tokens(np.full(n, m))

@@ -71,12 +71,14 @@ class Engine:
         self.duration_s = scenario.duration_s
         self.sample_s = scenario.sample_s
         self.wall_s = 0.0
-        arrivals_rng, self.service_rng, self.policy_rng, output_rng = (
+        # spawn(n) children are prefix-stable: a new stream goes at the end, so the
+        # draws of the earlier ones (and the golden results) do not move.
+        arrivals_rng, self.service_rng, self.policy_rng, output_rng, gap_rng = (
             np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(self.seed).spawn(4)
+            for s in np.random.SeedSequence(self.seed).spawn(5)
         )
         self.queue = EventQueue()
-        self.source = ArrivalSource(scenario, arrivals_rng, output_rng)
+        self.source = ArrivalSource(scenario, arrivals_rng, output_rng, gap_rng)
         self.names = list(scenario.models)
         self.fleet = Fleet(scenario)
         batching = [scenario.batching_of(n) for n in self.names]

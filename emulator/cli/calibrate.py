@@ -1,0 +1,125 @@
+"""``python -m emulator calibrate MEASUREMENTS.csv|NAME [--model M --hardware H --tp N]
+[--prefill-attn] [--keep-outliers] [--json]``: fit the continuous worker's step-time
+coefficients to measured step times.
+
+Prints, per model / hardware / tensor-parallel group, each point's measured and fitted
+step time and its error, the median and largest error, the outliers left out of the
+fit, and the ``[worker]`` TOML to paste. A file with several groups and no filter has
+each group fitted on its own. A bad file or filter is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "render_text", "run"]
+
+CAVEAT = (
+    "A linear step model is a fit to these measurements, not a physical model of the "
+    "GPU: trust it near the prompt sizes, batch sizes and contexts it was fitted on."
+)
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``calibrate`` subcommand to an argparse subparsers object."""
+    from emulator.analysis.calibration import NAMED_MEASUREMENTS
+
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="fit the continuous worker's step-time coefficients to measured step times",
+        description="Non-negative least squares on relative error, from a SplitwiseSim-style "
+        f"CSV of measured prompt and token times (or a named set: {', '.join(NAMED_MEASUREMENTS)}).",
+    )
+    parser.add_argument("measurements", metavar="MEASUREMENTS.csv|NAME",
+                        help="a CSV of measured step times or a named measurement set")
+    parser.add_argument("--model", help="fit only the rows of this model")
+    parser.add_argument("--hardware", help="fit only the rows of this hardware")
+    parser.add_argument("--tp", type=int, help="fit only the rows at this tensor parallelism")
+    parser.add_argument("--prefill-attn", action="store_true",
+                        help="also fit prefill_attn_s (attention cost of a prompt, per token squared)")
+    parser.add_argument("--keep-outliers", action="store_true",
+                        help="fit every point, even those a fit without them misses by over 2x")
+    parser.add_argument("--json", action="store_true", help="print the fits as JSON")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read, fit and print; a bad file or filter is one line on stderr and status 2."""
+    from emulator.analysis.calibration import fit, read_groups, resolve_measurements, select
+    from emulator.scenario import ScenarioError
+
+    try:
+        source = resolve_measurements(args.measurements).name
+        groups = select(
+            read_groups(args.measurements), model=args.model, hardware=args.hardware, tp=args.tp
+        )
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    fits = [fit(g, attention=args.prefill_attn, keep_outliers=args.keep_outliers) for g in groups]
+    data = {"source": source, "note": CAVEAT, "fits": [f.to_dict() for f in fits]}
+    print(json.dumps(data, indent=2) if args.json else render_text(data))
+    return 0
+
+
+def render_text(data: dict[str, Any]) -> str:
+    """Each group's points, errors, outliers and TOML; a summary when there are several."""
+    fits = data["fits"]
+    lines: list[str] = []
+    if len(fits) > 1:
+        lines.append(
+            f"{data['source']} holds {len(fits)} groups (model, hardware, tensor parallelism); "
+            "each is fitted on its own. Pick one with --model, --hardware and --tp."
+        )
+        lines.append("")
+    for f in fits:
+        lines.extend(_group_text(data["source"], f))
+        lines.append("")
+    if len(fits) > 1:
+        lines.append(f"{'group':<40}{'median':>8}{'max':>8}  outliers")
+        for f in fits:
+            name = f"{f['model']} {f['hardware']} tp {f['tensor_parallel']}"
+            out = sum(p["outlier"] for p in f["points"])
+            lines.append(f"{name:<40}{f['median_error']:>8.1%}{f['max_error']:>8.1%}  {out}")
+        lines.append("")
+    lines.append(data["note"])
+    return "\n".join(lines)
+
+
+def _group_text(source: str, f: dict[str, Any]) -> list[str]:
+    points = f["points"]
+    rows = sum(p["repeats"] for p in points if p["kind"] == "token")
+    lines = [
+        f"== {f['model']} on {f['hardware']} tp {f['tensor_parallel']} ({source}: {rows} rows, "
+        f"{len(points)} points; non-negative least squares on relative error) ==",
+        f"{'point':<28}{'rows':>5}{'measured_ms':>13}{'fitted_ms':>12}{'error':>9}",
+    ]
+    for p in points:
+        mark = "  outlier, not fitted" if p["outlier"] else ""
+        lines.append(
+            f"{_label(p):<28}{p['repeats']:>5}{p['measured_s'] * 1e3:>13.2f}"
+            f"{p['fitted_s'] * 1e3:>12.2f}{p['error']:>+9.1%}{mark}"
+        )
+    fitted = sum(not p["outlier"] for p in points)
+    lines.append(
+        f"median error {f['median_error']:.1%}, max {f['max_error']:.1%} "
+        f"(absolute, over the {fitted} fitted points)"
+    )
+    outliers = [p for p in points if p["outlier"]]
+    if outliers:
+        lines.append(
+            f"outliers ({len(outliers)}): {', '.join(_label(p) for p in outliers)}; a fit made "
+            "without the point misses it by more than 2x, so it is left out (see --keep-outliers)"
+        )
+    lines.append("")
+    lines.extend(f["worker_toml"].splitlines())
+    return lines
+
+
+def _label(p: dict[str, Any]) -> str:
+    base = f"{p['kind']:<6} P={p['prompt_size']} B={p['batch_size']}"
+    return base if p["token_size"] is None else f"{base} T={p['token_size']}"
