@@ -7,6 +7,7 @@ it is failing over.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from emulator.sim.workers import WorkerModel
 
 
-class Intake(ModelBooks):
+class Intake(ModelBooks, ABC):
     """A model's dispatcher, as far as arrivals and its standing go; see the module
     docstring. Subclasses decide what happens to the requests taken in."""
 
@@ -56,17 +57,17 @@ class Intake(ModelBooks):
         self.cold = disp.standby == "cold"
 
     # -- what subclasses decide ------------------------------------------------------
+    @abstractmethod
     def take_held(self) -> Any:
         """Take the oldest held unit of work (only while serving and holding one)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def replan(self) -> None:
         """React to the held queue getting shorter (a queue limit admits more)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def drain(self) -> None:
         """Hand out the held work the policy can take now."""
-        raise NotImplementedError
 
     # -- arrivals --------------------------------------------------------------------
     def add_arrivals(self, arr: Arrivals) -> None:
@@ -117,9 +118,9 @@ class Intake(ModelBooks):
                 self.swept = low  # the rows skipped are final and need no visit
             self.store.compact(low)
 
+    @abstractmethod
     def _oldest_row(self) -> int:
         """First store row still needed (subclasses know what they hold)."""
-        raise NotImplementedError
 
     # -- a change of rate ------------------------------------------------------------
     def withdraw_fresh(self) -> tuple[np.ndarray, ...]:

@@ -15,6 +15,7 @@ policies learn which workers are alive only at health checks (``health_check``, 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from emulator.sim.intake import Intake as Dispatcher
 
 
-class DispatchPolicy:
+class DispatchPolicy(ABC):
     """Base class of dispatch policies; see the module docstring.
 
     Subclasses set ``name`` (the scenario's ``dispatcher.policy``) and
@@ -46,24 +47,24 @@ class DispatchPolicy:
         #: Each of this model's workers (fleet indexes) by its index within the model.
         self.local_index = {w: local for local, w in enumerate(dispatcher.workers)}
 
+    @abstractmethod
     def offer(self, work: Any) -> bool:
         """Hand ``work`` to a worker if the policy can now; False: the dispatcher keeps
         it (and offers it again at ``drain``)."""
-        raise NotImplementedError
 
-    def work_done(self, w: int) -> None:
+    def work_done(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """A unit of work pushed to worker ``w`` left it (finished, or given up)."""
 
-    def worker_idle(self, w: int) -> None:
+    def worker_idle(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Worker ``w`` has nothing left to do; the policy may give it a held batch."""
 
-    def worker_died(self, w: int) -> None:
+    def worker_died(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Worker ``w`` died (everything it held is lost already)."""
 
-    def worker_restored(self, w: int) -> None:
+    def worker_restored(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Worker ``w`` came back, idle."""
 
-    def health_check(self) -> None:
+    def health_check(self) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """The periodic health check (only for ``health_checked`` policies)."""
 
 
@@ -81,9 +82,9 @@ class PushPolicy(DispatchPolicy):
         super().__init__(sim, dispatcher)
         self.rotation: list[int] = list(dispatcher.workers)
 
+    @abstractmethod
     def pick(self, work: Any) -> int:
         """The worker (fleet index) that gets ``work``."""
-        raise NotImplementedError
 
     def offer(self, work: Any) -> bool:
         if not self.rotation:

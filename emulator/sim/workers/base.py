@@ -10,13 +10,14 @@ and the per-model aggregates that frames show. The dispatch policy hands it work
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
 
 
-class WorkerModel:
+class WorkerModel(ABC):
     """Base class of worker models; see the module docstring."""
 
     #: The scenario's name for this model (``worker.batching``).
@@ -33,37 +34,37 @@ class WorkerModel:
         #: The models (indexes) whose workers this model serves.
         self.models = models
 
+    @abstractmethod
     def is_alive(self, w: int) -> bool:
         """Whether worker ``w`` is alive (the truth, not a dispatcher's belief)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def assign(self, w: int, work: Any) -> None:
         """Push ``work`` to worker ``w``, whatever its state (a dead worker loses it)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def start(self, w: int, work: Any) -> None:
         """Worker ``w`` (alive, with nothing else to do) starts on ``work`` now."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kill(self, w: int) -> bool:
         """Worker ``w`` dies, losing everything it holds; False if it was dead already."""
-        raise NotImplementedError
 
+    @abstractmethod
     def restore(self, w: int) -> bool:
         """Worker ``w`` comes back idle; False if it was alive."""
-        raise NotImplementedError
 
+    @abstractmethod
     def oldest_row(self, model: int) -> int | None:
         """The first store row of ``model`` the workers still refer to (None: none)."""
-        raise NotImplementedError
 
-    def work_held(self, model: int) -> None:
+    def work_held(self, model: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """The dispatcher of ``model`` holds work the workers may take (nothing to do
         unless workers take held work at their own pace)."""
 
+    @abstractmethod
     def frame_figures(self, model: int) -> dict[str, Any]:
         """This model's figures for ``model`` at the frame's end (``frame_keys``)."""
-        raise NotImplementedError
 
-    def frame_done(self) -> None:
+    def frame_done(self) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Every model's figures for the frame were taken."""
