@@ -435,8 +435,7 @@ class ContinuousWorkers(WorkerModel):
         """``s`` stops decoding: bring its tokens and KV up to date."""
         wk.dec_base -= s.kv - s.join
         wk.n_dec -= 1
-        s.generated += wk.clock - s.join
-        s.kv += wk.clock + wk.ahead - s.join
+        s.generated, s.kv = wk.tokens_of(s), wk.kv_of(s)
         s.join = -1
 
     def _drop(self, wk: Worker, s: Seq) -> None:
