@@ -32,7 +32,7 @@ DEFAULT_GROUP = "llama2-70b:h100-80gb:4"
 @dataclass(frozen=True)
 class CalibrationResult:
     """A fit (the emulator's ``Fit.to_dict``), where its points came from, and the
-    other groups the file holds."""
+    other groups an uploaded file holds."""
 
     source: str
     group: str
@@ -108,5 +108,6 @@ def calibration_fit(*, group: str | None = None, upload: UploadedFile | None = N
         raise Invalid("measurements", f"measurements: {exc}") from None
     return CalibrationResult(
         source=source, group=chosen.name(), fit=result.to_dict(),
-        other_groups=[g.name() for g in groups if g is not chosen],
+        # The shipped groups are all in the page's list already.
+        other_groups=[g.name() for g in groups if g is not chosen] if upload is not None else [],
     )

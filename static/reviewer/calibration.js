@@ -47,8 +47,8 @@ async function draw() {
   });
   Plotly.newPlot(box, traces, {
     margin: { l: 70, r: 20, t: 40, b: 60 },
-    xaxis: { title: { text: "Measured step time (ms, log scale)" }, type: "log" },
-    yaxis: { title: { text: "Fitted step time (ms, log scale)" }, type: "log" },
+    xaxis: { title: { text: "Measured step time (ms, log scale)" }, type: "log", dtick: "D2" },
+    yaxis: { title: { text: "Fitted step time (ms, log scale)" }, type: "log", dtick: "D2" },
     legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
     height: 460,
   }, { responsive: true, displaylogo: false });
