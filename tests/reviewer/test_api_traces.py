@@ -166,3 +166,40 @@ def test_a_run_of_the_config_replays_the_uploaded_trace(api_as, review_fleet, pe
     run.refresh_from_db()
     within = [line for line in GOOD_JSONL.splitlines() if json.loads(line)["arrival_s"] < 6]
     assert run.summary["offered"] == len(within) == 18
+
+
+def _with_trace(path: str) -> str:
+    from review_data_fixtures import SMALL_SCENARIO
+
+    return SMALL_SCENARIO.replace('shape = "constant"', f'shape = "constant"\ntrace = "{path}"', 1)
+
+
+@pytest.mark.parametrize("path", ["SECRET", "/etc/passwd", "TRACES/../outside.csv"])
+def test_it_refuses_a_scenario_that_names_a_server_file_without_quoting_it(api_as, review_fleet, trace_dir,
+                                                                            settings, path):
+    # The emulator's errors quote a trace's first line: for the secret key, the key itself.
+    secret = settings.DATA_DIR / "secret_key"
+    path = path.replace("SECRET", str(secret)).replace("TRACES", str(trace_dir))
+    (trace_dir.parent / "outside.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    key = settings.SECRET_KEY
+    client = api_as("owner")
+    answers = [
+        client.patch(f"/api/fleets/{review_fleet.pk}/", {"toml": _with_trace(path)}, format="json"),
+        client.post("/api/fleets/", {"name": "x", "toml": _with_trace(path)}, format="json"),
+        client.post("/api/runs/", {"scenario": _with_trace(path)}, format="json"),
+        client.post("/api/runs/", {"config_version": review_fleet.latest_version().pk,
+                                   "overrides": [f"traffic.trace={path}"]}, format="json"),
+    ]
+    for response in answers:
+        assert response.status_code == 400, response.content
+        text = response.content.decode()
+        assert "is not a trace this server replays" in text and key not in text, text
+    assert review_fleet.versions.count() == 1
+
+
+def test_it_accepts_a_named_trace_and_an_uploaded_one(api_as, review_fleet):
+    uploaded = _upload(api_as("owner"), review_fleet, "t.jsonl", GOOD_JSONL).json()["scenario"]["traffic"]["trace"]
+    for trace in ("azure-conv-2023", uploaded):
+        response = api_as("owner").patch(
+            f"/api/fleets/{review_fleet.pk}/", {"toml": _with_trace(trace)}, format="json")
+        assert response.status_code == 200, response.content
