@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.text import get_valid_filename
@@ -95,7 +96,10 @@ class UploadLimitASGI:
 
 def safe_name(name: str, default: str) -> str:
     """The uploaded file's own name made safe for a path (its extension kept)."""
-    cleaned = get_valid_filename(Path(name or "").name) if Path(name or "").name.strip(". ") else ""
+    try:
+        cleaned = get_valid_filename(Path(name or "").name).strip(".")
+    except SuspiciousFileOperation:  # nothing left of the name
+        cleaned = ""
     if len(cleaned) > 100:
         stem, dot, ext = cleaned.rpartition(".")
         cleaned = (stem[: 90] + dot + ext[:9]) if dot else cleaned[:100]

@@ -51,7 +51,8 @@ def fleet_config_trace_upload(*, config: FleetConfig, author: User, upload: Uplo
     from emulator.scenario.traces import TraceError, read_trace
 
     root = Path(settings.TRACE_UPLOAD_DIR) / str(config.pk)
-    staged = stage_upload(upload, directory=root, default_name="trace.csv")
+    # No extension by default: the reader then tells CSV from JSONL by the first line.
+    staged = stage_upload(upload, directory=root, default_name="trace")
     stored_dir = staged.parent
     try:
         try:

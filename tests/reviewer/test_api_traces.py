@@ -203,3 +203,10 @@ def test_it_accepts_a_named_trace_and_an_uploaded_one(api_as, review_fleet):
         response = api_as("owner").patch(
             f"/api/fleets/{review_fleet.pk}/", {"toml": _with_trace(trace)}, format="json")
         assert response.status_code == 200, response.content
+
+
+def test_it_stores_a_trace_whose_name_is_unusable_under_a_plain_name(api_as, review_fleet, trace_dir):
+    response = _upload(api_as("owner"), review_fleet, "***", GOOD_JSONL)
+    assert response.status_code == 200, response.content
+    assert response.json()["trace"] == "trace"
+    assert [p.name for p in _stored_files(trace_dir)] == ["trace"]
