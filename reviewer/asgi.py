@@ -19,10 +19,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from reviewer.routing import websocket_urlpatterns  # noqa: E402
+from reviewer.uploads import UploadLimitASGI  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # Uploads over the limit are refused before Django reads their bodies.
+        "http": UploadLimitASGI(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

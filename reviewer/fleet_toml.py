@@ -6,6 +6,8 @@ re-export it); errors are Django ``ValidationError``s, the models' convention.
 
 from __future__ import annotations
 
+import json
+import os
 import tomllib
 from typing import Any
 
@@ -13,6 +15,28 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from emulator.scenario import Scenario, ScenarioError
+
+
+def trace_path_problem(data: Any) -> str | None:
+    """Why the scenario's ``traffic.trace`` may not be used on this server, or None.
+
+    The emulator reads any path it is given, and its errors quote the file's
+    lines; on a server that would let a user read its files (the secret key
+    among them). So a scenario given to the web app replays a named trace or a
+    trace uploaded to a fleet config (a file in ``TRACE_UPLOAD_DIR``), nothing else.
+    """
+    from emulator.scenario.traces import NAMED_TRACES
+
+    traffic = data.get("traffic") if isinstance(data, dict) else None
+    trace = traffic.get("trace") if isinstance(traffic, dict) else None
+    if trace is None or (isinstance(trace, str) and trace in NAMED_TRACES):
+        return None
+    if isinstance(trace, str):
+        root = os.path.realpath(settings.TRACE_UPLOAD_DIR)
+        if os.path.isabs(trace) and os.path.realpath(trace).startswith(root + os.sep):
+            return None
+    return (f"traffic.trace: {json.dumps(trace)} is not a trace this server replays; use a named "
+            f"trace ({', '.join(NAMED_TRACES)}) or upload a trace to the fleet config")
 
 
 def validate_scenario_toml(text: str) -> dict[str, Any]:
@@ -29,6 +53,9 @@ def validate_scenario_toml(text: str) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"scenario: not valid TOML: {exc}") from None
+    problem = trace_path_problem(data)
+    if problem:
+        raise ValidationError(problem)
     try:
         return Scenario.from_dict(data, max_requests=settings.RUN_REQUEST_BUDGET).to_dict()
     except ScenarioError as exc:
@@ -37,6 +64,9 @@ def validate_scenario_toml(text: str) -> dict[str, Any]:
 
 def scenario_dict_to_toml(data: dict[str, Any]) -> str:
     """TOML text for a scenario given as a dict (the JSON form); errors name the key."""
+    problem = trace_path_problem(data)
+    if problem:
+        raise ValidationError(problem)
     try:
         return Scenario.from_dict(data, max_requests=settings.RUN_REQUEST_BUDGET).to_toml()
     except ScenarioError as exc:

@@ -118,6 +118,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF, which reads a POST's form (and so its files) to find the token.
+    "reviewer.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -249,6 +251,14 @@ SPECTACULAR_SETTINGS = {
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
+
+# Uploaded files: request traces of fleet configs and measurement CSVs for
+# calibration. A request whose declared size is over UPLOAD_MAX_BYTES is refused
+# before its body is read. Uploaded traces are kept in TRACE_UPLOAD_DIR and
+# scenarios name them by absolute path, so the Celery workers that replay them
+# must see that directory at the same path (shared storage on several machines).
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 64 * 1024 * 1024)
+TRACE_UPLOAD_DIR = Path(env_str("TRACE_UPLOAD_DIR", str(DATA_DIR / "traces"))).resolve()
 
 LOGGING = {
     "version": 1,

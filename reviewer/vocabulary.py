@@ -31,6 +31,15 @@ RUN_CHARTS: list[dict[str, Any]] = [
 ]
 
 
+# The two kinds of measured step a calibration fits (the emulator's
+# ``calibration.Point.kind``): one prefill step of a batch of prompts, and one
+# decode step of a batch of sequences.
+CALIBRATION_STEP_KINDS: list[dict[str, str]] = [
+    {"key": "prompt", "label": "prompt (prefill) steps"},
+    {"key": "token", "label": "token (decode) steps"},
+]
+
+
 def _choices(choices: Any) -> list[dict[str, str]]:
     return [{"key": c.value, "label": str(c.label)} for c in choices]
 

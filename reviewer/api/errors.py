@@ -20,7 +20,15 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from reviewer.services.errors import Conflict, Forbidden, Invalid, NotFound, OverLimit, ServiceError
+from reviewer.services.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    OverLimit,
+    ServiceError,
+    TooLarge,
+)
 
 HTTP_STATUS: dict[type[ServiceError], int] = {
     Invalid: status.HTTP_400_BAD_REQUEST,
@@ -28,6 +36,7 @@ HTTP_STATUS: dict[type[ServiceError], int] = {
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     OverLimit: status.HTTP_429_TOO_MANY_REQUESTS,
+    TooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 
 NON_FIELD = "non_field_errors"

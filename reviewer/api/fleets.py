@@ -5,17 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import OuterRef, ProtectedError, QuerySet, Subquery
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from reviewer import permissions, selectors
-from reviewer.api.serializers import FleetConfigSerializer, FleetConfigVersionSerializer
+from reviewer.api.serializers import (
+    FleetConfigSerializer,
+    FleetConfigVersionSerializer,
+    TraceUploadSerializer,
+)
 from reviewer.models.review import FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
+from reviewer.services import traces as trace_services
 from reviewer.services.errors import Conflict
 
 
@@ -69,3 +75,25 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
         config = self.get_object()
         page = self.paginate_queryset(config.versions.select_related("author").order_by("number"))
         return self.get_paginated_response(FleetConfigVersionSerializer(page, many=True).data)
+
+    @extend_schema(
+        request={"multipart/form-data": TraceUploadSerializer},
+        responses={
+            200: FleetConfigSerializer,
+            400: OpenApiResponse(description='A bad trace: {"trace": ["<file> line <n>: <field> ...; <fix>"]}'),
+            413: OpenApiResponse(description='Over UPLOAD_MAX_BYTES: {"detail": "...", "setting": "UPLOAD_MAX_BYTES"}'),
+        },
+    )
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser], serializer_class=TraceUploadSerializer)
+    def trace(self, request: Request, pk: Any = None) -> Response:
+        """Upload a request trace for the config to replay: a new version whose
+        ``traffic.trace`` is the stored file. A bad trace is refused with the line
+        and field at fault, and nothing is saved."""
+        config = self.get_object()
+        upload = TraceUploadSerializer(data=request.data)
+        upload.is_valid(raise_exception=True)
+        trace_services.fleet_config_trace_upload(
+            config=config, author=request.user, upload=upload.validated_data["file"]
+        )
+        fresh = self.get_queryset().get(pk=config.pk)
+        return Response(FleetConfigSerializer(fresh, context=self.get_serializer_context()).data)

@@ -118,12 +118,15 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     )
     version = serializers.SerializerMethodField()
     version_id = serializers.SerializerMethodField()
+    trace = serializers.SerializerMethodField(
+        help_text="The file name of the uploaded request trace the scenario replays, or null."
+    )
 
     class Meta:
         model = FleetConfig
         fields = [
             "id", "name", "doc", "toml", "scenario", "owner", "version", "version_id",
-            "created_at", "updated_at",
+            "trace", "created_at", "updated_at",
         ]
 
     def get_owner(self, obj: FleetConfig) -> str:
@@ -140,6 +143,11 @@ class FleetConfigSerializer(serializers.ModelSerializer):
             return obj.latest_id
         latest = obj.latest_version()
         return latest.pk if latest else None
+
+    def get_trace(self, obj: FleetConfig) -> str | None:
+        from reviewer.services.traces import uploaded_trace_name
+
+        return uploaded_trace_name(obj)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         from django.core.exceptions import ValidationError
@@ -162,6 +170,17 @@ class FleetConfigSerializer(serializers.ModelSerializer):
             except ValidationError as exc:
                 raise serializers.ValidationError({"toml": exc.messages}) from None
         return attrs
+
+
+class TraceUploadSerializer(serializers.Serializer):
+    """A request trace for a fleet config, sent as multipart form data."""
+
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="An Azure LLM inference trace CSV (TIMESTAMP, ContextTokens, GeneratedTokens) "
+        "or JSONL (arrival_s, prompt_tokens, output_tokens, optional model); at most "
+        "UPLOAD_MAX_BYTES (64 MB unless set).",
+    )
 
 
 # --- findings --------------------------------------------------------------

@@ -50,3 +50,7 @@ class OverLimit(ServiceError):
 
     def __init__(self, setting: str, message: str) -> None:
         super().__init__(message, field=setting)
+
+
+class TooLarge(OverLimit):
+    """An upload over the size limit; ``field`` names the setting that sets it."""

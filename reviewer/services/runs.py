@@ -7,7 +7,9 @@ tasks. Playing a run (the loop inside the worker) is in
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import tomllib
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -18,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reviewer import realtime
+from reviewer.fleet_toml import trace_path_problem
 from reviewer.models import (
     CommandKind,
     EmulatorRun,
@@ -96,15 +99,32 @@ def resolve_scenario(
         if not isinstance(overrides, list | tuple) or not all(isinstance(o, str) for o in overrides):
             raise Invalid("overrides", 'overrides: give a list of "key=value" strings')
         try:
+            # Scenario.with_overrides, with the trace checked before the emulator reads it.
+            from emulator.scenario import Scenario
+            from emulator.scenario.overrides import apply_overrides
+
+            data = apply_overrides(loaded.to_dict(), list(overrides))
+            _check_trace(data, "overrides")
             # The budget is checked by check_request_budget against the setting.
-            loaded = loaded.with_overrides(list(overrides), max_requests=None)
+            loaded = Scenario.from_dict(data, max_requests=None)
         except ScenarioError as exc:
             raise Invalid("overrides", f"overrides: {exc}") from None
     return ResolvedScenario(scenario=loaded, config_version=config_version)
 
 
+def _check_trace(data: Any, field: str) -> None:
+    """Refuse a trace path the server does not replay (see ``trace_path_problem``)."""
+    problem = trace_path_problem(data)
+    if problem:
+        raise Invalid(field, f"{field}: {problem}")
+
+
 def _load_text(text: str) -> Any:
     from emulator.scenario import load_scenario
+
+    # Not TOML: a preset's name, or a TOML error that load_scenario reports.
+    with contextlib.suppress(tomllib.TOMLDecodeError):
+        _check_trace(tomllib.loads(text), "scenario")
 
     # No cap here: check_request_budget applies the RUN_REQUEST_BUDGET setting.
     return load_scenario(text, max_requests=None)
@@ -116,6 +136,7 @@ def _load_given(scenario: str | dict[str, Any]) -> Any:
     from emulator.scenario.presets import PRESETS
 
     if isinstance(scenario, dict):
+        _check_trace(scenario, "scenario")
         return Scenario.from_dict(scenario, max_requests=None)
     if not isinstance(scenario, str):
         raise Invalid("scenario", "scenario: give TOML text, a preset name or an object")

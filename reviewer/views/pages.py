@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
@@ -29,6 +30,7 @@ from reviewer.models import (
 )
 from reviewer.pass_guides import PASS_GUIDES
 from reviewer.services import review as review_services
+from reviewer.services.traces import uploaded_trace_name
 from reviewer.vocabulary import vocabulary
 
 
@@ -47,11 +49,15 @@ def get_session_for_user(user: Any, session_id: int) -> ReviewSession:
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's sessions, docs, fleet configs and recent runs."""
     user = request.user
+    fleets = list(selectors.fleet_configs_visible_to(user).select_related("doc")[:50])
+    for fleet in fleets:
+        fleet.trace_name = uploaded_trace_name(fleet)  # type: ignore[attr-defined]
     context = {
         "sessions": _sessions_for(user)[:50],
         "docs": selectors.docs_visible_to(user)[:50],
-        "fleets": selectors.fleet_configs_visible_to(user).select_related("doc")[:50],
+        "fleets": fleets,
         "runs": selectors.recent_runs_for(user),
+        "upload_max_mb": f"{settings.UPLOAD_MAX_BYTES / 2**20:g}",
     }
     return render(request, "reviewer/home.html", context)
 

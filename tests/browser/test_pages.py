@@ -145,3 +145,25 @@ def test_it_makes_a_fleet_config_from_a_ranked_layout(
     fleet = ReviewSession.objects.get(pk=example_review.session_id).fleet_config
     assert [h["workers"] for h in fleet.scenario["hosts"]] == [["big@0", "small@5", "small@7"]]
     assert fleet.scenario["hosts"][0]["count"] == 3
+
+
+def test_it_draws_measured_against_fitted_step_times_on_the_calibration_page(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.click("a:has-text('Calibrate step times')")
+    page.wait_for_url("**/calibration/")
+    page.select_option("#cal-group", label="llama2-70b on a100-80gb tp 2")
+    page.click("form[method=get] button:has-text('Fit')")
+    page.wait_for_selector("#calibration-chart[data-points='32']")
+    # One marker per configuration: 32 points, across the step kinds and the outliers.
+    assert page.locator("#calibration-chart .scatterlayer .point").count() == 32
+    titles = page.locator("#calibration-chart .g-xtitle, #calibration-chart .g-ytitle").all_text_contents()
+    assert titles == ["Measured step time (ms, log scale)", "Fitted step time (ms, log scale)"]
+    legend = page.locator("#calibration-chart .legendtext").all_text_contents()
+    assert legend[:2] == ["prompt (prefill) steps", "token (decode) steps"]
+    assert "outliers (left out of the fit)" in legend and "y = x (a perfect fit)" in legend
+    assert page.locator(".calibration-table tbody tr").count() == 32
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    page.wait_for_timeout(150)
+    screenshot(page, "calibration", full_page=True)
