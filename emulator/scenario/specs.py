@@ -451,14 +451,15 @@ class Scenario:
         if t.trace is not None:
             from emulator.scenario.traces import load_trace, replay_times
 
-            rows, _ = replay_times(
+            _, times = replay_times(
                 load_trace(t.trace),
                 speedup=t.trace_speedup,
                 start_s=t.trace_start_s,
                 loop=t.trace_loop,
                 until_s=self.duration_s,
             )
-            fresh = float(rows.size)
+            # The run offers arrivals before its end, not one at the end itself.
+            fresh = float((times < self.duration_s).sum())
         else:
             fresh = self.traffic.mean_rate(self.duration_s) * self.duration_s
         return fresh * (1 + self.client.retries)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from token_reference import TokenRequest
 from token_scenarios import poisson_requests, scenario, write_trace
 
 from emulator import Engine, ScenarioError, load_scenario
@@ -138,3 +139,9 @@ def test_it_replays_the_shared_azure_trace_with_its_own_sizes() -> None:
     assert rows == int((read_trace(shared).arrival_s <= 120).sum()) > 400
     assert int(store.tokens[0]) == 374 and int(store.output[0]) == 44  # the file's first row
     assert engine.summary().balanced()
+
+
+def test_it_expects_exactly_the_requests_a_traced_run_offers(tmp_path: Path) -> None:
+    requests = [TokenRequest(float(t), 100, 5) for t in (0.0, 1.0, 2.5, 4.0)]  # the last at the end
+    sc = scenario(workers=1, duration_s=4.0, trace=write_trace(requests, tmp_path / "edge.jsonl"))
+    assert sc.expected_requests() == Engine(sc).run().offered == 3
