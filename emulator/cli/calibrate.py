@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emulator.analysis.calibration import Fit
 
 __all__ = ["register", "render_text", "run"]
 
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     fits = [fit(g, attention=args.prefill_attn, keep_outliers=args.keep_outliers) for g in groups]
-    data = {"source": source, "note": CAVEAT, "fits": [f.to_dict() for f in fits]}
+    data = {"source": source, "note": CAVEAT, "fits": [_with_roofline(f) for f in fits]}
     print(json.dumps(data, indent=2) if args.json else render_text(data))
     return 0
 
@@ -115,9 +118,45 @@ def _group_text(source: str, f: dict[str, Any]) -> list[str]:
             f"outliers ({len(outliers)}): {', '.join(_label(p) for p in outliers)}; a fit made "
             "without the point misses it by more than 2x, so it is left out (see --keep-outliers)"
         )
+    gap = f.get("roofline")
+    if gap is not None:
+        lines.append(
+            f"pure roofline ({gap['gpu']} x {f['tensor_parallel']}, mbu = mfu = 1): the measured "
+            f"steps take a median {gap['median_ratio']:.2f}x its floor (prefill "
+            f"{gap['prompt_median_ratio']:.2f}x, decode {gap['token_median_ratio']:.2f}x); "
+            "points under 1x cannot be steps of this model on this hardware"
+        )
     lines.append("")
     lines.extend(f["worker_toml"].splitlines())
     return lines
+
+
+def _with_roofline(f: Fit) -> dict[str, Any]:
+    """The fit's dict, with each point's pure-roofline floor and the medians of
+    measured / floor when the catalog knows the model and the hardware."""
+    import numpy as np
+
+    from emulator.analysis.roofline_gap import floors, roofline_for
+
+    out = f.to_dict()
+    group_floors = floors(f.group)
+    if group_floors is None:
+        out["roofline"] = None
+        return out
+    ratios: dict[str, list[float]] = {"prompt": [], "token": []}
+    for point, floor in zip(out["points"], group_floors, strict=True):
+        point["roofline_s"] = floor
+        ratios[point["kind"]].append(point["measured_s"] / floor)
+    both = ratios["prompt"] + ratios["token"]
+    roofline = roofline_for(f.group)
+    assert roofline is not None
+    out["roofline"] = {
+        "gpu": roofline.gpu.name,
+        "median_ratio": float(np.median(both)),
+        "prompt_median_ratio": float(np.median(ratios["prompt"])) if ratios["prompt"] else None,
+        "token_median_ratio": float(np.median(ratios["token"])) if ratios["token"] else None,
+    }
+    return out
 
 
 def _label(p: dict[str, Any]) -> str:
