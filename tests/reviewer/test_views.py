@@ -240,3 +240,10 @@ def test_it_refuses_like_the_cli_when_a_request_is_bigger_than_a_batch(
     message = response.json()["error"]
     assert message.startswith("models.small.tokens:")
     assert message in cli.stderr
+
+
+def test_it_refuses_a_reviewer_who_opens_a_session_on_the_owners_doc(people: dict, review: ReviewSession) -> None:
+    client = client_for(people["reviewer"])
+    response = client.post("/sessions/new", {"doc": review.doc_id, "title": "Mine now"}, follow=True)
+    assert not ReviewSession.objects.filter(title="Mine now").exists()
+    assert "doc: choose one of your docs." in response.content.decode()
