@@ -57,7 +57,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.group = realtime.run_group(self.run_id)
         self.last_i = self._after_from_query()
         self.final_sent = False
-        user = self.scope.get("user")
+        user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
@@ -140,6 +140,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=event["text"])
         self.last_i = i
 
+    async def access_withdrawn(self, event: dict[str, Any]) -> None:
+        """Reviewers were removed from the run's session: close if this viewer was one."""
+        if self.user.pk in event["user_ids"]:
+            run, refusal = await _run_for_user(self.run_id, self.user)
+            if run is None:
+                await self.close(code=refusal)
+
     async def run_status(self, event: dict[str, Any]) -> None:
         """A status change; the final one carries the summary."""
         if event["status"] in FINAL_STATUSES:
@@ -182,7 +189,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
         self.group = realtime.session_group(self.session_id)
         self.presence: presence.Presence | None = None
-        user = self.scope.get("user")
+        user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_NOT_LOGGED_IN)
             return
@@ -223,6 +230,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_send(
             self.group, {"type": "session.event", "event": "presence", "data": {"viewers": viewers}}
         )
+
+    async def access_withdrawn(self, event: dict[str, Any]) -> None:
+        """Reviewers were removed from the session: close if this viewer was one."""
+        if self.user.pk in event["user_ids"]:
+            refusal = await _session_access(self.session_id, self.user)
+            if refusal:
+                await self.close(code=refusal)
 
     async def session_event(self, event: dict[str, Any]) -> None:
         """Relay an event published by ``realtime.session_event`` as ``{"type": event, **data}``."""

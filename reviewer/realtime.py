@@ -69,6 +69,18 @@ def publish_on_commit(group: str, message: dict[str, Any]) -> None:
     transaction.on_commit(lambda: publish_now(group, message))
 
 
+def access_withdrawn(session_id: int, user_ids: set[int], run_ids: list[int]) -> None:
+    """Tell the viewers of a session, and of its unfinished runs, that ``user_ids`` were removed.
+
+    Each viewer's consumer checks its own user's access again and closes
+    (4403) when it is gone, so a removed reviewer stops receiving at once.
+    """
+    message = {"type": "access.withdrawn", "user_ids": sorted(user_ids)}
+    publish_on_commit(session_group(session_id), message)
+    for run_id in run_ids:
+        publish_on_commit(run_group(run_id), message)
+
+
 def session_event(session_id: int, event: str, data: dict[str, Any]) -> None:
     """Tell every viewer of a review session that ``event`` happened.
 

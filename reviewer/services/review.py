@@ -31,6 +31,7 @@ from reviewer.models.review import (
     ReviewPass,
     ReviewSession,
 )
+from reviewer.models.runs import FINAL_STATUSES, EmulatorRun
 from reviewer.services.errors import Conflict
 from reviewer.services.findings import (
     finding_create,
@@ -241,10 +242,22 @@ def session_update(
         session.status = status
     session.save()
     if reviewers is not None:
+        before = set(session.reviewers.values_list("pk", flat=True))
         session.reviewers.set([r for r in reviewers if r.pk != session.owner_id])
+        reviewers_removed(session=session, user_ids=before - set(session.reviewers.values_list("pk", flat=True)))
     if pass_changed:
         realtime.session_event(session.pk, "pass.changed", {"pass": session.current_pass})
     return session
+
+
+def reviewers_removed(*, session: ReviewSession, user_ids: set[int]) -> None:
+    """Cut the live feeds of reviewers just removed from ``session`` (its own and its runs')."""
+    if not user_ids:
+        return
+    run_ids = list(
+        EmulatorRun.objects.filter(session=session).exclude(status__in=FINAL_STATUSES).values_list("pk", flat=True)
+    )
+    realtime.access_withdrawn(session.pk, user_ids, run_ids)
 
 
 __all__ = [
@@ -264,6 +277,7 @@ __all__ = [
     "publish_finding",
     "reply_create",
     "resolve_anchor",
+    "reviewers_removed",
     "scenario_dict_to_toml",
     "session_create",
     "session_update",

@@ -211,3 +211,49 @@ def test_it_drops_viewers_whose_entry_was_not_refreshed(redis_url: str) -> None:
         return await presence.viewers(999)
 
     assert async_to_sync(scenario)() == [{"user_id": 2, "username": "here", "pass": "break"}]
+
+
+def _remove_reviewer(session: Any) -> None:
+    from reviewer.services import review as services
+
+    services.session_update(session=session, reviewers=[])
+
+
+def _publish_finding_created(session_id: int) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        realtime.session_event(session_id, "finding.created", {"finding": {"id": 6, "title": "After removal"}})
+
+
+async def test_it_cuts_the_session_feed_of_a_removed_reviewer(run_users: dict, review_session: Any) -> None:
+    await _clear_presence(review_session.pk)
+    path = f"/ws/sessions/{review_session.pk}/"
+    owner, _, _ = await ws_connect(path, run_users["owner"])
+    reviewer, connected, _ = await ws_connect(path, run_users["reviewer"])
+    assert connected
+    await sync_to_async(_remove_reviewer)(review_session)
+    await sync_to_async(_publish_finding_created)(review_session.pk)
+    received = []
+    while True:
+        message = await reviewer.receive_output(timeout=5)
+        received.append(message)
+        if message["type"] == "websocket.close":
+            break
+        assert "After removal" not in message.get("text", ""), received
+    assert message["code"] == 4403
+    # The owner keeps the feed.
+    while (got := await owner.receive_json_from(timeout=5))["type"] == "presence":
+        pass
+    assert got["finding"]["title"] == "After removal"
+    await owner.disconnect()
+
+
+async def test_it_cuts_the_run_feed_of_a_removed_reviewer(run_users: dict, review_session: Any) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+    viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", run_users["reviewer"])
+    assert connected
+    assert (await viewer.receive_json_from())["type"] == "layout"
+    assert (await viewer.receive_json_from())["type"] == "status"
+    await sync_to_async(_remove_reviewer)(review_session)
+    assert (await viewer.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
