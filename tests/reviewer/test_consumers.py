@@ -257,3 +257,16 @@ async def test_it_cuts_the_run_feed_of_a_removed_reviewer(run_users: dict, revie
     assert (await viewer.receive_json_from())["type"] == "status"
     await sync_to_async(_remove_reviewer)(review_session)
     assert (await viewer.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
+
+
+async def test_it_refuses_a_page_of_another_port_on_the_same_host(run_users: dict) -> None:
+    from channels.testing import WebsocketCommunicator
+
+    from reviewer.asgi import application
+
+    run = await sync_to_async(_make_run)(run_users["owner"])
+    cookie = await sync_to_async(session_cookie)(run_users["owner"])
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[
+        (b"origin", b"http://testserver:9999"), (b"host", b"testserver"), (b"cookie", cookie)])
+    connected, _ = await communicator.connect()
+    assert not connected
