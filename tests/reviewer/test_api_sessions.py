@@ -159,3 +159,15 @@ def test_it_takes_the_doc_away_from_a_removed_reviewer(api_as, open_review):
     api_as("reviewer").post("/api/sessions/", {"doc": open_review.doc.pk}, format="json")
     api_as("owner").patch(f"/api/sessions/{open_review.pk}/", {"reviewers": []}, format="json")
     assert api_as("reviewer").get(f"/api/docs/{open_review.doc.pk}/").status_code == 404
+
+
+def test_it_answers_alike_for_unknown_and_deactivated_reviewers(api_as, review_doc, django_user_model):
+    django_user_model.objects.create_user("gone", is_active=False)
+
+    def refusal(names: list) -> list[str]:
+        response = api_as("owner").post("/api/sessions/", {"doc": review_doc.pk, "reviewers": names}, format="json")
+        assert response.status_code == 400
+        return response.json()["reviewers"]
+
+    assert refusal(["gone"]) == refusal(["nobody"]) == refusal(["reviewer", "ghost"]) == refusal([7])
+    assert "nobody" not in str(refusal(["nobody"]))
