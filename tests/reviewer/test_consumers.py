@@ -3,6 +3,7 @@ duplicates, session events and presence."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -270,3 +271,49 @@ async def test_it_refuses_a_page_of_another_port_on_the_same_host(run_users: dic
         (b"origin", b"http://testserver:9999"), (b"host", b"testserver"), (b"cookie", cookie)])
     connected, _ = await communicator.connect()
     assert not connected
+
+
+@pytest.mark.parametrize("kind", ["run", "session"])
+async def test_it_answers_text_that_is_not_json_and_stays_open(run_users: dict, review_session: Any,
+                                                                kind: str) -> None:
+    if kind == "run":
+        run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+        path, first = f"/ws/runs/{run.pk}/", ("layout", "status")
+    else:
+        await _clear_presence(review_session.pk)
+        path, first = f"/ws/sessions/{review_session.pk}/", ("presence",)
+    viewer, connected, _ = await ws_connect(path, run_users["owner"])
+    assert connected
+    for expected in first:
+        assert (await viewer.receive_json_from())["type"] == expected
+    await viewer.send_to(text_data="not json {")
+    error = await viewer.receive_json_from()
+    assert (error["type"], error["field"], error["status"]) == ("error", "message", 400)
+    await viewer.send_to(bytes_data=b"\x00\x01")
+    assert (await viewer.receive_json_from())["field"] == "message"
+    # Still open: a later good message is handled.
+    if kind == "session":
+        await viewer.send_json_to({"type": "presence", "pass": "trace"})
+        assert (await viewer.receive_json_from())["viewers"][0]["pass"] == "trace"
+    else:
+        assert await viewer.receive_nothing(timeout=0.2)
+    await viewer.disconnect()
+
+
+async def test_it_limits_presence_messages_and_closes_a_flooding_client(run_users: dict,
+                                                                        review_session: Any) -> None:
+    from reviewer import consumers
+
+    await _clear_presence(review_session.pk)
+    viewer, _, _ = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["owner"])
+    assert (await viewer.receive_json_from())["type"] == "presence"
+    for _ in range(consumers.INBOUND_BURST + consumers.INBOUND_REFUSALS_BEFORE_CLOSE):
+        await viewer.send_json_to({"type": "presence", "pass": "numbers"})
+    broadcasts, refusals = 0, 0
+    while (message := await viewer.receive_output(timeout=5))["type"] != "websocket.close":
+        data = json.loads(message["text"])
+        broadcasts += data["type"] == "presence"
+        refusals += data["type"] == "error" and data["status"] == 429
+    assert message["code"] == 1008
+    assert broadcasts <= consumers.INBOUND_BURST + 1
+    assert refusals == consumers.INBOUND_REFUSALS_BEFORE_CLOSE - 1
