@@ -67,6 +67,15 @@ class GuardedJsonConsumer(AsyncJsonWebsocketConsumer):
     that keeps sending after many refusals is closed with 1008.
     """
 
+    async def refuse(self, code: int) -> None:
+        """Close with an application code (4401, 4403, 4404) the browser can read.
+
+        A close before the handshake is accepted becomes a bare HTTP 403, and
+        the browser sees 1006 whatever the code; so accept, then close.
+        """
+        await self.accept()
+        await self.close(code=code)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         limit = getattr(self, "_inbound", None)
         if limit is None:
@@ -121,11 +130,11 @@ class RunConsumer(GuardedJsonConsumer):
         self.final_sent = False
         user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            await self.refuse(CLOSE_NOT_LOGGED_IN)
             return
         run, refusal = await _run_for_user(self.run_id, user)
         if run is None:
-            await self.close(code=refusal)
+            await self.refuse(refusal)
             return
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -253,11 +262,11 @@ class SessionConsumer(GuardedJsonConsumer):
         self.presence: presence.Presence | None = None
         user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            await self.refuse(CLOSE_NOT_LOGGED_IN)
             return
         refusal = await _session_access(self.session_id, user)
         if refusal:
-            await self.close(code=refusal)
+            await self.refuse(refusal)
             return
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

@@ -12,7 +12,14 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async as sync_to_async
 from channels.layers import get_channel_layer
 from django.utils import timezone
-from runs_helpers import api_get, frame_indexes, read_until_final, session_cookie, ws_connect
+from runs_helpers import (
+    api_get,
+    frame_indexes,
+    read_until_final,
+    session_cookie,
+    ws_connect,
+    ws_refusal,
+)
 
 from reviewer import realtime
 from reviewer.models import EmulatorRun, RunFrame
@@ -51,11 +58,10 @@ async def _publish(run_id: int, message: dict[str, Any]) -> None:
 async def test_it_refuses_anonymous_viewers_outsiders_and_unknown_runs(run_users: dict,
                                                                       review_session: Any) -> None:
     run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+    # Accepted, then closed: a code sent before the handshake never reaches a browser.
     for user, code in ((None, 4401), (run_users["outsider"], 4403)):
-        communicator, connected, got = await ws_connect(f"/ws/runs/{run.pk}/", user)
-        assert (connected, got) == (False, code)
-    communicator, connected, got = await ws_connect(f"/ws/runs/{run.pk + 1000}/", run_users["owner"])
-    assert (connected, got) == (False, 4404)
+        assert await ws_refusal(f"/ws/runs/{run.pk}/", user) == code
+    assert await ws_refusal(f"/ws/runs/{run.pk + 1000}/", run_users["owner"]) == 4404
     for user in (run_users["reviewer"], run_users["staff"]):
         communicator, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", user)
         assert connected
@@ -64,8 +70,7 @@ async def test_it_refuses_anonymous_viewers_outsiders_and_unknown_runs(run_users
 
 async def test_it_opens_a_sessionless_run_only_to_its_starter_and_staff(run_users: dict) -> None:
     run = await sync_to_async(_make_run)(run_users["owner"])
-    _, connected, code = await ws_connect(f"/ws/runs/{run.pk}/", run_users["reviewer"])
-    assert (connected, code) == (False, 4403)
+    assert await ws_refusal(f"/ws/runs/{run.pk}/", run_users["reviewer"]) == 4403
 
 
 async def test_it_only_reads_a_run_whose_worker_stopped_beating(run_users: dict) -> None:
@@ -159,8 +164,9 @@ async def test_it_relays_session_events_to_every_participant(run_users: dict, re
     await sync_to_async(_emit_finding_created)(review_session.pk)
     assert await owner.receive_json_from() == {"type": "finding.created",
                                                "finding": {"id": 5, "title": "Queue grows"}}
-    _, ok_outsider, code = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["outsider"])
-    assert (ok_outsider, code) == (False, 4403)
+    assert await ws_refusal(f"/ws/sessions/{review_session.pk}/", run_users["outsider"]) == 4403
+    assert await ws_refusal(f"/ws/sessions/{review_session.pk}/", None) == 4401
+    assert await ws_refusal(f"/ws/sessions/{review_session.pk + 1000}/", run_users["owner"]) == 4404
     await owner.disconnect()
 
 
