@@ -110,3 +110,11 @@ def test_the_list_shows_revisions_and_visible_orphans_in_a_fixed_number_of_queri
         other = services.doc_create(owner=people["owner"], title=f"other {i}", body="text")
         services.session_create(owner=people["owner"], doc=other, reviewers=[people["reviewer"]])
     assert listed() == (queries, seen)
+
+
+def test_it_answers_a_body_over_the_upload_limit_with_json_naming_the_setting(api_as):
+    body = "x" * 5_300_000
+    response = api_as("owner").post("/api/docs/", {"title": "Huge", "body": body}, format="json")
+    assert response.status_code == 413
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["setting"] == "DATA_UPLOAD_MAX_MEMORY_SIZE"
