@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class RunStatus(models.TextChoices):
@@ -65,6 +66,11 @@ class EmulatorRun(models.Model):
 
     worker = models.CharField(max_length=200, blank=True, help_text="The Celery worker holding it.")
     attempts = models.PositiveIntegerField(default=0)
+    dispatches = models.PositiveIntegerField(
+        default=0,
+        help_text="Times a lost queued run was handed to the broker again; only the latest hand-off starts it.",
+    )
+    enqueued_at = models.DateTimeField(default=timezone.now, help_text="When the run was last handed to the broker.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

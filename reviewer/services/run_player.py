@@ -79,11 +79,16 @@ class GroupPublisher:
             self.loop.close()
 
 
-def claim_run(run_id: int, worker: str) -> EmulatorRun | None:
-    """Mark the run running for this attempt; None when it is already final."""
+def claim_run(run_id: int, worker: str, dispatch: int | None = None) -> EmulatorRun | None:
+    """Mark the run running for this attempt; None when it is already final.
+
+    None too for a task superseded by a later hand-off of the run
+    (``dispatch`` older than the run's ``dispatches``; a task without one is
+    the first hand-off).
+    """
     with transaction.atomic():
         run = EmulatorRun.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.is_final:
+        if run is None or run.is_final or (dispatch or 0) != run.dispatches:
             return None
         now = timezone.now()
         if run.attempts >= MAX_ATTEMPTS:
@@ -324,14 +329,14 @@ def fail_run(run_id: int, attempts: int, reason: str) -> None:
             publish_status(EmulatorRun.objects.get(pk=run_id))
 
 
-def run_play(*, run_id: int, worker: str = "") -> str:
+def run_play(*, run_id: int, worker: str = "", dispatch: int | None = None) -> str:
     """Play a run to its end in this process; return its final status.
 
     Safe to call again for the same run (a redelivered task): it resumes
     without storing or publishing any frame twice.
     """
     runs_reap_stale()
-    run = claim_run(run_id, worker)
+    run = claim_run(run_id, worker, dispatch)
     if run is None:
         status = EmulatorRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
         return status or "missing"

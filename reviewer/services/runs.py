@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 # older than this has lost its worker.
 STALE_AFTER_S = 20.0
 
+# A queued run this old while the broker's queue is empty lost its task; it is
+# handed over again, at most MAX_DISPATCHES times before it is failed.
+REQUEUE_AFTER_S = 10.0
+MAX_DISPATCHES = 5
+
 # Time limits of the run task: the paced wall time plus this margin, and a hard
 # kill this long after the soft limit.
 TIME_LIMIT_MARGIN_S = 120.0
@@ -177,13 +182,17 @@ def time_limits_for(*, duration_s: float, speed: str) -> tuple[float, float]:
 
 
 def enqueue_run(run: EmulatorRun) -> None:
-    """Hand the run to a Celery worker once the current transaction commits."""
+    """Hand the run to a Celery worker once the current transaction commits.
+
+    The task carries the run's ``dispatches``: a run handed to the broker again
+    (see :func:`runs_requeue_lost`) is started only by its latest task.
+    """
     from reviewer.tasks import run_emulation
 
     soft, hard = time_limits_for(duration_s=run.duration_s, speed=run.speed)
-    run_id = run.pk
+    run_id, dispatch = run.pk, run.dispatches
     transaction.on_commit(
-        lambda: run_emulation.apply_async(args=[run_id], soft_time_limit=soft, time_limit=hard)
+        lambda: run_emulation.apply_async(args=[run_id, dispatch], soft_time_limit=soft, time_limit=hard)
     )
 
 
@@ -364,3 +373,57 @@ def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
     if reaped:
         log.warning("marked runs %s failed: their workers stopped", reaped)
     return reaped
+
+
+def broker_queue_length() -> int:
+    """Tasks waiting in the broker's default queue (0 when the queue does not exist)."""
+    from kombu.exceptions import ChannelError
+
+    from reviewer.celery import app
+
+    with app.connection_for_write() as connection:
+        try:
+            declared = connection.default_channel.queue_declare(queue=app.conf.task_default_queue, passive=True)
+        except ChannelError:  # the broker drops an empty queue
+            return 0
+        return int(declared.message_count)
+
+
+def runs_requeue_lost(*, waiting_s: float = REQUEUE_AFTER_S) -> dict[str, list[int]]:
+    """Hand queued runs whose task was lost back to the broker; fail those handed over too often.
+
+    A broker restarted without its data (or a task dropped on the way) leaves
+    runs ``queued`` with no task to start them. A queued run older than
+    ``waiting_s`` while the broker's queue is empty has no task waiting, so it
+    is handed over again; its older tasks, if one ever turns up, no longer
+    start it. Called by every worker's watchdog (so at a worker's start too)
+    and by the beat.
+    """
+    cutoff = timezone.now() - timedelta(seconds=waiting_s)
+    waiting = EmulatorRun.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff)
+    if not waiting.exists() or broker_queue_length() > 0:
+        return {"requeued": [], "failed": []}
+    requeued: list[int] = []
+    failed: list[int] = []
+    for run_id in list(waiting.values_list("pk", flat=True)):
+        with transaction.atomic():
+            run = EmulatorRun.objects.select_for_update().filter(
+                pk=run_id, status=RunStatus.QUEUED, enqueued_at__lt=cutoff).first()
+            if run is None:
+                continue
+            if run.dispatches >= MAX_DISPATCHES:
+                run.status, run.finished_at = RunStatus.FAILED, timezone.now()
+                run.reason = (f"it was handed to the workers {run.dispatches + 1} times and none started it; "
+                              "check that a Celery worker is running, then start the run again")
+                run.save(update_fields=["status", "reason", "finished_at"])
+                publish_status(run)
+                failed.append(run_id)
+                continue
+            run.dispatches += 1
+            run.enqueued_at = timezone.now()
+            run.save(update_fields=["dispatches", "enqueued_at"])
+            enqueue_run(run)
+            requeued.append(run_id)
+    if requeued or failed:
+        log.warning("queued runs without a task: handed %s to the broker again, failed %s", requeued, failed)
+    return {"requeued": requeued, "failed": failed}

@@ -82,12 +82,12 @@ def test_it_finishes_a_sweep_whose_chord_never_fired_in_the_periodic_reaper_not_
     read = owner.get(f"/api/sweeps/{body['id']}/").json()
     assert (read["status"], read["progress"], read["curve"]) == ("running", {"done": 2, "total": 2}, None)
 
-    assert reap_stalled() == {"runs": [], "sweeps": [body["id"]]}
+    assert reap_stalled() == {"runs": [], "requeued": [], "sweeps": [body["id"]]}
     body = owner.get(f"/api/sweeps/{body['id']}/").json()
     assert body["status"] == "done"
     assert [(p["value"], p["p99_s"], p["ok_rate"]) for p in body["curve"]] == [(10, 1.5, 0.9), (20, 0.8, 1.0)]
     assert body["answer"]["value"] == 20
-    assert reap_stalled() == {"runs": [], "sweeps": []}
+    assert reap_stalled() == {"runs": [], "requeued": [], "sweeps": []}
     assert api(run_users["outsider"]).get(f"/api/sweeps/{body['id']}/").status_code == 404
 
 
