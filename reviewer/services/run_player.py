@@ -34,6 +34,8 @@ BEHIND_TOLERANCE_S = 0.5
 HEARTBEAT_EVERY_S = 1.0
 # Longest sleep between steps, so commands are picked up promptly.
 MAX_SLEEP_S = 0.25
+# After a failed publish, frames are not published for this long (see GroupPublisher).
+PUBLISH_PAUSE_S = 10.0
 # A run whose worker died this many times is not handed out again: something in
 # the run itself (memory, say) may be what kills the worker.
 MAX_ATTEMPTS = 3
@@ -51,22 +53,30 @@ class GroupPublisher:
     """Sends messages to one channel group from a worker, on one private event loop.
 
     One loop for the whole run keeps channels-redis's connection pool alive
-    between frames instead of reconnecting for each one.
+    between frames instead of reconnecting for each one. A send is bounded by
+    ``realtime.PUBLISH_TIMEOUT_S``; after a failure, sends are skipped for
+    ``PUBLISH_PAUSE_S``, so a stalled Redis costs the run one timeout now and
+    then, never its pacing or its heartbeat. Viewers fill the gap from the
+    database.
     """
 
     def __init__(self, group: str) -> None:
         self.group = group
         self.layer = get_channel_layer()
         self.loop = asyncio.new_event_loop()
+        self.paused_until = 0.0
 
     def send(self, message: dict[str, Any]) -> None:
         """Publish now; a channel layer failure is logged, the DB stays the record."""
-        if self.layer is None:
+        if self.layer is None or time.monotonic() < self.paused_until:
             return
         try:
-            self.loop.run_until_complete(self.layer.group_send(self.group, message))
+            self.loop.run_until_complete(
+                asyncio.wait_for(self.layer.group_send(self.group, message), realtime.PUBLISH_TIMEOUT_S))
         except Exception:
-            log.warning("could not publish %s to %s", message.get("type"), self.group, exc_info=True)
+            self.paused_until = time.monotonic() + PUBLISH_PAUSE_S
+            log.warning("could not publish %s to %s; not publishing for %.0f s",
+                        message.get("type"), self.group, PUBLISH_PAUSE_S, exc_info=True)
 
     def close(self) -> None:
         """Close the connections and the loop."""

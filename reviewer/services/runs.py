@@ -8,6 +8,8 @@ tasks. Playing a run (the loop inside the worker) is in
 from __future__ import annotations
 
 import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -191,9 +193,32 @@ def enqueue_run(run: EmulatorRun) -> None:
 
     soft, hard = time_limits_for(duration_s=run.duration_s, speed=run.speed)
     run_id, dispatch = run.pk, run.dispatches
-    transaction.on_commit(
-        lambda: run_emulation.apply_async(args=[run_id, dispatch], soft_time_limit=soft, time_limit=hard)
-    )
+
+    def send() -> None:
+        try:
+            run_emulation.apply_async(args=[run_id, dispatch], soft_time_limit=soft, time_limit=hard)
+        except Exception:
+            # The run stays queued; runs_requeue_lost hands it over once the broker answers.
+            log.warning("could not hand run %s to the broker", run_id, exc_info=True)
+
+    # Off the request path: a broker that stops answering must not hold up the request.
+    transaction.on_commit(lambda: _enqueuer().submit(send))
+
+
+_ENQUEUER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _enqueuer() -> ThreadPoolExecutor:
+    """One thread per process that hands runs to the broker, in order (a fresh one after a fork)."""
+    global _ENQUEUER
+    if _ENQUEUER is None or _ENQUEUER[0] != os.getpid():
+        _ENQUEUER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-enqueue"))
+    return _ENQUEUER[1]
+
+
+def wait_enqueued(timeout_s: float = 10.0) -> None:
+    """Block until the runs handed over so far reached the broker (for commands and tests)."""
+    _enqueuer().submit(lambda: None).result(timeout=timeout_s)
 
 
 def build_run(

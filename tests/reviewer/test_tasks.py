@@ -181,7 +181,7 @@ def _purged_broker() -> None:
 def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
     run_users: dict, tiny_scenario: str, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from reviewer.services.runs import REQUEUE_AFTER_S, broker_queue_length, runs_requeue_lost
+    from reviewer.services.runs import REQUEUE_AFTER_S, broker_queue_length, runs_requeue_lost, wait_enqueued
 
     _purged_broker()
     run = _run(run_users["owner"], tiny_scenario,
@@ -189,6 +189,7 @@ def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
     fresh = _run(run_users["owner"], tiny_scenario)
     with django_capture_on_commit_callbacks(execute=True):
         assert runs_requeue_lost() == {"requeued": [run.pk], "failed": []}
+    wait_enqueued()
     assert broker_queue_length() == 1
     _purged_broker()
     run.refresh_from_db()
@@ -225,3 +226,19 @@ def test_it_fails_a_run_no_worker_takes_after_many_hand_offs_with_a_reason(run_u
     assert runs_requeue_lost() == {"requeued": [], "failed": [run.pk]}
     run.refresh_from_db()
     assert run.status == "failed" and "none started it" in run.reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_plays_a_run_to_its_end_while_redis_stalls(run_users: dict, tiny_scenario: str,
+                                                      layer_on_stalled_redis: None) -> None:
+    import threading
+
+    from reviewer import realtime
+
+    run = _run(run_users["owner"], tiny_scenario)
+    played = threading.Thread(target=run_play, kwargs={"run_id": run.pk}, daemon=True)
+    played.start()
+    played.join(timeout=realtime.PUBLISH_TIMEOUT_S * 2 + 10)
+    assert not played.is_alive(), "the run hung on publishing"
+    run.refresh_from_db()
+    assert (run.status, run.frames_stored) == ("done", 12)
