@@ -181,7 +181,12 @@ def _purged_broker() -> None:
 def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
     run_users: dict, tiny_scenario: str, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from reviewer.services.runs import REQUEUE_AFTER_S, broker_queue_length, runs_requeue_lost, wait_enqueued
+    from reviewer.services.runs import (
+        REQUEUE_AFTER_S,
+        broker_queue_length,
+        runs_requeue_lost,
+        wait_enqueued,
+    )
 
     _purged_broker()
     run = _run(run_users["owner"], tiny_scenario,
