@@ -250,6 +250,15 @@ SPECTACULAR_SETTINGS = {
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
+# Wall time a paced run holds a worker (duration_s / speed), per run, per user
+# and for everyone's queued and running runs together; simulated requests too.
+RUN_WALL_BUDGET_S = env_int("RUN_WALL_BUDGET_S", 2 * 3600)
+USER_WALL_BUDGET_S = env_int("USER_WALL_BUDGET_S", 4 * 3600)
+GLOBAL_WALL_BUDGET_S = env_int("GLOBAL_WALL_BUDGET_S", 24 * 3600)
+USER_REQUEST_BUDGET = env_int("USER_REQUEST_BUDGET", 3 * RUN_REQUEST_BUDGET)
+GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET)
+# Live commands (faults, cancel) one run takes.
+RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 
 LOGGING = {
     "version": 1,

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from reviewer import realtime
@@ -156,6 +156,47 @@ def check_request_budget(scenario: Any) -> None:
         )
 
 
+def check_budgets(*, user: Any, scenarios: list[Any], speed: str) -> None:
+    """Refuse runs that would take one run, the user's runs or everyone's runs over a budget.
+
+    Two measures: simulated requests (what a run costs a worker at speed max)
+    and wall time, duration / speed (how long a paced run holds a worker).
+    ``scenarios`` are the new runs (one, or a sweep's points); the runs
+    already queued or running count against the user's and the global budgets.
+    """
+    wall_each = [0.0 if speed == "max" else float(s.duration_s) / float(speed) for s in scenarios]
+    if max(wall_each, default=0.0) > settings.RUN_WALL_BUDGET_S:
+        raise Invalid(
+            "duration_s",
+            f"duration_s: {scenarios[0].duration_s:g} simulated seconds at speed {speed} take "
+            f"{max(wall_each):,.0f} s of a worker's time, over the {settings.RUN_WALL_BUDGET_S:,.0f} s "
+            f"a run may take (RUN_WALL_BUDGET_S); raise the speed or shorten duration_s",
+        )
+    requests, wall = sum(expected_requests(s) for s in scenarios), sum(wall_each)
+    active = EmulatorRun.objects.filter(status__in=ACTIVE_STATUSES)
+    scopes = (
+        ("your", "USER", active.filter(started_by=user), settings.USER_REQUEST_BUDGET, settings.USER_WALL_BUDGET_S),
+        ("everyone's", "GLOBAL", active, settings.GLOBAL_REQUEST_BUDGET, settings.GLOBAL_WALL_BUDGET_S),
+    )
+    for whose, scope, runs, request_budget, wall_budget in scopes:
+        used_requests = runs.aggregate(total=Sum("expected_requests"))["total"] or 0
+        if used_requests + requests > request_budget:
+            raise OverLimit(
+                f"{scope}_REQUEST_BUDGET",
+                f"about {requests:,} simulated requests more would take {whose} queued and running runs to "
+                f"{used_requests + requests:,}, over the budget of {request_budget:,} "
+                f"({scope}_REQUEST_BUDGET); wait for runs to finish, cancel some, or ask for fewer requests",
+            )
+        used_wall = sum(run.wall_s for run in runs.only("scenario", "speed"))
+        if used_wall + wall > wall_budget:
+            raise OverLimit(
+                f"{scope}_WALL_BUDGET_S",
+                f"{wall:,.0f} s more of paced runs would take {whose} queued and running runs to "
+                f"{used_wall + wall:,.0f} s of workers' time, over the budget of {wall_budget:,.0f} s "
+                f"({scope}_WALL_BUDGET_S); wait for runs to finish, cancel some, or raise the speed",
+            )
+
+
 def active_runs_for(user: Any) -> int:
     """Runs and sweeps of ``user`` that are queued or running; a sweep counts once."""
     from reviewer.models import Sweep
@@ -249,6 +290,7 @@ def build_run(
         seed=effective_seed,
         speed=speed,
         layout=layout,
+        expected_requests=expected_requests(scenario),
     )
 
 
@@ -276,6 +318,7 @@ def run_start(
         config_version=config_version, scenario=scenario, session=session, overrides=overrides
     )
     check_request_budget(resolved.scenario)
+    check_budgets(user=user, scenarios=[resolved.scenario], speed=speed_text)
     run = build_run(
         user=user, resolved=resolved, seed=seed, speed=speed_text, session=session, overrides=overrides
     )
@@ -353,6 +396,13 @@ def run_inject(*, run: EmulatorRun, user: Any, fault: dict[str, Any] | str) -> R
     if run.is_final:
         raise Conflict(f"run {run.pk} is already {run.status}; faults go to running runs", field="status")
     validate_fault_target(run, command)
+    sent = RunCommand.objects.filter(run=run).count()
+    if sent >= settings.RUN_COMMANDS_MAX:
+        raise OverLimit(
+            "RUN_COMMANDS_MAX",
+            f"run {run.pk} already took {sent} commands, the most a run takes (RUN_COMMANDS_MAX); "
+            "start a new run",
+        )
     return RunCommand.objects.create(run=run, kind=CommandKind.FAULT, command=command, created_by=user)
 
 

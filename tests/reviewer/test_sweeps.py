@@ -114,3 +114,35 @@ def test_it_counts_a_sweep_once_against_the_runs_per_user_limit(run_users: dict,
     again = owner.post("/api/runs/", {"scenario": tiny_scenario}, format="json")
     assert again.status_code == 429
     assert "RUNS_PER_USER" in again.json()["detail"]
+
+
+@override_settings(USER_REQUEST_BUDGET=500)
+def test_it_refuses_a_sweep_whose_points_together_are_over_the_users_budget(
+        run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    response = api(run_users["owner"]).post("/api/sweeps/", {
+        "scenario": tiny_scenario, "key": "traffic.qps", "values": [40, 80, 120]}, format="json")
+    assert response.status_code == 429
+    assert response.json()["setting"] == "USER_REQUEST_BUDGET"
+    assert not Sweep.objects.exists() and not EmulatorRun.objects.exists()
+
+
+def test_it_cancels_a_sweep_its_queued_points_at_once_its_running_ones_at_their_next_step(
+        run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reviewer.models import RunCommand
+
+    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    owner = api(run_users["owner"])
+    body = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
+                                       "values": [10, 20, 30]}, format="json").json()
+    running = EmulatorRun.objects.filter(sweep_id=body["id"]).order_by("sweep_value").first()
+    EmulatorRun.objects.filter(pk=running.pk).update(status="running")
+    assert api(run_users["outsider"]).post(f"/api/sweeps/{body['id']}/cancel/").status_code == 404
+    response = owner.post(f"/api/sweeps/{body['id']}/cancel/")
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "cancelled"
+    statuses = dict(EmulatorRun.objects.filter(sweep_id=body["id"]).values_list("pk", "status"))
+    assert statuses.pop(running.pk) == "running"
+    assert set(statuses.values()) == {"cancelled"}
+    assert RunCommand.objects.filter(run=running, kind="cancel").count() == 1
+    assert owner.post(f"/api/sweeps/{body['id']}/cancel/").status_code == 409
