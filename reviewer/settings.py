@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -112,6 +113,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "reviewer",
 ]
 
@@ -123,7 +125,29 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it answers locked-out logins.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Logins: django-axes locks a username at one address out after
+# LOGIN_FAILURE_LIMIT wrong passwords, for LOGIN_LOCKOUT_MINUTES (429).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Behind a proxy, set AXES_IPWARE_PROXY_COUNT so the client's address is used.
+AXES_IPWARE_PROXY_COUNT = env_int("AXES_IPWARE_PROXY_COUNT", 0) or None
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A DRF throttle rate ("30/s", "600/min"); "off" turns the throttle off."""
+    value = env_str(name, default)
+    return None if value.lower() == "off" else value
 
 ROOT_URLCONF = "reviewer.urls"
 ASGI_APPLICATION = "reviewer.asgi.application"
@@ -224,9 +248,19 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Rates are the API_THROTTLE_* settings below, read per request.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "reviewer.api.throttles.BurstThrottle",
+        "reviewer.api.throttles.SustainedThrottle",
+        "reviewer.api.throttles.AnonThrottle",
+    ],
     # Service errors and model validation become answers here, in one place.
     "EXCEPTION_HANDLER": "reviewer.api.errors.exception_handler",
 }
+
+API_THROTTLE_BURST = env_rate("API_THROTTLE_BURST", "30/s")
+API_THROTTLE_SUSTAINED = env_rate("API_THROTTLE_SUSTAINED", "600/min")
+API_THROTTLE_ANON = env_rate("API_THROTTLE_ANON", "60/min")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Design review dashboard API",
