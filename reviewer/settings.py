@@ -291,6 +291,10 @@ USER_WALL_BUDGET_S = env_int("USER_WALL_BUDGET_S", 4 * 3600)
 GLOBAL_WALL_BUDGET_S = env_int("GLOBAL_WALL_BUDGET_S", 24 * 3600)
 USER_REQUEST_BUDGET = env_int("USER_REQUEST_BUDGET", 3 * RUN_REQUEST_BUDGET)
 GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET)
+# Per doc: the largest body, the revisions kept and the findings on it (all sessions).
+DOC_BODY_MAX_CHARS = env_int("DOC_BODY_MAX_CHARS", 1_000_000)
+DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
+DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
 # Live commands (faults, cancel) one run takes.
 RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 

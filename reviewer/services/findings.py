@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max, Q
@@ -36,7 +37,7 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import EmulatorRun
 from reviewer.representations import finding_representation
-from reviewer.services.errors import Conflict, Invalid
+from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 
 def _check_evidence_run(session: ReviewSession, author_id: int, run_id: int | None) -> None:
@@ -168,6 +169,10 @@ def finding_create(
     if not session.is_open:
         raise Invalid("session", "The session is closed; reopen it to add findings.")
     _check_evidence_run(session, author.pk, evidence_run_id)
+    on_doc = Finding.objects.filter(session__doc_id=session.doc_id).count()
+    if on_doc >= settings.DOC_FINDINGS_MAX:
+        raise OverLimit("DOC_FINDINGS_MAX", f"the doc has {on_doc:,} findings, the most a doc takes "
+                                            "(DOC_FINDINGS_MAX); resolve or drop some, or start a new doc")
     finding = Finding(
         session=session,
         author=author,
