@@ -334,10 +334,34 @@ DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
 # Live commands (faults, cancel) one run takes.
 RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 
+# LOG_FORMAT=json writes one JSON object per line (python-json-logger), for a
+# log collector; the default is plain text.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ValueError(f"LOG_FORMAT={LOG_FORMAT!r}: use text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(message)s"},
+        "json": {"()": "pythonjsonlogger.json.JsonFormatter",
+                 "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
+                 "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"}},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}},
 }
+
+# Errors and traces go to Sentry when SENTRY_DSN is set (Django and Celery
+# integrations are enabled by sentry-sdk on its own); no personal data is sent.
+SENTRY_DSN = env_str("SENTRY_DSN")
+if SENTRY_DSN:
+    import sentry_sdk
+
+    sentry_sdk.init(
+        dsn=SENTRY_DSN,
+        environment=env_str("SENTRY_ENVIRONMENT", "production"),
+        traces_sample_rate=float(env_str("SENTRY_TRACES_SAMPLE_RATE", "0")),
+        send_default_pii=False,
+    )
