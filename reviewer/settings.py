@@ -130,10 +130,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "axes",
     "csp",
+    "django_prometheus",
     "reviewer",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -142,6 +144,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Last, as django-axes asks: it answers locked-out logins.
     "axes.middleware.AxesMiddleware",
 ]
@@ -333,6 +336,9 @@ DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
 DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
 # Live commands (faults, cancel) one run takes.
 RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
+
+# /metrics answers staff and scrapers sending Authorization: Bearer METRICS_TOKEN.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
 
 # LOG_FORMAT=json writes one JSON object per line (python-json-logger), for a
 # log collector; the default is plain text.
