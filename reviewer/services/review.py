@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -212,19 +212,29 @@ def _older_open_findings(revision: DocRevision) -> QuerySet[Finding]:
 
 
 def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
-    """Place each open finding's quote in the new text, a batch per transaction."""
+    """Place each open finding's quote in the new text, a batch at a time.
+
+    The search (the slow part) runs outside any transaction; each batch's
+    writes then take one short transaction, skipping a finding changed
+    meanwhile (its next revision moves it).
+    """
     ids = list(_older_open_findings(revision).exclude(anchor_exact="").order_by("pk").values_list("pk", flat=True))
     for batch in _batches(ids):
+        if _superseded(revision):
+            return
+        findings = list(_older_open_findings(revision).filter(pk__in=batch).select_related("revision"))
+        placements = [(finding, _placement(finding, revision)) for finding in findings]
         with transaction.atomic():
             if _superseded(revision):
                 return
-            findings = _older_open_findings(revision).select_for_update().filter(pk__in=batch).select_related(
-                "revision")
-            for finding in findings:
-                _reanchor_one(finding, revision, result)
+            current = dict(Finding.objects.select_for_update().filter(pk__in=batch).values_list("pk", "version"))
+            for finding, placed in placements:
+                if current.get(finding.pk) == finding.version:
+                    _apply_placement(finding, revision, placed, result)
 
 
-def _reanchor_one(finding: Finding, revision: DocRevision, result: ReviseResult) -> None:
+def _placement(finding: Finding, revision: DocRevision) -> Any:
+    """Where the finding's quote is in the new revision's text, or None."""
     # The query keeps only findings made on a revision.
     assert finding.revision is not None, f"finding {finding.pk} has no revision"
     anchor = Anchor(
@@ -234,7 +244,10 @@ def _reanchor_one(finding: Finding, revision: DocRevision, result: ReviseResult)
         start=finding.anchor_start or 0,
         end=finding.anchor_end or 0,
     )
-    placed = reanchor(anchor, finding.revision.body, revision.body)
+    return reanchor(anchor, finding.revision.body, revision.body)
+
+
+def _apply_placement(finding: Finding, revision: DocRevision, placed: Any, result: ReviseResult) -> None:
     if placed is None:
         if not finding.orphaned:
             finding.orphaned = True
