@@ -15,10 +15,11 @@ import json
 import logging
 import math
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
@@ -43,6 +44,30 @@ MAX_ATTEMPTS = 3
 # are still handled often.
 MAX_STEP_WALL_S = 0.25
 MAX_STEP_FRAMES = 64
+
+
+# A write SQLite refused as locked (after its own 30 s wait) is tried this many times in all.
+LOCKED_ATTEMPTS = 3
+LOCKED_BACKOFF_S = 1.0
+
+T = TypeVar("T")
+
+
+def retry_when_locked(write: Callable[[], T]) -> T:
+    """Run ``write`` again when the database answers "database is locked".
+
+    Another user's long write (a big re-anchoring, say) must not fail a
+    healthy run: the player waits and tries again instead.
+    """
+    for attempt in range(1, LOCKED_ATTEMPTS + 1):
+        try:
+            return write()
+        except OperationalError as exc:
+            if "locked" not in str(exc) or attempt == LOCKED_ATTEMPTS:
+                raise
+            log.warning("database locked; writing again (attempt %d of %d)", attempt + 1, LOCKED_ATTEMPTS)
+            time.sleep(LOCKED_BACKOFF_S * attempt)
+    raise AssertionError("unreachable")
 
 
 class RunAbandoned(Exception):
@@ -280,7 +305,7 @@ class RunPlayer:
         if not force and now - self.last_beat < HEARTBEAT_EVERY_S:
             return
         self.last_beat = now
-        if not self.mine().update(heartbeat_at=timezone.now()):
+        if not retry_when_locked(lambda: self.mine().update(heartbeat_at=timezone.now())):
             raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
 
     def store_and_publish(self, records: list[dict[str, Any]], made: float) -> None:
@@ -291,17 +316,20 @@ class RunPlayer:
         """
         if not records:
             return
-        with transaction.atomic():
-            RunFrame.objects.bulk_create(
-                [RunFrame(run_id=self.run.pk, i=d["i"], t_s=d["t_s"], data=d) for d in records],
-                ignore_conflicts=True,
-            )
-            updated = self.mine().update(
-                heartbeat_at=timezone.now(), frames_stored=records[-1]["i"] + 1,
-                sim_s=self.engine.now_s, behind=self.behind,
-            )
-            if not updated:
-                raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
+
+        def store() -> int:
+            with transaction.atomic():
+                RunFrame.objects.bulk_create(
+                    [RunFrame(run_id=self.run.pk, i=d["i"], t_s=d["t_s"], data=d) for d in records],
+                    ignore_conflicts=True,
+                )
+                return self.mine().update(
+                    heartbeat_at=timezone.now(), frames_stored=records[-1]["i"] + 1,
+                    sim_s=self.engine.now_s, behind=self.behind,
+                )
+
+        if not retry_when_locked(store):
+            raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
         self.last_beat = time.monotonic()
         for data in records:
             self.publisher.send(frame_event(data, made))
@@ -309,11 +337,10 @@ class RunPlayer:
     def finish(self, status: str, reason: str) -> EmulatorRun:
         """Record the final status and summary, then tell the viewers."""
         summary = self.engine.summary().to_dict()
-        with transaction.atomic():
-            self.mine().update(
-                status=status, reason=reason, summary=summary, finished_at=timezone.now(),
-                sim_s=self.engine.now_s, behind=self.behind, heartbeat_at=timezone.now(),
-            )
+        retry_when_locked(lambda: self.mine().update(
+            status=status, reason=reason, summary=summary, finished_at=timezone.now(),
+            sim_s=self.engine.now_s, behind=self.behind, heartbeat_at=timezone.now(),
+        ))
         self.run.refresh_from_db()
         self.publisher.send(status_message(self.run))
         return self.run

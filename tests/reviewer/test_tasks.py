@@ -247,3 +247,24 @@ def test_it_plays_a_run_to_its_end_while_redis_stalls(run_users: dict, tiny_scen
     assert not played.is_alive(), "the run hung on publishing"
     run.refresh_from_db()
     assert (run.status, run.frames_stored) == ("done", 12)
+
+
+def test_it_writes_again_when_the_database_is_locked_instead_of_failing_the_run(
+    run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+
+    monkeypatch.setattr(run_player, "LOCKED_BACKOFF_S", 0.01)
+    real_bulk_create = RunFrame.objects.bulk_create
+    refusals = iter([True, True])  # the first two writes of frames meet another user's long write
+
+    def locked_at_first(*args: Any, **kwargs: Any) -> Any:
+        if next(refusals, False):
+            raise OperationalError("database is locked")
+        return real_bulk_create(*args, **kwargs)
+
+    monkeypatch.setattr(RunFrame.objects, "bulk_create", locked_at_first)
+    run = _run(run_users["owner"], tiny_scenario)
+    assert run_play(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    assert (run.status, run.frames_stored) == ("done", 12)
