@@ -151,6 +151,14 @@ class ReviewSessionAdmin(admin.ModelAdmin):
     filter_horizontal = ["reviewers"]
     readonly_fields = ["created_at", "updated_at"]
 
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """Save the reviewers; those removed lose their live feeds at once."""
+        session = form.instance
+        before = set(session.reviewers.values_list("pk", flat=True)) if change else set()
+        super().save_related(request, form, formsets, change)
+        after = set(session.reviewers.values_list("pk", flat=True))
+        services.reviewers_removed(session=session, user_ids=before - after)
+
 
 class FindingReplyInline(admin.StackedInline):
     """A finding's thread."""

@@ -5,3 +5,12 @@ class ReviewerConfig(AppConfig):
     name = "reviewer"
     verbose_name = "Design review"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register the app's Prometheus figures (read only when /metrics is scraped)."""
+        from prometheus_client import REGISTRY
+
+        from reviewer.metrics import ReviewerCollector
+
+        if not any(isinstance(c, ReviewerCollector) for c in list(REGISTRY._collector_to_names)):
+            REGISTRY.register(ReviewerCollector())

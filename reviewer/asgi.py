@@ -16,8 +16,8 @@ if settings.SERVE_STATIC:
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from reviewer.origin import SameOriginValidator  # noqa: E402
 from reviewer.routing import websocket_urlpatterns  # noqa: E402
 from reviewer.uploads import UploadLimitASGI  # noqa: E402
 
@@ -25,6 +25,6 @@ application = ProtocolTypeRouter(
     {
         # Uploads over the limit are refused before Django reads their bodies.
         "http": UploadLimitASGI(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -7,6 +7,7 @@ leave. Database work goes through ``database_sync_to_async``.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -17,7 +18,7 @@ from reviewer import presence, realtime, selectors
 from reviewer.api.errors import ws_reply
 from reviewer.models.runs import FINAL_STATUSES
 from reviewer.representations import run_representation
-from reviewer.services.errors import Invalid
+from reviewer.services.errors import Invalid, OverLimit
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,76 @@ log = logging.getLogger(__name__)
 CLOSE_NOT_LOGGED_IN = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+# RFC 6455's "policy violation": a client that keeps flooding after being told.
+CLOSE_FLOODING = 1008
+
+# Messages a viewer may send: a burst, then a steady rate; past that they are
+# refused, and a client that keeps sending anyway is disconnected.
+INBOUND_BURST = 10
+INBOUND_PER_S = 2.0
+INBOUND_REFUSALS_BEFORE_CLOSE = 20
+
+
+class InboundLimit:
+    """A token bucket for one connection's incoming messages."""
+
+    def __init__(self, burst: int = INBOUND_BURST, per_s: float = INBOUND_PER_S) -> None:
+        self.burst = burst
+        self.per_s = per_s
+        self.tokens = float(burst)
+        self.at = time.monotonic()
+        self.refused_in_a_row = 0
+
+    def take(self) -> bool:
+        """True when one more message may be handled now."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.per_s)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            self.refused_in_a_row = 0
+            return True
+        self.refused_in_a_row += 1
+        return False
+
+
+class GuardedJsonConsumer(AsyncJsonWebsocketConsumer):
+    """A JSON consumer that answers bad or too many messages with an error instead of crashing.
+
+    Text that is not JSON (or a binary frame) gets ``{"type": "error", ...}``
+    naming the fix; messages past the rate limit get a 429 error, and a client
+    that keeps sending after many refusals is closed with 1008.
+    """
+
+    async def refuse(self, code: int) -> None:
+        """Close with an application code (4401, 4403, 4404) the browser can read.
+
+        A close before the handshake is accepted becomes a bare HTTP 403, and
+        the browser sees 1006 whatever the code; so accept, then close.
+        """
+        await self.accept()
+        await self.close(code=code)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        limit = getattr(self, "_inbound", None)
+        if limit is None:
+            limit = self._inbound = InboundLimit()
+        if not limit.take():
+            if limit.refused_in_a_row >= INBOUND_REFUSALS_BEFORE_CLOSE:
+                await self.close(code=CLOSE_FLOODING)
+                return
+            await self.send_json(ws_reply(OverLimit(
+                "INBOUND_PER_S", f"Too many messages: send at most {INBOUND_PER_S:g} a second.")))
+            return
+        try:
+            if text_data is None:
+                raise ValueError("binary frame")
+            content = await self.decode_json(text_data)
+        except ValueError:
+            await self.send_json(ws_reply(Invalid("message", "message: send JSON text, e.g. "
+                                                  '{"type": "presence", "pass": "numbers"}')))
+            return
+        await self.receive_json(content, **kwargs)
 
 
 @database_sync_to_async
@@ -43,7 +114,7 @@ def _frames_after(run_id: int, after: int) -> list[dict[str, Any]]:
     return selectors.frames_after(run_id, after)
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
+class RunConsumer(GuardedJsonConsumer):
     """``/ws/runs/<id>/?after=N``: layout, stored frames after N, live frames, status, summary.
 
     The consumer joins the run's group before it reads the stored frames, so a
@@ -57,13 +128,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.group = realtime.run_group(self.run_id)
         self.last_i = self._after_from_query()
         self.final_sent = False
-        user = self.scope.get("user")
+        user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            await self.refuse(CLOSE_NOT_LOGGED_IN)
             return
         run, refusal = await _run_for_user(self.run_id, user)
         if run is None:
-            await self.close(code=refusal)
+            await self.refuse(refusal)
             return
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -140,6 +211,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=event["text"])
         self.last_i = i
 
+    async def access_withdrawn(self, event: dict[str, Any]) -> None:
+        """Reviewers were removed from the run's session: close if this viewer was one."""
+        if self.user.pk in event["user_ids"]:
+            run, refusal = await _run_for_user(self.run_id, self.user)
+            if run is None:
+                await self.close(code=refusal)
+
     async def run_status(self, event: dict[str, Any]) -> None:
         """A status change; the final one carries the summary."""
         if event["status"] in FINAL_STATUSES:
@@ -170,7 +248,7 @@ def _presence_pass(content: Any) -> str:
     return review_pass
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class SessionConsumer(GuardedJsonConsumer):
     """``/ws/sessions/<id>/``: findings, the current pass and presence, live.
 
     Presence (who views which pass) is kept in Redis with a time to live, so a
@@ -182,13 +260,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.session_id = int(self.scope["url_route"]["kwargs"]["session_id"])
         self.group = realtime.session_group(self.session_id)
         self.presence: presence.Presence | None = None
-        user = self.scope.get("user")
+        user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_NOT_LOGGED_IN)
+            await self.refuse(CLOSE_NOT_LOGGED_IN)
             return
         refusal = await _session_access(self.session_id, user)
         if refusal:
-            await self.close(code=refusal)
+            await self.refuse(refusal)
             return
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -223,6 +301,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_send(
             self.group, {"type": "session.event", "event": "presence", "data": {"viewers": viewers}}
         )
+
+    async def access_withdrawn(self, event: dict[str, Any]) -> None:
+        """Reviewers were removed from the session: close if this viewer was one."""
+        if self.user.pk in event["user_ids"]:
+            refusal = await _session_access(self.session_id, self.user)
+            if refusal:
+                await self.close(code=refusal)
 
     async def session_event(self, event: dict[str, Any]) -> None:
         """Relay an event published by ``realtime.session_event`` as ``{"type": event, **data}``."""

@@ -142,8 +142,22 @@ def export_json(session: ReviewSession) -> dict[str, Any]:
     }
 
 
+# A cell starting with one of these is run as a formula by spreadsheets
+# (OWASP "CSV injection"); such text cells get a leading apostrophe.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell that a spreadsheet shows as text, never runs as a formula."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def export_csv(session: ReviewSession) -> str:
-    """One row per finding, columns as ``CSV_COLUMNS``."""
+    """One row per finding, columns as ``CSV_COLUMNS``; text that looks like a formula is defused."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\r\n")
     writer.writeheader()
@@ -151,7 +165,7 @@ def export_csv(session: ReviewSession) -> str:
         data = finding_representation(finding)
         data["rank"] = rank
         row = {name: data.get(name) for name in CSV_COLUMNS}
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
     return out.getvalue()
 
 

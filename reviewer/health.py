@@ -1,9 +1,22 @@
-"""Checks behind /healthz: the database, Redis and at least one Celery worker."""
+"""Checks behind /healthz and /readyz: the database, Redis and at least one Celery worker.
+
+Each check answers ``"ok"`` or ``"error: <reason>"``. The reasons can hold host
+names and exception text, so the endpoints show them to staff only; everyone
+else sees ``"ok"`` or ``"error"``, and the reason goes to the log.
+"""
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import connection
+
+log = logging.getLogger(__name__)
+
+# A probe's default deadline (Kubernetes: 1 s); each check stays well under it.
+REDIS_TIMEOUT_S = 0.3
+CELERY_TIMEOUT_S = 0.6
 
 
 def check_database() -> str:
@@ -17,24 +30,40 @@ def check_database() -> str:
     return "ok"
 
 
-def check_redis() -> str:
+def check_migrations() -> str:
+    """'ok' when every migration is applied (a process on an old schema is not ready)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception as exc:
+        return f"error: {type(exc).__name__}: {exc}"
+    return f"error: {len(pending)} migrations not applied; run manage.py migrate" if pending else "ok"
+
+
+def check_redis(timeout_s: float = REDIS_TIMEOUT_S) -> str:
     """'ok', or the reason the Redis server at REDIS_URL does not answer PING."""
     import redis
 
     try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
         client.ping()
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
     return "ok"
 
 
-def check_celery(timeout_s: float = 1.5) -> str:
-    """'ok' when at least one Celery worker answers a ping within ``timeout_s``."""
+def check_celery(timeout_s: float = CELERY_TIMEOUT_S) -> str:
+    """'ok' as soon as one Celery worker answers a ping; an error if none does within ``timeout_s``.
+
+    ``limit=1`` stops collecting at the first reply, so a healthy cluster
+    answers in milliseconds instead of the whole timeout.
+    """
     from reviewer.celery import app
 
     try:
-        replies = app.control.ping(timeout=timeout_s)
+        replies = app.control.ping(timeout=timeout_s, limit=1)
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
     if not replies:
@@ -43,8 +72,28 @@ def check_celery(timeout_s: float = 1.5) -> str:
 
 
 def health_report() -> dict[str, str]:
-    """The three checks by name."""
+    """The database, Redis and Celery checks by name."""
     report = {"database": check_database(), "redis": check_redis()}
     # Without Redis there is no broker to carry a ping; say so rather than wait.
     report["celery"] = check_celery() if report["redis"] == "ok" else "error: Redis is unreachable"
     return report
+
+
+def readiness_report() -> dict[str, str]:
+    """What this web process needs to serve requests: the database, its schema and Redis.
+
+    Celery workers are left out: a web process without workers still serves
+    pages and the API, and taking it out of rotation would not bring one back.
+    """
+    report = {"database": check_database()}
+    report["migrations"] = check_migrations() if report["database"] == "ok" else "error: database unreachable"
+    report["redis"] = check_redis()
+    return report
+
+
+def public(report: dict[str, str]) -> dict[str, str]:
+    """The report without reasons ("ok" or "error"), logging the reasons it drops."""
+    for name, value in report.items():
+        if value != "ok":
+            log.warning("health check %s failed: %s", name, value)
+    return {name: "ok" if value == "ok" else "error" for name, value in report.items()}

@@ -38,6 +38,16 @@ def can_edit_owned(user: Any, obj: DesignDoc | FleetConfig) -> bool:
     return bool(user.is_staff or obj.owner_id == user.pk)
 
 
+def can_share(user: Any, obj: DesignDoc | FleetConfig) -> bool:
+    """Only the owner (and staff) open a session on a doc or put a fleet config in one.
+
+    A session decides who sees its doc and fleet config, so a reviewer who
+    could open their own session on them would share them with anyone and keep
+    seeing them after the owner removed them.
+    """
+    return can_edit_owned(user, obj)
+
+
 class IsOwnerOrReadOnly(BasePermission):
     """Read for anyone who can see the object; write for its owner and staff."""
 

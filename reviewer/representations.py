@@ -40,10 +40,19 @@ class VisibleToRequestUser(serializers.PrimaryKeyRelatedField):
 
 
 class UsernameField(serializers.SlugRelatedField):
-    """A user given by username."""
+    """An active user given by username.
+
+    A name that is unknown, deactivated or malformed gets one message that does
+    not repeat the name, so the answer does not say which usernames exist.
+    """
+
+    default_error_messages = {
+        "does_not_exist": "Each reviewer must be the username of an active user; check the spelling.",
+        "invalid": "Each reviewer must be the username of an active user; check the spelling.",
+    }
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(slug_field="username", queryset=get_user_model().objects.all(), **kwargs)
+        super().__init__(slug_field="username", queryset=get_user_model().objects.filter(is_active=True), **kwargs)
 
 
 # --- sessions --------------------------------------------------------------

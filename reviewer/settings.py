@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 from emulator import DEFAULT_REQUEST_BUDGET
 
@@ -95,8 +97,23 @@ def _redis_url() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+# Django's test setup adds "testserver" itself; a running app never needs it.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# HTTPS, for a deployment behind a TLS proxy (docs/operations.md): all off by
+# default, since `serve` on one machine speaks plain HTTP on loopback.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# The proxy says the request came over HTTPS with X-Forwarded-Proto: https.
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# /healthz and /readyz answer probes over plain HTTP inside the cluster.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 INSTALLED_APPS = [
     "daphne",
@@ -111,10 +128,14 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
+    "csp",
+    "django_prometheus",
     "reviewer",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -124,7 +145,50 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+    # Last, as django-axes asks: it answers locked-out logins.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Content-Security-Policy (django-csp): scripts only from our own files, never
+# inline; styles may be inline because plotly positions its figures with them;
+# websockets to the page's own origin ('self' covers ws: and wss: there).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:", "blob:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "worker-src": [SELF, "blob:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+
+# Logins: django-axes locks a username at one address out after
+# LOGIN_FAILURE_LIMIT wrong passwords, for LOGIN_LOCKOUT_MINUTES (429).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Behind a proxy, set AXES_IPWARE_PROXY_COUNT so the client's address is used.
+AXES_IPWARE_PROXY_COUNT = env_int("AXES_IPWARE_PROXY_COUNT", 0) or None
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A DRF throttle rate ("30/s", "600/min"); "off" turns the throttle off."""
+    value = env_str(name, default)
+    return None if value.lower() == "off" else value
 
 ROOT_URLCONF = "reviewer.urls"
 ASGI_APPLICATION = "reviewer.asgi.application"
@@ -225,9 +289,19 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Rates are the API_THROTTLE_* settings below, read per request.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "reviewer.api.throttles.BurstThrottle",
+        "reviewer.api.throttles.SustainedThrottle",
+        "reviewer.api.throttles.AnonThrottle",
+    ],
     # Service errors and model validation become answers here, in one place.
     "EXCEPTION_HANDLER": "reviewer.api.errors.exception_handler",
 }
+
+API_THROTTLE_BURST = env_rate("API_THROTTLE_BURST", "30/s")
+API_THROTTLE_SUSTAINED = env_rate("API_THROTTLE_SUSTAINED", "600/min")
+API_THROTTLE_ANON = env_rate("API_THROTTLE_ANON", "60/min")
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Design review dashboard API",
@@ -251,6 +325,19 @@ SPECTACULAR_SETTINGS = {
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
+# Wall time a paced run holds a worker (duration_s / speed), per run, per user
+# and for everyone's queued and running runs together; simulated requests too.
+RUN_WALL_BUDGET_S = env_int("RUN_WALL_BUDGET_S", 2 * 3600)
+USER_WALL_BUDGET_S = env_int("USER_WALL_BUDGET_S", 4 * 3600)
+GLOBAL_WALL_BUDGET_S = env_int("GLOBAL_WALL_BUDGET_S", 24 * 3600)
+USER_REQUEST_BUDGET = env_int("USER_REQUEST_BUDGET", 3 * RUN_REQUEST_BUDGET)
+GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET)
+# Per doc: the largest body, the revisions kept and the findings on it (all sessions).
+DOC_BODY_MAX_CHARS = env_int("DOC_BODY_MAX_CHARS", 1_000_000)
+DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
+DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
+# Live commands (faults, cancel) one run takes.
+RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 
 # Uploaded files: request traces of fleet configs and measurement CSVs for
 # calibration. A request whose declared size is over UPLOAD_MAX_BYTES is refused
@@ -260,10 +347,37 @@ RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 64 * 1024 * 1024)
 TRACE_UPLOAD_DIR = Path(env_str("TRACE_UPLOAD_DIR", str(DATA_DIR / "traces"))).resolve()
 
+# /metrics answers staff and scrapers sending Authorization: Bearer METRICS_TOKEN.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+
+# LOG_FORMAT=json writes one JSON object per line (python-json-logger), for a
+# log collector; the default is plain text.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ValueError(f"LOG_FORMAT={LOG_FORMAT!r}: use text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(message)s"},
+        "json": {"()": "pythonjsonlogger.json.JsonFormatter",
+                 "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
+                 "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"}},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}},
 }
+
+# Errors and traces go to Sentry when SENTRY_DSN is set (Django and Celery
+# integrations are enabled by sentry-sdk on its own); no personal data is sent.
+SENTRY_DSN = env_str("SENTRY_DSN")
+if SENTRY_DSN:
+    import sentry_sdk
+
+    sentry_sdk.init(
+        dsn=SENTRY_DSN,
+        environment=env_str("SENTRY_ENVIRONMENT", "production"),
+        traces_sample_rate=float(env_str("SENTRY_TRACES_SAMPLE_RATE", "0")),
+        send_default_pii=False,
+    )

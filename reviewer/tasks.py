@@ -33,11 +33,15 @@ WATCHDOG_EVERY_S = 2.0
     soft_time_limit=3600,
     time_limit=3630,
 )
-def run_emulation(self: Any, run_id: int) -> str:
-    """Play emulator run ``run_id`` to its end; return its final status."""
+def run_emulation(self: Any, run_id: int, dispatch: int | None = None) -> str:
+    """Play emulator run ``run_id`` to its end; return its final status.
+
+    ``dispatch`` is the run's hand-off number when the task was sent; a task
+    superseded by a later hand-off returns without starting the run.
+    """
     from reviewer.services.run_player import run_play
 
-    return run_play(run_id=run_id, worker=self.request.hostname or "")
+    return run_play(run_id=run_id, worker=self.request.hostname or "", dispatch=dispatch)
 
 
 @shared_task(name="reviewer.sweep_finish", acks_late=True, soft_time_limit=60, time_limit=90)
@@ -50,16 +54,18 @@ def sweep_finish(sweep_id: int) -> str:
 
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
 def reap_stalled() -> dict[str, list[int]]:
-    """Mark failed the runs whose worker stopped beating; finish sweeps whose chord was lost."""
+    """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps."""
     return _reap()
 
 
 def _reap() -> dict[str, list[int]]:
-    from reviewer.services.runs import runs_reap_stale
+    from reviewer.services.runs import runs_reap_stale, runs_requeue_lost
     from reviewer.services.sweeps import sweeps_finish_stalled
 
     # Runs first: a run marked failed here may be the last one a sweep waited for.
-    return {"runs": runs_reap_stale(), "sweeps": sweeps_finish_stalled()}
+    reaped = runs_reap_stale()
+    lost = runs_requeue_lost()
+    return {"runs": reaped + lost["failed"], "requeued": lost["requeued"], "sweeps": sweeps_finish_stalled()}
 
 
 class StaleRunWatchdog(bootsteps.StartStopStep):

@@ -16,6 +16,17 @@ from collections.abc import Iterator
 
 import pytest
 
+# API throttles are off for the suite's own processes and the servers it starts
+# (tests call the API far faster than people do); their own tests turn them on.
+for _name in ("API_THROTTLE_BURST", "API_THROTTLE_SUSTAINED", "API_THROTTLE_ANON"):
+    os.environ.setdefault(_name, "off")
+
+
+@pytest.fixture(autouse=True)
+def _no_api_throttles(settings: pytest.FixtureRequest) -> None:
+    """Throttles off in process too (settings may have been read before the lines above)."""
+    settings.API_THROTTLE_BURST = settings.API_THROTTLE_SUSTAINED = settings.API_THROTTLE_ANON = None
+
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import OuterRef, Prefetch, ProtectedError, QuerySet, Subquery
+from django.db.models.functions import Length
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions as drf_permissions
@@ -14,7 +15,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from reviewer import permissions, selectors
-from reviewer.api.serializers import DesignDocSerializer, DocRevisionSerializer
+from reviewer.api.serializers import (
+    DesignDocSerializer,
+    DesignDocSummarySerializer,
+    DocRevisionSerializer,
+    DocRevisionSummarySerializer,
+)
 from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
 from reviewer.services import review as services
 from reviewer.services.errors import Conflict
@@ -44,6 +50,10 @@ class DesignDocViewSet(viewsets.ModelViewSet):
             .prefetch_related(Prefetch("sessions", queryset=sessions, to_attr="visible_sessions"))
         )
 
+    def get_serializer_class(self) -> type[DesignDocSerializer]:
+        # Lists leave bodies out: a page of large docs would be megabytes.
+        return DesignDocSummarySerializer if self.action == "list" else super().get_serializer_class()
+
     def perform_create(self, serializer: DesignDocSerializer) -> None:
         data = serializer.validated_data
         serializer.instance = services.doc_create(
@@ -69,13 +79,15 @@ class DesignDocViewSet(viewsets.ModelViewSet):
                 "The doc has review sessions or findings; delete those first."
             ) from None
 
-    @extend_schema(responses=DocRevisionSerializer(many=True))
-    @action(detail=True, methods=["get"], serializer_class=DocRevisionSerializer)
+    @extend_schema(responses=DocRevisionSummarySerializer(many=True))
+    @action(detail=True, methods=["get"], serializer_class=DocRevisionSummarySerializer)
     def revisions(self, request: Request, pk: Any = None) -> Response:
-        """The doc's revisions, oldest first."""
+        """The doc's revisions, oldest first, without their bodies (read one revision for its text)."""
         doc = self.get_object()
-        page = self.paginate_queryset(doc.revisions.select_related("author").order_by("number"))
-        return self.get_paginated_response(DocRevisionSerializer(page, many=True).data)
+        revisions = (doc.revisions.select_related("author").defer("body")
+                     .annotate(body_chars=Length("body")).order_by("number"))
+        page = self.paginate_queryset(revisions)
+        return self.get_paginated_response(DocRevisionSummarySerializer(page, many=True).data)
 
     @extend_schema(responses=DocRevisionSerializer)
     @action(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import status
 from rest_framework.response import Response
@@ -84,6 +86,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     rename = getattr(view, "error_field_names", None)
     if isinstance(exc, ServiceError):
         return Response(error_body(exc, rename), status=http_status(exc))
+    if isinstance(exc, RequestDataTooBig):
+        # Django raises this as a SuspiciousOperation, which would answer a bare HTML 400.
+        limit_mb = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1_000_000
+        return Response(
+            {"detail": f"The request body is larger than {limit_mb:g} MB; send less, or raise "
+                       "DATA_UPLOAD_MAX_MEMORY_SIZE on the server.",
+             "setting": "DATA_UPLOAD_MAX_MEMORY_SIZE"},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, DjangoValidationError):
         default_field = getattr(view, "error_default_field", NON_FIELD)
         return Response(django_error_body(exc, default_field, rename), status=status.HTTP_400_BAD_REQUEST)

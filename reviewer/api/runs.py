@@ -261,6 +261,15 @@ class SweepDetailView(APIView):
         return Response(SweepSerializer(sweep).data)
 
 
+class SweepCancelView(APIView):
+    """Cancel a sweep: its queued points at once, its running points at their next frame boundary."""
+
+    @extend_schema(request=None, responses={202: SweepSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        sweep = get_object_or_404(selectors.sweeps_visible_to(request.user), pk=pk)
+        sweep = sweep_services.sweep_cancel(sweep=sweep, user=request.user)
+        return Response(SweepSerializer(sweep).data, status=status.HTTP_202_ACCEPTED)
+
 
 # Included by reviewer.api.urls under /api/.
 urlpatterns = [
@@ -271,4 +280,5 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", RunCancelView.as_view(), name="run-cancel"),
     path("sweeps/", SweepCreateView.as_view(), name="sweep-create"),
     path("sweeps/<int:pk>/", SweepDetailView.as_view(), name="sweep-detail"),
+    path("sweeps/<int:pk>/cancel/", SweepCancelView.as_view(), name="sweep-cancel"),
 ]

@@ -46,6 +46,18 @@ class DocRevisionSerializer(serializers.ModelSerializer):
         return username_or_none(obj.author)
 
 
+class DocRevisionSummarySerializer(DocRevisionSerializer):
+    """A revision in a list: its size instead of its body (read one revision for the text)."""
+
+    chars = serializers.SerializerMethodField()
+
+    class Meta(DocRevisionSerializer.Meta):
+        fields = ["number", "title", "chars", "author", "created_at"]
+
+    def get_chars(self, obj: DocRevision) -> int:
+        return int(getattr(obj, "body_chars", None) or len(obj.body))
+
+
 class DesignDocSerializer(serializers.ModelSerializer):
     """A design doc; writing ``title`` or ``body`` makes a new revision."""
 
@@ -195,3 +207,8 @@ class FindingsReorderSerializer(serializers.Serializer):
     )
 
 
+class DesignDocSummarySerializer(DesignDocSerializer):
+    """A doc in a list: everything but its body and its rendering (read the doc for those)."""
+
+    class Meta(DesignDocSerializer.Meta):
+        fields = ["id", "title", "owner", "revision", "orphaned_findings", "created_at", "updated_at"]

@@ -53,8 +53,18 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             .order_by("-updated_at", "-id")
         )
 
+    def _check_shareable(self, data: dict[str, Any]) -> None:
+        """Refuse a doc or fleet config the user sees only as someone else's reviewer."""
+        user = self.request.user
+        if "doc" in data and not permissions.can_share(user, data["doc"]):
+            raise PermissionDenied("Only the doc's owner opens review sessions on it.")
+        fleet = data.get("fleet_config")
+        if fleet is not None and not permissions.can_share(user, fleet):
+            raise PermissionDenied("Only the fleet config's owner puts it in a review session.")
+
     def perform_create(self, serializer: ReviewSessionSerializer) -> None:
         data = serializer.validated_data
+        self._check_shareable(data)
         serializer.instance = services.session_create(
             owner=self.request.user,
             doc=data["doc"],
@@ -77,6 +87,8 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             from rest_framework.exceptions import ValidationError
 
             raise ValidationError({"doc": ["A session's doc cannot be changed; open a new session."]})
+        if "fleet_config" in data and data["fleet_config"] != session.fleet_config:
+            self._check_shareable({"fleet_config": data["fleet_config"]})
         serializer.instance = services.session_update(
             session=session,
             title=data.get("title"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class RunStatus(models.TextChoices):
@@ -65,6 +66,14 @@ class EmulatorRun(models.Model):
 
     worker = models.CharField(max_length=200, blank=True, help_text="The Celery worker holding it.")
     attempts = models.PositiveIntegerField(default=0)
+    dispatches = models.PositiveIntegerField(
+        default=0,
+        help_text="Times a lost queued run was handed to the broker again; only the latest hand-off starts it.",
+    )
+    enqueued_at = models.DateTimeField(default=timezone.now, help_text="When the run was last handed to the broker.")
+    expected_requests = models.BigIntegerField(
+        default=0, help_text="Simulated requests the scenario is expected to offer (for the budgets)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -89,6 +98,11 @@ class EmulatorRun(models.Model):
     def duration_s(self) -> float:
         """Simulated length of the run."""
         return float(self.scenario.get("duration_s", 0.0))
+
+    @property
+    def wall_s(self) -> float:
+        """Wall time the run takes at its speed (duration / speed); 0 for ``max``, which is not paced."""
+        return 0.0 if self.speed == "max" else self.duration_s / float(self.speed)
 
     @property
     def speed_factor(self) -> float | None:

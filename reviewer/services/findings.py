@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from reviewer import realtime
 from reviewer.anchoring import (
@@ -36,19 +37,24 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import EmulatorRun
 from reviewer.representations import finding_representation
-from reviewer.services.errors import Conflict, Invalid
+from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 
-def _check_evidence_run(session: ReviewSession, run_id: int | None) -> None:
-    """Evidence must name a run of this session (or one started outside any session)."""
+def _check_evidence_run(session: ReviewSession, author_id: int, run_id: int | None) -> None:
+    """Evidence must name a run of this session, or a session-less run the finding's author started.
+
+    One message answers a run that does not exist and one the author may not
+    use, so the error does not tell which run ids exist.
+    """
     if run_id is None:
         return
-    run = EmulatorRun.objects.filter(pk=run_id).only("pk", "session_id").first()
-    if run is None:
-        raise Invalid("evidence_run_id", f"There is no emulator run {run_id}; pick one of this session's runs.")
-    if run.session_id not in (None, session.pk):
+    usable = EmulatorRun.objects.filter(
+        Q(session=session) | Q(session__isnull=True, started_by_id=author_id), pk=run_id
+    )
+    if not usable.exists():
         raise Invalid(
-            "evidence_run_id", f"Run {run_id} belongs to another review session; pick one of this session's runs."
+            "evidence_run_id",
+            f"Run {run_id} is not one of this session's runs or of your own runs; pick one of those.",
         )
 
 
@@ -162,7 +168,11 @@ def finding_create(
     """Record a finding; a quote (or a reader's selection) is anchored on the doc's latest revision."""
     if not session.is_open:
         raise Invalid("session", "The session is closed; reopen it to add findings.")
-    _check_evidence_run(session, evidence_run_id)
+    _check_evidence_run(session, author.pk, evidence_run_id)
+    on_doc = Finding.objects.filter(session__doc_id=session.doc_id).count()
+    if on_doc >= settings.DOC_FINDINGS_MAX:
+        raise OverLimit("DOC_FINDINGS_MAX", f"the doc has {on_doc:,} findings, the most a doc takes "
+                                            "(DOC_FINDINGS_MAX); resolve or drop some, or start a new doc")
     finding = Finding(
         session=session,
         author=author,
@@ -222,7 +232,7 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
         names = sorted(unknown)
         raise Invalid(names[0], f"{', '.join(names)}: cannot be changed; leave them out.")
     if "evidence_run_id" in changes and changes["evidence_run_id"] != finding.evidence_run_id:
-        _check_evidence_run(finding.session, changes["evidence_run_id"])
+        _check_evidence_run(finding.session, finding.author_id, changes["evidence_run_id"])
     old_severity = finding.severity
     for name in FINDING_FIELDS:
         if name in changes:

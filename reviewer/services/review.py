@@ -11,12 +11,14 @@ the transaction commits.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import QuerySet
 
 from reviewer import realtime
 from reviewer.anchoring import Anchor, reanchor
@@ -31,7 +33,8 @@ from reviewer.models.review import (
     ReviewPass,
     ReviewSession,
 )
-from reviewer.services.errors import Conflict
+from reviewer.models.runs import FINAL_STATUSES, EmulatorRun
+from reviewer.services.errors import Conflict, Invalid, OverLimit
 from reviewer.services.findings import (
     finding_create,
     finding_delete,
@@ -108,15 +111,28 @@ class ReviseResult:
     orphaned: list[Finding] = field(default_factory=list)
 
 
+# Findings re-anchored per transaction when a doc is revised: a doc with
+# thousands of findings must not hold the database's write lock for long.
+REANCHOR_BATCH = 200
+
+
+def check_doc_body(body: str) -> None:
+    """Refuse a body longer than DOC_BODY_MAX_CHARS."""
+    limit = settings.DOC_BODY_MAX_CHARS
+    if len(body) > limit:
+        raise Invalid("body", f"body: {len(body):,} characters is over the {limit:,} a doc may hold "
+                              "(DOC_BODY_MAX_CHARS); split the doc")
+
+
 @transaction.atomic
 def doc_create(*, owner: User, title: str, body: str = "") -> DesignDoc:
     """Create a doc and its first revision."""
+    check_doc_body(body)
     doc = DesignDoc.objects.create(owner=owner, title=title, body=body)
     DocRevision.objects.create(doc=doc, number=1, title=title, body=body, author=owner)
     return doc
 
 
-@transaction.atomic
 def doc_revise(
     *,
     doc: DesignDoc,
@@ -131,7 +147,30 @@ def doc_revise(
     newer one exists the edit is refused with :class:`Conflict`. Findings that
     cannot be placed in the new text are marked orphaned (and keep their
     anchor on the revision they were made on).
+
+    The revision is saved in one transaction; the findings move in later ones
+    of ``REANCHOR_BATCH`` each, so other writers wait for one batch at most. A
+    finding is always anchored on the revision it names, so a reader between
+    batches sees each finding whole; a newer revision saved meanwhile takes
+    over the findings not yet moved.
     """
+    saved = _save_revision(doc=doc, author=author, title=title, body=body, base_revision=base_revision)
+    if isinstance(saved, ReviseResult):
+        return saved
+    revision, previous = saved
+    result = ReviseResult(revision=revision)
+    if previous is None or revision.body == previous.body:
+        _move_unchanged(revision, result)
+    else:
+        _reanchor(revision, result)
+    return result
+
+
+@transaction.atomic
+def _save_revision(
+    *, doc: DesignDoc, author: User | None, title: str | None, body: str | None, base_revision: int | None
+) -> ReviseResult | tuple[DocRevision, DocRevision | None]:
+    """The new revision and the one before it; a ReviseResult when nothing changed."""
     doc = DesignDoc.objects.select_for_update().get(pk=doc.pk)
     latest = doc.latest_revision()
     latest_number = latest.number if latest else 0
@@ -144,61 +183,100 @@ def doc_revise(
     new_body = doc.body if body is None else body
     if latest is not None and new_title == latest.title and new_body == latest.body:
         return ReviseResult(revision=latest)
+    check_doc_body(new_body)
+    if doc.revisions.count() >= settings.DOC_REVISIONS_MAX:
+        raise OverLimit("DOC_REVISIONS_MAX", f"the doc has {settings.DOC_REVISIONS_MAX} revisions, the most a doc "
+                                             "keeps (DOC_REVISIONS_MAX); start a new doc")
     doc.title, doc.body = new_title, new_body
     doc.save()
     revision = DocRevision.objects.create(
         doc=doc, number=latest_number + 1, title=new_title, body=new_body, author=author
     )
-    result = ReviseResult(revision=revision)
-    if latest is None or new_body == latest.body:
-        _move_unchanged(doc, revision, result)
-        return result
-    findings = (
-        Finding.objects.select_for_update()
-        .filter(session__doc=doc, status=FindingStatus.OPEN, revision__isnull=False)
-        .exclude(anchor_exact="")
-        .select_related("revision")
+    return revision, latest
+
+
+def _batches(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), REANCHOR_BATCH):
+        yield ids[start:start + REANCHOR_BATCH]
+
+
+def _superseded(revision: DocRevision) -> bool:
+    """A newer revision was saved: it moves the findings from here on."""
+    return DocRevision.objects.filter(doc_id=revision.doc_id, number__gt=revision.number).exists()
+
+
+def _older_open_findings(revision: DocRevision) -> QuerySet[Finding]:
+    return Finding.objects.filter(
+        session__doc_id=revision.doc_id, status=FindingStatus.OPEN, revision__number__lt=revision.number
     )
-    for finding in findings:
-        # The query keeps only findings made on a revision.
-        assert finding.revision is not None, f"finding {finding.pk} has no revision"
-        old_text = finding.revision.body
-        anchor = Anchor(
-            exact=finding.anchor_exact,
-            prefix=finding.anchor_prefix,
-            suffix=finding.anchor_suffix,
-            start=finding.anchor_start or 0,
-            end=finding.anchor_end or 0,
-        )
-        placed = reanchor(anchor, old_text, new_body)
-        if placed is None:
-            if not finding.orphaned:
-                finding.orphaned = True
+
+
+def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
+    """Place each open finding's quote in the new text, a batch at a time.
+
+    The search (the slow part) runs outside any transaction; each batch's
+    writes then take one short transaction, skipping a finding changed
+    meanwhile (its next revision moves it).
+    """
+    ids = list(_older_open_findings(revision).exclude(anchor_exact="").order_by("pk").values_list("pk", flat=True))
+    for batch in _batches(ids):
+        if _superseded(revision):
+            return
+        findings = list(_older_open_findings(revision).filter(pk__in=batch).select_related("revision"))
+        placements = [(finding, _placement(finding, revision)) for finding in findings]
+        with transaction.atomic():
+            if _superseded(revision):
+                return
+            current = dict(Finding.objects.select_for_update().filter(pk__in=batch).values_list("pk", "version"))
+            for finding, placed in placements:
+                if current.get(finding.pk) == finding.version:
+                    _apply_placement(finding, revision, placed, result)
+
+
+def _placement(finding: Finding, revision: DocRevision) -> Any:
+    """Where the finding's quote is in the new revision's text, or None."""
+    # The query keeps only findings made on a revision.
+    assert finding.revision is not None, f"finding {finding.pk} has no revision"
+    anchor = Anchor(
+        exact=finding.anchor_exact,
+        prefix=finding.anchor_prefix,
+        suffix=finding.anchor_suffix,
+        start=finding.anchor_start or 0,
+        end=finding.anchor_end or 0,
+    )
+    return reanchor(anchor, finding.revision.body, revision.body)
+
+
+def _apply_placement(finding: Finding, revision: DocRevision, placed: Any, result: ReviseResult) -> None:
+    if placed is None:
+        if not finding.orphaned:
+            finding.orphaned = True
+            finding.version += 1
+            finding.save(update_fields=["orphaned", "version", "updated_at"])
+            publish_finding(finding, "finding.updated")
+        result.orphaned.append(finding)
+        return
+    set_anchor(finding, revision, placed.anchor)
+    finding.orphaned = False
+    finding.version += 1
+    finding.save()
+    publish_finding(finding, "finding.updated")
+    result.moved.append(finding)
+
+
+def _move_unchanged(revision: DocRevision, result: ReviseResult) -> None:
+    """Only the title changed: open, placed findings move without searching, a batch at a time."""
+    ids = list(_older_open_findings(revision).filter(orphaned=False).order_by("pk").values_list("pk", flat=True))
+    for batch in _batches(ids):
+        with transaction.atomic():
+            if _superseded(revision):
+                return
+            for finding in _older_open_findings(revision).select_for_update().filter(pk__in=batch):
+                finding.revision = revision
                 finding.version += 1
-                finding.save(update_fields=["orphaned", "version", "updated_at"])
+                finding.save(update_fields=["revision", "version", "updated_at"])
                 publish_finding(finding, "finding.updated")
-            result.orphaned.append(finding)
-            continue
-        set_anchor(finding, revision, placed.anchor)
-        finding.orphaned = False
-        finding.version += 1
-        finding.save()
-        publish_finding(finding, "finding.updated")
-        result.moved.append(finding)
-    return result
-
-
-def _move_unchanged(doc: DesignDoc, revision: DocRevision, result: ReviseResult) -> None:
-    """Only the title changed: open, placed findings move without searching."""
-    findings = Finding.objects.filter(
-        session__doc=doc, status=FindingStatus.OPEN, orphaned=False, revision__isnull=False
-    )
-    for finding in findings:
-        finding.revision = revision
-        finding.version += 1
-        finding.save(update_fields=["revision", "version", "updated_at"])
-        publish_finding(finding, "finding.updated")
-        result.moved.append(finding)
+                result.moved.append(finding)
 
 
 # --- sessions --------------------------------------------------------------
@@ -241,10 +319,22 @@ def session_update(
         session.status = status
     session.save()
     if reviewers is not None:
+        before = set(session.reviewers.values_list("pk", flat=True))
         session.reviewers.set([r for r in reviewers if r.pk != session.owner_id])
+        reviewers_removed(session=session, user_ids=before - set(session.reviewers.values_list("pk", flat=True)))
     if pass_changed:
         realtime.session_event(session.pk, "pass.changed", {"pass": session.current_pass})
     return session
+
+
+def reviewers_removed(*, session: ReviewSession, user_ids: set[int]) -> None:
+    """Cut the live feeds of reviewers just removed from ``session`` (its own and its runs')."""
+    if not user_ids:
+        return
+    run_ids = list(
+        EmulatorRun.objects.filter(session=session).exclude(status__in=FINAL_STATUSES).values_list("pk", flat=True)
+    )
+    realtime.access_withdrawn(session.pk, user_ids, run_ids)
 
 
 __all__ = [
@@ -264,6 +354,7 @@ __all__ = [
     "publish_finding",
     "reply_create",
     "resolve_anchor",
+    "reviewers_removed",
     "scenario_dict_to_toml",
     "session_create",
     "session_update",

@@ -15,10 +15,11 @@ import json
 import logging
 import math
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
@@ -34,6 +35,8 @@ BEHIND_TOLERANCE_S = 0.5
 HEARTBEAT_EVERY_S = 1.0
 # Longest sleep between steps, so commands are picked up promptly.
 MAX_SLEEP_S = 0.25
+# After a failed publish, frames are not published for this long (see GroupPublisher).
+PUBLISH_PAUSE_S = 10.0
 # A run whose worker died this many times is not handed out again: something in
 # the run itself (memory, say) may be what kills the worker.
 MAX_ATTEMPTS = 3
@@ -41,6 +44,30 @@ MAX_ATTEMPTS = 3
 # are still handled often.
 MAX_STEP_WALL_S = 0.25
 MAX_STEP_FRAMES = 64
+
+
+# A write SQLite refused as locked (after its own 30 s wait) is tried this many times in all.
+LOCKED_ATTEMPTS = 3
+LOCKED_BACKOFF_S = 1.0
+
+T = TypeVar("T")
+
+
+def retry_when_locked(write: Callable[[], T]) -> T:
+    """Run ``write`` again when the database answers "database is locked".
+
+    Another user's long write (a big re-anchoring, say) must not fail a
+    healthy run: the player waits and tries again instead.
+    """
+    for attempt in range(1, LOCKED_ATTEMPTS + 1):
+        try:
+            return write()
+        except OperationalError as exc:
+            if "locked" not in str(exc) or attempt == LOCKED_ATTEMPTS:
+                raise
+            log.warning("database locked; writing again (attempt %d of %d)", attempt + 1, LOCKED_ATTEMPTS)
+            time.sleep(LOCKED_BACKOFF_S * attempt)
+    raise AssertionError("unreachable")
 
 
 class RunAbandoned(Exception):
@@ -51,22 +78,30 @@ class GroupPublisher:
     """Sends messages to one channel group from a worker, on one private event loop.
 
     One loop for the whole run keeps channels-redis's connection pool alive
-    between frames instead of reconnecting for each one.
+    between frames instead of reconnecting for each one. A send is bounded by
+    ``realtime.PUBLISH_TIMEOUT_S``; after a failure, sends are skipped for
+    ``PUBLISH_PAUSE_S``, so a stalled Redis costs the run one timeout now and
+    then, never its pacing or its heartbeat. Viewers fill the gap from the
+    database.
     """
 
     def __init__(self, group: str) -> None:
         self.group = group
         self.layer = get_channel_layer()
         self.loop = asyncio.new_event_loop()
+        self.paused_until = 0.0
 
     def send(self, message: dict[str, Any]) -> None:
         """Publish now; a channel layer failure is logged, the DB stays the record."""
-        if self.layer is None:
+        if self.layer is None or time.monotonic() < self.paused_until:
             return
         try:
-            self.loop.run_until_complete(self.layer.group_send(self.group, message))
+            self.loop.run_until_complete(
+                asyncio.wait_for(self.layer.group_send(self.group, message), realtime.PUBLISH_TIMEOUT_S))
         except Exception:
-            log.warning("could not publish %s to %s", message.get("type"), self.group, exc_info=True)
+            self.paused_until = time.monotonic() + PUBLISH_PAUSE_S
+            log.warning("could not publish %s to %s; not publishing for %.0f s",
+                        message.get("type"), self.group, PUBLISH_PAUSE_S, exc_info=True)
 
     def close(self) -> None:
         """Close the connections and the loop."""
@@ -79,11 +114,16 @@ class GroupPublisher:
             self.loop.close()
 
 
-def claim_run(run_id: int, worker: str) -> EmulatorRun | None:
-    """Mark the run running for this attempt; None when it is already final."""
+def claim_run(run_id: int, worker: str, dispatch: int | None = None) -> EmulatorRun | None:
+    """Mark the run running for this attempt; None when it is already final.
+
+    None too for a task superseded by a later hand-off of the run
+    (``dispatch`` older than the run's ``dispatches``; a task without one is
+    the first hand-off).
+    """
     with transaction.atomic():
         run = EmulatorRun.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.is_final:
+        if run is None or run.is_final or (dispatch or 0) != run.dispatches:
             return None
         now = timezone.now()
         if run.attempts >= MAX_ATTEMPTS:
@@ -265,7 +305,7 @@ class RunPlayer:
         if not force and now - self.last_beat < HEARTBEAT_EVERY_S:
             return
         self.last_beat = now
-        if not self.mine().update(heartbeat_at=timezone.now()):
+        if not retry_when_locked(lambda: self.mine().update(heartbeat_at=timezone.now())):
             raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
 
     def store_and_publish(self, records: list[dict[str, Any]], made: float) -> None:
@@ -276,17 +316,20 @@ class RunPlayer:
         """
         if not records:
             return
-        with transaction.atomic():
-            RunFrame.objects.bulk_create(
-                [RunFrame(run_id=self.run.pk, i=d["i"], t_s=d["t_s"], data=d) for d in records],
-                ignore_conflicts=True,
-            )
-            updated = self.mine().update(
-                heartbeat_at=timezone.now(), frames_stored=records[-1]["i"] + 1,
-                sim_s=self.engine.now_s, behind=self.behind,
-            )
-            if not updated:
-                raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
+
+        def store() -> int:
+            with transaction.atomic():
+                RunFrame.objects.bulk_create(
+                    [RunFrame(run_id=self.run.pk, i=d["i"], t_s=d["t_s"], data=d) for d in records],
+                    ignore_conflicts=True,
+                )
+                return self.mine().update(
+                    heartbeat_at=timezone.now(), frames_stored=records[-1]["i"] + 1,
+                    sim_s=self.engine.now_s, behind=self.behind,
+                )
+
+        if not retry_when_locked(store):
+            raise RunAbandoned(f"run {self.run.pk} was taken over or failed by the watchdog")
         self.last_beat = time.monotonic()
         for data in records:
             self.publisher.send(frame_event(data, made))
@@ -294,11 +337,10 @@ class RunPlayer:
     def finish(self, status: str, reason: str) -> EmulatorRun:
         """Record the final status and summary, then tell the viewers."""
         summary = self.engine.summary().to_dict()
-        with transaction.atomic():
-            self.mine().update(
-                status=status, reason=reason, summary=summary, finished_at=timezone.now(),
-                sim_s=self.engine.now_s, behind=self.behind, heartbeat_at=timezone.now(),
-            )
+        retry_when_locked(lambda: self.mine().update(
+            status=status, reason=reason, summary=summary, finished_at=timezone.now(),
+            sim_s=self.engine.now_s, behind=self.behind, heartbeat_at=timezone.now(),
+        ))
         self.run.refresh_from_db()
         self.publisher.send(status_message(self.run))
         return self.run
@@ -324,14 +366,14 @@ def fail_run(run_id: int, attempts: int, reason: str) -> None:
             publish_status(EmulatorRun.objects.get(pk=run_id))
 
 
-def run_play(*, run_id: int, worker: str = "") -> str:
+def run_play(*, run_id: int, worker: str = "", dispatch: int | None = None) -> str:
     """Play a run to its end in this process; return its final status.
 
     Safe to call again for the same run (a redelivered task): it resumes
     without storing or publishing any frame twice.
     """
     runs_reap_stale()
-    run = claim_run(run_id, worker)
+    run = claim_run(run_id, worker, dispatch)
     if run is None:
         status = EmulatorRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
         return status or "missing"

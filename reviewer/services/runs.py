@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from reviewer import realtime
@@ -37,6 +39,11 @@ log = logging.getLogger(__name__)
 # A worker playing a run beats at least once a second; a run whose heartbeat is
 # older than this has lost its worker.
 STALE_AFTER_S = 20.0
+
+# A queued run this old while the broker's queue is empty lost its task; it is
+# handed over again, at most MAX_DISPATCHES times before it is failed.
+REQUEUE_AFTER_S = 10.0
+MAX_DISPATCHES = 5
 
 # Time limits of the run task: the paced wall time plus this margin, and a hard
 # kill this long after the soft limit.
@@ -170,6 +177,47 @@ def check_request_budget(scenario: Any) -> None:
         )
 
 
+def check_budgets(*, user: Any, scenarios: list[Any], speed: str) -> None:
+    """Refuse runs that would take one run, the user's runs or everyone's runs over a budget.
+
+    Two measures: simulated requests (what a run costs a worker at speed max)
+    and wall time, duration / speed (how long a paced run holds a worker).
+    ``scenarios`` are the new runs (one, or a sweep's points); the runs
+    already queued or running count against the user's and the global budgets.
+    """
+    wall_each = [0.0 if speed == "max" else float(s.duration_s) / float(speed) for s in scenarios]
+    if max(wall_each, default=0.0) > settings.RUN_WALL_BUDGET_S:
+        raise Invalid(
+            "duration_s",
+            f"duration_s: {scenarios[0].duration_s:g} simulated seconds at speed {speed} take "
+            f"{max(wall_each):,.0f} s of a worker's time, over the {settings.RUN_WALL_BUDGET_S:,.0f} s "
+            f"a run may take (RUN_WALL_BUDGET_S); raise the speed or shorten duration_s",
+        )
+    requests, wall = sum(expected_requests(s) for s in scenarios), sum(wall_each)
+    active = EmulatorRun.objects.filter(status__in=ACTIVE_STATUSES)
+    scopes = (
+        ("your", "USER", active.filter(started_by=user), settings.USER_REQUEST_BUDGET, settings.USER_WALL_BUDGET_S),
+        ("everyone's", "GLOBAL", active, settings.GLOBAL_REQUEST_BUDGET, settings.GLOBAL_WALL_BUDGET_S),
+    )
+    for whose, scope, runs, request_budget, wall_budget in scopes:
+        used_requests = runs.aggregate(total=Sum("expected_requests"))["total"] or 0
+        if used_requests + requests > request_budget:
+            raise OverLimit(
+                f"{scope}_REQUEST_BUDGET",
+                f"about {requests:,} simulated requests more would take {whose} queued and running runs to "
+                f"{used_requests + requests:,}, over the budget of {request_budget:,} "
+                f"({scope}_REQUEST_BUDGET); wait for runs to finish, cancel some, or ask for fewer requests",
+            )
+        used_wall = sum(run.wall_s for run in runs.only("scenario", "speed"))
+        if used_wall + wall > wall_budget:
+            raise OverLimit(
+                f"{scope}_WALL_BUDGET_S",
+                f"{wall:,.0f} s more of paced runs would take {whose} queued and running runs to "
+                f"{used_wall + wall:,.0f} s of workers' time, over the budget of {wall_budget:,.0f} s "
+                f"({scope}_WALL_BUDGET_S); wait for runs to finish, cancel some, or raise the speed",
+            )
+
+
 def active_runs_for(user: Any) -> int:
     """Runs and sweeps of ``user`` that are queued or running; a sweep counts once."""
     from reviewer.models import Sweep
@@ -198,14 +246,41 @@ def time_limits_for(*, duration_s: float, speed: str) -> tuple[float, float]:
 
 
 def enqueue_run(run: EmulatorRun) -> None:
-    """Hand the run to a Celery worker once the current transaction commits."""
+    """Hand the run to a Celery worker once the current transaction commits.
+
+    The task carries the run's ``dispatches``: a run handed to the broker again
+    (see :func:`runs_requeue_lost`) is started only by its latest task.
+    """
     from reviewer.tasks import run_emulation
 
     soft, hard = time_limits_for(duration_s=run.duration_s, speed=run.speed)
-    run_id = run.pk
-    transaction.on_commit(
-        lambda: run_emulation.apply_async(args=[run_id], soft_time_limit=soft, time_limit=hard)
-    )
+    run_id, dispatch = run.pk, run.dispatches
+
+    def send() -> None:
+        try:
+            run_emulation.apply_async(args=[run_id, dispatch], soft_time_limit=soft, time_limit=hard)
+        except Exception:
+            # The run stays queued; runs_requeue_lost hands it over once the broker answers.
+            log.warning("could not hand run %s to the broker", run_id, exc_info=True)
+
+    # Off the request path: a broker that stops answering must not hold up the request.
+    transaction.on_commit(lambda: _enqueuer().submit(send))
+
+
+_ENQUEUER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _enqueuer() -> ThreadPoolExecutor:
+    """One thread per process that hands runs to the broker, in order (a fresh one after a fork)."""
+    global _ENQUEUER
+    if _ENQUEUER is None or _ENQUEUER[0] != os.getpid():
+        _ENQUEUER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-enqueue"))
+    return _ENQUEUER[1]
+
+
+def wait_enqueued(timeout_s: float = 10.0) -> None:
+    """Block until the runs handed over so far reached the broker (for commands and tests)."""
+    _enqueuer().submit(lambda: None).result(timeout=timeout_s)
 
 
 def build_run(
@@ -236,6 +311,7 @@ def build_run(
         seed=effective_seed,
         speed=speed,
         layout=layout,
+        expected_requests=expected_requests(scenario),
     )
 
 
@@ -263,6 +339,7 @@ def run_start(
         config_version=config_version, scenario=scenario, session=session, overrides=overrides
     )
     check_request_budget(resolved.scenario)
+    check_budgets(user=user, scenarios=[resolved.scenario], speed=speed_text)
     run = build_run(
         user=user, resolved=resolved, seed=seed, speed=speed_text, session=session, overrides=overrides
     )
@@ -340,6 +417,13 @@ def run_inject(*, run: EmulatorRun, user: Any, fault: dict[str, Any] | str) -> R
     if run.is_final:
         raise Conflict(f"run {run.pk} is already {run.status}; faults go to running runs", field="status")
     validate_fault_target(run, command)
+    sent = RunCommand.objects.filter(run=run).count()
+    if sent >= settings.RUN_COMMANDS_MAX:
+        raise OverLimit(
+            "RUN_COMMANDS_MAX",
+            f"run {run.pk} already took {sent} commands, the most a run takes (RUN_COMMANDS_MAX); "
+            "start a new run",
+        )
     return RunCommand.objects.create(run=run, kind=CommandKind.FAULT, command=command, created_by=user)
 
 
@@ -385,3 +469,57 @@ def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
     if reaped:
         log.warning("marked runs %s failed: their workers stopped", reaped)
     return reaped
+
+
+def broker_queue_length() -> int:
+    """Tasks waiting in the broker's default queue (0 when the queue does not exist)."""
+    from kombu.exceptions import ChannelError
+
+    from reviewer.celery import app
+
+    with app.connection_for_write() as connection:
+        try:
+            declared = connection.default_channel.queue_declare(queue=app.conf.task_default_queue, passive=True)
+        except ChannelError:  # the broker drops an empty queue
+            return 0
+        return int(declared.message_count)
+
+
+def runs_requeue_lost(*, waiting_s: float = REQUEUE_AFTER_S) -> dict[str, list[int]]:
+    """Hand queued runs whose task was lost back to the broker; fail those handed over too often.
+
+    A broker restarted without its data (or a task dropped on the way) leaves
+    runs ``queued`` with no task to start them. A queued run older than
+    ``waiting_s`` while the broker's queue is empty has no task waiting, so it
+    is handed over again; its older tasks, if one ever turns up, no longer
+    start it. Called by every worker's watchdog (so at a worker's start too)
+    and by the beat.
+    """
+    cutoff = timezone.now() - timedelta(seconds=waiting_s)
+    waiting = EmulatorRun.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff)
+    if not waiting.exists() or broker_queue_length() > 0:
+        return {"requeued": [], "failed": []}
+    requeued: list[int] = []
+    failed: list[int] = []
+    for run_id in list(waiting.values_list("pk", flat=True)):
+        with transaction.atomic():
+            run = EmulatorRun.objects.select_for_update().filter(
+                pk=run_id, status=RunStatus.QUEUED, enqueued_at__lt=cutoff).first()
+            if run is None:
+                continue
+            if run.dispatches >= MAX_DISPATCHES:
+                run.status, run.finished_at = RunStatus.FAILED, timezone.now()
+                run.reason = (f"it was handed to the workers {run.dispatches + 1} times and none started it; "
+                              "check that a Celery worker is running, then start the run again")
+                run.save(update_fields=["status", "reason", "finished_at"])
+                publish_status(run)
+                failed.append(run_id)
+                continue
+            run.dispatches += 1
+            run.enqueued_at = timezone.now()
+            run.save(update_fields=["dispatches", "enqueued_at"])
+            enqueue_run(run)
+            requeued.append(run_id)
+    if requeued or failed:
+        log.warning("queued runs without a task: handed %s to the broker again, failed %s", requeued, failed)
+    return {"requeued": requeued, "failed": failed}

@@ -8,6 +8,7 @@ worker there is, which is how sweeps scale past one machine.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -16,9 +17,10 @@ from django.utils import timezone
 
 from reviewer.models import EmulatorRun, FleetConfigVersion, ReviewSession, RunStatus, Sweep
 from reviewer.models.runs import FINAL_STATUSES
-from reviewer.services.errors import Invalid
+from reviewer.services.errors import Conflict, Invalid
 from reviewer.services.runs import (
     build_run,
+    check_budgets,
     check_request_budget,
     check_run_limit,
     resolve_scenario,
@@ -82,7 +84,7 @@ def sweep_start(
         scenario=base.scenario.to_dict(), key=key, values=points, seed=effective_seed,
         target_p99_s=target_p99_s, min_ok_rate=min_ok_rate, status=RunStatus.RUNNING,
     )
-    runs: list[EmulatorRun] = []
+    resolved_points = []
     for value in points:
         point_overrides = [*overrides, override_text(key, value)]
         try:
@@ -91,6 +93,11 @@ def sweep_start(
         except Invalid as exc:
             raise Invalid("values", f"values: at {override_text(key, value)}: {exc.message}") from None
         check_request_budget(resolved.scenario)
+        resolved_points.append((value, point_overrides, resolved))
+    # The sweep as a whole counts against the user's and everyone's budgets.
+    check_budgets(user=user, scenarios=[r.scenario for _, _, r in resolved_points], speed="max")
+    runs: list[EmulatorRun] = []
+    for value, point_overrides, resolved in resolved_points:
         runs.append(build_run(user=user, resolved=resolved, seed=effective_seed, speed="max",
                               session=session, overrides=point_overrides, sweep=sweep,
                               sweep_value=value))
@@ -98,6 +105,24 @@ def sweep_start(
     soft, hard = max(time_limits_for(duration_s=run.duration_s, speed="max") for run in runs)
     sweep_id = sweep.pk
     transaction.on_commit(lambda: enqueue_sweep(sweep_id, run_ids, soft, hard))
+    return sweep
+
+
+@transaction.atomic
+def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
+    """Cancel a sweep: its queued points at once, its running points at their next step."""
+    from reviewer.services.runs import run_cancel
+
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.is_final:
+        raise Conflict(f"sweep {sweep.pk} is already {sweep.status}; nothing to cancel", field="status")
+    for run in sweep.runs.exclude(status__in=FINAL_STATUSES):
+        with contextlib.suppress(Conflict):  # a point that ended meanwhile
+            run_cancel(run=run, user=user)
+    who = getattr(user, "username", "") or "a user"
+    sweep.status, sweep.reason, sweep.finished_at = RunStatus.CANCELLED, f"cancelled by {who}", timezone.now()
+    sweep.curve = sweep_curve(sweep)
+    sweep.save(update_fields=["status", "reason", "finished_at", "curve"])
     return sweep
 
 

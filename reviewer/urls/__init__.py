@@ -3,11 +3,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from reviewer.views.health import healthz
+from reviewer.metrics import metrics_view
+from reviewer.views.health import healthz, readyz
 from reviewer.views.tokens import tokens_page
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/tokens/", tokens_page, name="tokens"),

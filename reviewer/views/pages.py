@@ -68,13 +68,13 @@ def session_create(request: HttpRequest) -> HttpResponse:
     """Start a review of a doc with a fleet config; the creator owns it."""
     errors = []
     doc = selectors.docs_visible_to(request.user).filter(pk=int_or_none(request.POST.get("doc"))).first()
-    if doc is None:
+    if doc is None or not permissions.can_share(request.user, doc):
         errors.append("doc: choose one of your docs.")
     fleet = None
     fleet_id = int_or_none(request.POST.get("fleet_config"))
     if fleet_id is not None:
         fleet = selectors.fleet_configs_visible_to(request.user).filter(pk=fleet_id).first()
-        if fleet is None:
+        if fleet is None or not permissions.can_share(request.user, fleet):
             errors.append("fleet_config: choose one of your fleet configs, or none.")
     title = (request.POST.get("title") or "").strip()[:200]
     if errors:

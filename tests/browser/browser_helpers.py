@@ -93,6 +93,19 @@ def wait_for(predicate: Any, timeout_s: float = 10.0, what: str = "condition") -
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_for_page(page: Any, expression: str, arg: Any = None, timeout: float = 30000) -> None:
+    """Wait until ``expression`` (a JS expression or function) is true in the page.
+
+    Polls with ``page.evaluate``: the pages' Content-Security-Policy forbids the
+    in-page eval that ``page.wait_for_function`` relies on.
+    """
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(expression, arg):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout:.0f} ms: {expression}")
+        page.wait_for_timeout(100)
+
+
 def screenshot_path(name: str) -> Path:
     """Where the screenshot called ``name`` goes (the folder is made if missing)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

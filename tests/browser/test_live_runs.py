@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from browser_helpers import ExampleReview, LiveServer, screenshot, screenshot_path
+from browser_helpers import ExampleReview, LiveServer, screenshot, screenshot_path, wait_for_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,11 +38,11 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
     page.wait_for_selector(".run-view[data-status=running]", timeout=40000)
 
     # Frames arrive: every chart grows and the heatmap is redrawn per frame.
-    page.wait_for_function("Number(document.querySelector('.run-view .heatmap').dataset.frame) >= 3",
+    wait_for_page(page, "Number(document.querySelector('.run-view .heatmap').dataset.frame) >= 3",
                            timeout=40000)
     first = {chart: chart_points(page, chart) for chart in ("queue", "latency", "outcomes")}
     assert all(points > 0 for points in first.values()), first
-    page.wait_for_function("Number(document.querySelector('.run-view .heatmap').dataset.frame) >= 6")
+    wait_for_page(page, "Number(document.querySelector('.run-view .heatmap').dataset.frame) >= 6")
     assert all(chart_points(page, chart) > first[chart] for chart in first)
     assert all(value is not None and value >= 1 for value in host_cells(page, 2))  # alive
     assert "simulated" in view.inner_text()  # progress: simulated time against duration
@@ -52,7 +52,7 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
 
     # Kill host 2 from the page: its units turn dead on the heatmap.
     page.click(".run-view button[data-command='kill host:2']")
-    page.wait_for_function("document.querySelector('.run-view .heatmap').dataset.deadHosts === '1'",
+    wait_for_page(page, "document.querySelector('.run-view .heatmap').dataset.deadHosts === '1'",
                            timeout=40000)
     assert all(value == 0 for value in host_cells(page, 2) if value is not None)
     assert all(value >= 1 for value in host_cells(page, 0) if value is not None)
@@ -75,7 +75,8 @@ def test_it_streams_a_run_to_charts_and_heatmap_and_shows_a_killed_host(
 
     # "show" on the finding replays the run zoomed to the window it holds.
     page.click("#panel-break .finding-item:has-text('Round-robin backlog builds') .evidence button")
-    page.wait_for_function(
+    wait_for_page(
+        page,
         "(w) => { const d = document.querySelector('.run-view [data-chart=queue]');"
         " const r = d && d.layout && d.layout.xaxis.range; return r && r[0] === w[0] && r[1] === w[1]; }",
         arg=[evidence.evidence_t_from_s, evidence.evidence_t_to_s], timeout=20000)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -166,6 +168,42 @@ def fresh_channel_layer(redis_url: str) -> Iterator[None]:
     loop, and channels-redis keeps receive locks bound to the loop that made them."""
     from channels.layers import channel_layers
 
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def stalled_redis() -> Iterator[str]:
+    """A Redis URL whose server accepts connections and never answers (a SIGSTOPped Redis)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.fixture
+def layer_on_stalled_redis(settings, stalled_redis: str) -> Iterator[None]:
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                           "CONFIG": {"hosts": [{"address": stalled_redis, "socket_timeout": None}]}}}
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()

@@ -52,6 +52,14 @@ async def ws_connect(path: str, user: Any | None) -> tuple[WebsocketCommunicator
     return communicator, connected, code
 
 
+async def ws_refusal(path: str, user: Any | None) -> int | None:
+    """The close code a refused websocket reads (the handshake is accepted, then closed); None if not closed."""
+    communicator, connected, code = await ws_connect(path, user)
+    assert connected, f"the handshake was refused ({code}), so the browser never sees the close code"
+    message = await communicator.receive_output(timeout=5)
+    return message.get("code") if message["type"] == "websocket.close" else None
+
+
 async def read_until_final(communicator: WebsocketCommunicator, timeout_s: float = 60.0,
                            on_frame: Any = None) -> list[dict[str, Any]]:
     """Every message until the final status and summary (or a final status without one)."""

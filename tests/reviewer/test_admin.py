@@ -134,3 +134,16 @@ def test_a_new_owner_set_in_admin_is_kept_for_docs_and_fleet_configs(staff_clien
     response = staff_client.post(f"/admin/reviewer/fleetconfig/{review_fleet.pk}/change/", fleet_form)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert FleetConfig.objects.get(pk=review_fleet.pk).owner == people["reviewer"]
+
+
+def test_a_reviewer_removed_in_admin_loses_the_live_feed(staff_client, open_review, people, monkeypatch):
+    cut = []
+    monkeypatch.setattr("reviewer.realtime.access_withdrawn",
+                        lambda session_id, user_ids, run_ids: cut.append((session_id, set(user_ids))))
+    response = staff_client.post(
+        f"/admin/reviewer/reviewsession/{open_review.pk}/change/",
+        {"title": open_review.title, "doc": open_review.doc_id, "fleet_config": open_review.fleet_config_id,
+         "owner": open_review.owner_id, "current_pass": "restate", "status": "open"},
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert cut == [(open_review.pk, {people["reviewer"].pk})]

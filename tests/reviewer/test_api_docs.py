@@ -110,3 +110,101 @@ def test_the_list_shows_revisions_and_visible_orphans_in_a_fixed_number_of_queri
         other = services.doc_create(owner=people["owner"], title=f"other {i}", body="text")
         services.session_create(owner=people["owner"], doc=other, reviewers=[people["reviewer"]])
     assert listed() == (queries, seen)
+
+
+def test_it_answers_a_body_over_the_upload_limit_with_json_naming_the_setting(api_as):
+    body = "x" * 5_300_000
+    response = api_as("owner").post("/api/docs/", {"title": "Huge", "body": body}, format="json")
+    assert response.status_code == 413
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["setting"] == "DATA_UPLOAD_MAX_MEMORY_SIZE"
+
+
+# --- limits, list sizes and bounded re-anchoring (issue: one user stalls every writer)
+
+
+def test_it_lists_docs_without_their_bodies(api_as, review_doc):
+    listed = api_as("owner").get("/api/docs/").json()["results"][0]
+    assert "body" not in listed and "body_html" not in listed
+    assert "body" in api_as("owner").get(f"/api/docs/{review_doc.pk}/").json()
+
+
+def test_it_lists_revisions_with_their_size_not_their_body(api_as, review_doc, people):
+    services.doc_revise(doc=review_doc, author=people["owner"], body=review_doc.body + "More.")
+    listed = api_as("owner").get(f"/api/docs/{review_doc.pk}/revisions/").json()["results"]
+    assert [(r["number"], "body" in r) for r in listed] == [(1, False), (2, False)]
+    assert listed[1]["chars"] == len(review_doc.body) + len("More.")
+    assert api_as("owner").get(f"/api/docs/{review_doc.pk}/revisions/2/").json()["body"].endswith("More.")
+
+
+def test_it_refuses_a_body_over_the_doc_size_limit_naming_the_setting(api_as, review_doc, settings):
+    settings.DOC_BODY_MAX_CHARS = 100
+    created = api_as("owner").post("/api/docs/", {"title": "Big", "body": "x" * 101}, format="json")
+    assert created.status_code == 400 and "DOC_BODY_MAX_CHARS" in created.json()["body"][0]
+    revised = api_as("owner").patch(f"/api/docs/{review_doc.pk}/", {"body": "y" * 101}, format="json")
+    assert revised.status_code == 400 and "DOC_BODY_MAX_CHARS" in revised.json()["body"][0]
+
+
+def test_it_keeps_at_most_the_revisions_the_setting_allows(api_as, review_doc, settings):
+    settings.DOC_REVISIONS_MAX = 2
+    assert api_as("owner").patch(f"/api/docs/{review_doc.pk}/", {"body": "Two."}, format="json").status_code == 200
+    refused = api_as("owner").patch(f"/api/docs/{review_doc.pk}/", {"body": "Three."}, format="json")
+    assert refused.status_code == 429 and refused.json()["setting"] == "DOC_REVISIONS_MAX"
+    assert review_doc.revisions.count() == 2
+
+
+def test_it_caps_the_findings_on_one_doc(api_as, open_review, settings):
+    settings.DOC_FINDINGS_MAX = 2
+    url = f"/api/sessions/{open_review.pk}/findings/"
+    for _ in range(2):
+        assert api_as("reviewer").post(url, {"pass": "trace", "title": "t"}, format="json").status_code == 201
+    refused = api_as("reviewer").post(url, {"pass": "trace", "title": "t"}, format="json")
+    assert refused.status_code == 429 and refused.json()["setting"] == "DOC_FINDINGS_MAX"
+
+
+def test_it_reanchors_findings_in_bounded_transactions(open_review, people, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    monkeypatch.setattr(services, "REANCHOR_BATCH", 10)
+    for _ in range(25):
+        services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                                title="Round robin", anchor_exact="round-robin")
+    doc = open_review.doc
+    with CaptureQueriesContext(connection) as ctx:
+        result = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body)
+    assert len(result.moved) == 25
+    # Each transaction (a savepoint inside the test's own) moves at most one batch.
+    updates_per_block: list[int] = []
+    for query in ctx.captured_queries:
+        sql = query["sql"]
+        if sql.startswith("SAVEPOINT"):
+            updates_per_block.append(0)
+        elif sql.startswith('UPDATE "reviewer_finding"') and updates_per_block:
+            updates_per_block[-1] += 1
+    moving = [n for n in updates_per_block if n]
+    assert len(moving) == 3 and max(moving) <= 10, updates_per_block
+
+
+def test_a_newer_revision_saved_meanwhile_takes_over_the_findings_not_yet_moved(open_review, people,
+                                                                               monkeypatch):
+    monkeypatch.setattr(services, "REANCHOR_BATCH", 1)
+    first = services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                                    title="a", anchor_exact="round-robin")
+    second = services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                                     title="b", anchor_exact="hot standby")
+    doc = open_review.doc
+    real_superseded = services._superseded
+    calls = []
+
+    def newer_revision_after_first_batch(revision):
+        calls.append(revision.number)
+        if len(calls) == 2 and revision.number == 2:
+            services.doc_revise(doc=doc, author=people["owner"], body="Even newer.\n\n" + doc.body)
+        return real_superseded(revision)
+
+    monkeypatch.setattr(services, "_superseded", newer_revision_after_first_batch)
+    services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.revision.number, second.revision.number) == (3, 3)

@@ -241,9 +241,9 @@ def test_evidence_must_name_a_run_of_this_session(api_as, open_review, people, r
     ok = _new(api_as, open_review, evidence_run_id=mine.pk, **window)
     assert ok.status_code == 201 and ok.json()["evidence_run_id"] == mine.pk
     missing = _new(api_as, open_review, evidence_run_id=mine.pk + theirs.pk + 100, **window)
-    assert missing.status_code == 400 and "no emulator run" in missing.json()["evidence_run_id"][0]
+    assert missing.status_code == 400 and "not one of this session's runs" in missing.json()["evidence_run_id"][0]
     other = _new(api_as, open_review, evidence_run_id=theirs.pk, **window)
-    assert other.status_code == 400 and "another review session" in other.json()["evidence_run_id"][0]
+    assert other.status_code == 400 and "not one of this session's runs" in other.json()["evidence_run_id"][0]
     patched = api_as("reviewer").patch(
         f"/api/findings/{ok.json()['id']}/", {"evidence_run_id": theirs.pk, "version": 1}, format="json"
     )
@@ -295,3 +295,18 @@ def test_it_refuses_a_selection_together_with_anchor_fields(api_as, open_review)
     response = _new(api_as, open_review, selection={"quote": "batch"})  # _new sends anchor_exact too
     assert response.status_code == 400
     assert "not both" in response.json()["selection"][0]
+
+
+def test_it_refuses_evidence_from_someone_elses_private_run_like_a_missing_one(api_as, open_review, people):
+    from reviewer.models import EmulatorRun
+
+    private = EmulatorRun.objects.create(session=None, started_by=people["outsider"], scenario={}, seed=1)
+    own = EmulatorRun.objects.create(session=None, started_by=people["reviewer"], scenario={}, seed=1)
+    window = {"evidence_t_from_s": 10, "evidence_t_to_s": 20, "evidence_metric": "queue_depth"}
+    refused = _new(api_as, open_review, evidence_run_id=private.pk, **window)
+    missing = _new(api_as, open_review, evidence_run_id=private.pk + own.pk + 100, **window)
+    assert refused.status_code == missing.status_code == 400
+    # The same words for both: the answer does not tell which run ids exist.
+    assert refused.json()["evidence_run_id"][0].replace(str(private.pk), "N") == \
+        missing.json()["evidence_run_id"][0].replace(str(private.pk + own.pk + 100), "N")
+    assert _new(api_as, open_review, evidence_run_id=own.pk, **window).status_code == 201

@@ -135,3 +135,39 @@ def test_the_list_counts_findings_by_bucket_in_a_fixed_number_of_queries(api_as,
     for _ in range(3):
         services.session_create(owner=people["owner"], doc=open_review.doc, reviewers=[people["reviewer"]])
     assert listed() == (queries, counts)
+
+
+def test_it_refuses_a_reviewer_who_opens_their_own_session_on_the_owners_doc(api_as, open_review):
+    response = api_as("reviewer").post(
+        "/api/sessions/", {"doc": open_review.doc.pk, "reviewers": ["outsider"]}, format="json"
+    )
+    assert response.status_code == 403, response.content
+    assert ReviewSession.objects.filter(doc=open_review.doc).count() == 1
+    assert api_as("outsider").get(f"/api/docs/{open_review.doc.pk}/").status_code == 404
+
+
+def test_it_refuses_a_reviewer_who_puts_the_owners_fleet_config_in_their_session(api_as, open_review, people):
+    mine = services.doc_create(owner=people["reviewer"], title="Mine")
+    response = api_as("reviewer").post(
+        "/api/sessions/", {"doc": mine.pk, "fleet_config": open_review.fleet_config.pk}, format="json"
+    )
+    assert response.status_code == 403, response.content
+    assert not ReviewSession.objects.filter(doc=mine).exists()
+
+
+def test_it_takes_the_doc_away_from_a_removed_reviewer(api_as, open_review):
+    api_as("reviewer").post("/api/sessions/", {"doc": open_review.doc.pk}, format="json")
+    api_as("owner").patch(f"/api/sessions/{open_review.pk}/", {"reviewers": []}, format="json")
+    assert api_as("reviewer").get(f"/api/docs/{open_review.doc.pk}/").status_code == 404
+
+
+def test_it_answers_alike_for_unknown_and_deactivated_reviewers(api_as, review_doc, django_user_model):
+    django_user_model.objects.create_user("gone", is_active=False)
+
+    def refusal(names: list) -> list[str]:
+        response = api_as("owner").post("/api/sessions/", {"doc": review_doc.pk, "reviewers": names}, format="json")
+        assert response.status_code == 400
+        return response.json()["reviewers"]
+
+    assert refusal(["gone"]) == refusal(["nobody"]) == refusal(["reviewer", "ghost"]) == refusal([7])
+    assert "nobody" not in str(refusal(["nobody"]))

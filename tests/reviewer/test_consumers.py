@@ -3,6 +3,7 @@ duplicates, session events and presence."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +12,14 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async as sync_to_async
 from channels.layers import get_channel_layer
 from django.utils import timezone
-from runs_helpers import api_get, frame_indexes, read_until_final, session_cookie, ws_connect
+from runs_helpers import (
+    api_get,
+    frame_indexes,
+    read_until_final,
+    session_cookie,
+    ws_connect,
+    ws_refusal,
+)
 
 from reviewer import realtime
 from reviewer.models import EmulatorRun, RunFrame
@@ -50,11 +58,10 @@ async def _publish(run_id: int, message: dict[str, Any]) -> None:
 async def test_it_refuses_anonymous_viewers_outsiders_and_unknown_runs(run_users: dict,
                                                                       review_session: Any) -> None:
     run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+    # Accepted, then closed: a code sent before the handshake never reaches a browser.
     for user, code in ((None, 4401), (run_users["outsider"], 4403)):
-        communicator, connected, got = await ws_connect(f"/ws/runs/{run.pk}/", user)
-        assert (connected, got) == (False, code)
-    communicator, connected, got = await ws_connect(f"/ws/runs/{run.pk + 1000}/", run_users["owner"])
-    assert (connected, got) == (False, 4404)
+        assert await ws_refusal(f"/ws/runs/{run.pk}/", user) == code
+    assert await ws_refusal(f"/ws/runs/{run.pk + 1000}/", run_users["owner"]) == 4404
     for user in (run_users["reviewer"], run_users["staff"]):
         communicator, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", user)
         assert connected
@@ -63,8 +70,7 @@ async def test_it_refuses_anonymous_viewers_outsiders_and_unknown_runs(run_users
 
 async def test_it_opens_a_sessionless_run_only_to_its_starter_and_staff(run_users: dict) -> None:
     run = await sync_to_async(_make_run)(run_users["owner"])
-    _, connected, code = await ws_connect(f"/ws/runs/{run.pk}/", run_users["reviewer"])
-    assert (connected, code) == (False, 4403)
+    assert await ws_refusal(f"/ws/runs/{run.pk}/", run_users["reviewer"]) == 4403
 
 
 async def test_it_only_reads_a_run_whose_worker_stopped_beating(run_users: dict) -> None:
@@ -158,8 +164,9 @@ async def test_it_relays_session_events_to_every_participant(run_users: dict, re
     await sync_to_async(_emit_finding_created)(review_session.pk)
     assert await owner.receive_json_from() == {"type": "finding.created",
                                                "finding": {"id": 5, "title": "Queue grows"}}
-    _, ok_outsider, code = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["outsider"])
-    assert (ok_outsider, code) == (False, 4403)
+    assert await ws_refusal(f"/ws/sessions/{review_session.pk}/", run_users["outsider"]) == 4403
+    assert await ws_refusal(f"/ws/sessions/{review_session.pk}/", None) == 4401
+    assert await ws_refusal(f"/ws/sessions/{review_session.pk + 1000}/", run_users["owner"]) == 4404
     await owner.disconnect()
 
 
@@ -211,3 +218,108 @@ def test_it_drops_viewers_whose_entry_was_not_refreshed(redis_url: str) -> None:
         return await presence.viewers(999)
 
     assert async_to_sync(scenario)() == [{"user_id": 2, "username": "here", "pass": "break"}]
+
+
+def _remove_reviewer(session: Any) -> None:
+    from reviewer.services import review as services
+
+    services.session_update(session=session, reviewers=[])
+
+
+def _publish_finding_created(session_id: int) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        realtime.session_event(session_id, "finding.created", {"finding": {"id": 6, "title": "After removal"}})
+
+
+async def test_it_cuts_the_session_feed_of_a_removed_reviewer(run_users: dict, review_session: Any) -> None:
+    await _clear_presence(review_session.pk)
+    path = f"/ws/sessions/{review_session.pk}/"
+    owner, _, _ = await ws_connect(path, run_users["owner"])
+    reviewer, connected, _ = await ws_connect(path, run_users["reviewer"])
+    assert connected
+    await sync_to_async(_remove_reviewer)(review_session)
+    await sync_to_async(_publish_finding_created)(review_session.pk)
+    received = []
+    while True:
+        message = await reviewer.receive_output(timeout=5)
+        received.append(message)
+        if message["type"] == "websocket.close":
+            break
+        assert "After removal" not in message.get("text", ""), received
+    assert message["code"] == 4403
+    # The owner keeps the feed.
+    while (got := await owner.receive_json_from(timeout=5))["type"] == "presence":
+        pass
+    assert got["finding"]["title"] == "After removal"
+    await owner.disconnect()
+
+
+async def test_it_cuts_the_run_feed_of_a_removed_reviewer(run_users: dict, review_session: Any) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+    viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", run_users["reviewer"])
+    assert connected
+    assert (await viewer.receive_json_from())["type"] == "layout"
+    assert (await viewer.receive_json_from())["type"] == "status"
+    await sync_to_async(_remove_reviewer)(review_session)
+    assert (await viewer.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4403}
+
+
+async def test_it_refuses_a_page_of_another_port_on_the_same_host(run_users: dict) -> None:
+    from channels.testing import WebsocketCommunicator
+
+    from reviewer.asgi import application
+
+    run = await sync_to_async(_make_run)(run_users["owner"])
+    cookie = await sync_to_async(session_cookie)(run_users["owner"])
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=[
+        (b"origin", b"http://testserver:9999"), (b"host", b"testserver"), (b"cookie", cookie)])
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+@pytest.mark.parametrize("kind", ["run", "session"])
+async def test_it_answers_text_that_is_not_json_and_stays_open(run_users: dict, review_session: Any,
+                                                                kind: str) -> None:
+    if kind == "run":
+        run = await sync_to_async(_make_run)(run_users["owner"], session=review_session)
+        path, first = f"/ws/runs/{run.pk}/", ("layout", "status")
+    else:
+        await _clear_presence(review_session.pk)
+        path, first = f"/ws/sessions/{review_session.pk}/", ("presence",)
+    viewer, connected, _ = await ws_connect(path, run_users["owner"])
+    assert connected
+    for expected in first:
+        assert (await viewer.receive_json_from())["type"] == expected
+    await viewer.send_to(text_data="not json {")
+    error = await viewer.receive_json_from()
+    assert (error["type"], error["field"], error["status"]) == ("error", "message", 400)
+    await viewer.send_to(bytes_data=b"\x00\x01")
+    assert (await viewer.receive_json_from())["field"] == "message"
+    # Still open: a later good message is handled.
+    if kind == "session":
+        await viewer.send_json_to({"type": "presence", "pass": "trace"})
+        assert (await viewer.receive_json_from())["viewers"][0]["pass"] == "trace"
+    else:
+        assert await viewer.receive_nothing(timeout=0.2)
+    await viewer.disconnect()
+
+
+async def test_it_limits_presence_messages_and_closes_a_flooding_client(run_users: dict,
+                                                                        review_session: Any) -> None:
+    from reviewer import consumers
+
+    await _clear_presence(review_session.pk)
+    viewer, _, _ = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["owner"])
+    assert (await viewer.receive_json_from())["type"] == "presence"
+    for _ in range(consumers.INBOUND_BURST + consumers.INBOUND_REFUSALS_BEFORE_CLOSE):
+        await viewer.send_json_to({"type": "presence", "pass": "numbers"})
+    broadcasts, refusals = 0, 0
+    while (message := await viewer.receive_output(timeout=5))["type"] != "websocket.close":
+        data = json.loads(message["text"])
+        broadcasts += data["type"] == "presence"
+        refusals += data["type"] == "error" and data["status"] == 429
+    assert message["code"] == 1008
+    assert broadcasts <= consumers.INBOUND_BURST + 1
+    assert refusals == consumers.INBOUND_REFUSALS_BEFORE_CLOSE - 1

@@ -242,3 +242,15 @@ def test_data_exports_cost_the_same_queries_however_many_findings(api_as, review
         by_id = {f["id"]: f for f in json.loads(content)["findings"]}
         assert [r["body"] for r in by_id[first.pk]["replies"]] == ["A reply.", "Another."]
         assert by_id[first.pk]["reply_count"] == 2
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t"])
+def test_it_defuses_csv_cells_that_a_spreadsheet_would_run_as_formulas(api_as, open_review, people, start):
+    from reviewer.services import review as services
+
+    services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                            title=f"{start}HYPERLINK(\"http://evil.example\")", body=f"{start}1+1")
+    response = api_as("owner").get(f"/api/sessions/{open_review.pk}/export.csv")
+    row = next(csv.DictReader(io.StringIO(response.content.decode())))
+    assert row["title"] == f"'{start}HYPERLINK(\"http://evil.example\")"
+    assert row["body"] == f"'{start}1+1"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
+import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
@@ -47,6 +49,31 @@ def test_it_logs_instead_of_raising_when_the_layer_is_unreachable(settings, capl
     channel_layers.backends.clear()
     try:
         realtime.publish_now("run.903", {"type": "run.frame"})
+        assert realtime.publisher.flush(timeout_s=10)
     finally:
         channel_layers.backends.clear()
     assert "could not publish run.frame to run.903" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_answers_a_finding_post_at_once_while_redis_stalls(layer_on_stalled_redis: None, caplog) -> None:
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from reviewer.services import review as services
+
+    owner = get_user_model().objects.create_user("owner")
+    doc = services.doc_create(owner=owner, title="Doc", body="The queue is in memory.")
+    session = services.session_create(owner=owner, doc=doc)
+    client = APIClient()
+    client.force_authenticate(owner)
+    answered: list[int] = []
+    post = threading.Thread(target=lambda: answered.append(client.post(
+        f"/api/sessions/{session.pk}/findings/", {"pass": "trace", "title": "Lost on failover"},
+        format="json").status_code), daemon=True)
+    post.start()
+    post.join(timeout=realtime.PUBLISH_TIMEOUT_S + 3)
+    assert answered == [201]  # a hung publish leaves the list empty
+    # The event was given up after the timeout, and said so.
+    assert realtime.publisher.flush(timeout_s=realtime.PUBLISH_TIMEOUT_S + 5)
+    assert "could not publish session.event" in caplog.text

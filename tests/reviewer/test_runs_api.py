@@ -231,3 +231,54 @@ def test_it_answers_a_csv_request_for_a_hidden_run_with_404(run_users: dict, tin
     assert response.content.decode().splitlines()[0] == "detail"
     empty = api(run_users["owner"]).get(f"/api/runs/{run_id}/frames/?format=csv")
     assert b"".join(empty.streaming_content).decode().strip() == "i,t_s,behind,hosts_alive,events"
+
+
+@override_settings(RUN_WALL_BUDGET_S=100)
+def test_it_refuses_a_paced_run_that_would_hold_a_worker_too_long(run_users: dict, tiny_scenario: str) -> None:
+    response = start(run_users["owner"], tiny_scenario, overrides=["duration_s=600"], speed=1)
+    assert response.status_code == 400
+    assert "RUN_WALL_BUDGET_S" in response.json()["duration_s"][0]
+    # The same run at a speed that takes a minute of wall time is fine.
+    assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=600"], speed=10).status_code == 202
+
+
+@override_settings(USER_WALL_BUDGET_S=100)
+def test_it_keeps_a_users_paced_runs_within_their_wall_time_budget(run_users: dict, tiny_scenario: str) -> None:
+    assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=60"], speed=1).status_code == 202
+    response = start(run_users["owner"], tiny_scenario, overrides=["duration_s=60"], speed=1)
+    assert response.status_code == 429
+    assert response.json()["setting"] == "USER_WALL_BUDGET_S"
+    assert start(run_users["reviewer"], tiny_scenario, overrides=["duration_s=60"], speed=1).status_code == 202
+
+
+@override_settings(USER_REQUEST_BUDGET=400)
+def test_it_keeps_a_users_runs_within_their_request_budget(run_users: dict, tiny_scenario: str) -> None:
+    assert start(run_users["owner"], tiny_scenario).status_code == 202  # about 240 requests
+    response = start(run_users["owner"], tiny_scenario)
+    assert response.status_code == 429
+    assert response.json()["setting"] == "USER_REQUEST_BUDGET"
+    # A finished run no longer counts.
+    EmulatorRun.objects.filter(started_by=run_users["owner"]).update(status="done")
+    assert start(run_users["owner"], tiny_scenario).status_code == 202
+
+
+@override_settings(GLOBAL_REQUEST_BUDGET=500)
+def test_it_keeps_everyones_runs_within_the_global_request_budget(run_users: dict, tiny_scenario: str) -> None:
+    assert start(run_users["owner"], tiny_scenario).status_code == 202
+    assert start(run_users["reviewer"], tiny_scenario).status_code == 202
+    response = start(run_users["outsider"], tiny_scenario)
+    assert response.status_code == 429
+    assert response.json()["setting"] == "GLOBAL_REQUEST_BUDGET"
+
+
+@override_settings(RUN_COMMANDS_MAX=2)
+def test_it_caps_the_live_commands_one_run_takes(run_users: dict, tiny_scenario: str) -> None:
+    run_id = start(run_users["owner"], tiny_scenario).json()["id"]
+    EmulatorRun.objects.filter(pk=run_id).update(status="running")
+    url = f"/api/runs/{run_id}/faults/"
+    for _ in range(2):
+        assert api(run_users["owner"]).post(url, {"kill": "host:1"}, format="json").status_code == 202
+    response = api(run_users["owner"]).post(url, {"kill": "host:1"}, format="json")
+    assert response.status_code == 429
+    assert response.json()["setting"] == "RUN_COMMANDS_MAX"
+    assert RunCommand.objects.filter(run_id=run_id).count() == 2

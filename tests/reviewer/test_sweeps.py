@@ -82,12 +82,12 @@ def test_it_finishes_a_sweep_whose_chord_never_fired_in_the_periodic_reaper_not_
     read = owner.get(f"/api/sweeps/{body['id']}/").json()
     assert (read["status"], read["progress"], read["curve"]) == ("running", {"done": 2, "total": 2}, None)
 
-    assert reap_stalled() == {"runs": [], "sweeps": [body["id"]]}
+    assert reap_stalled() == {"runs": [], "requeued": [], "sweeps": [body["id"]]}
     body = owner.get(f"/api/sweeps/{body['id']}/").json()
     assert body["status"] == "done"
     assert [(p["value"], p["p99_s"], p["ok_rate"]) for p in body["curve"]] == [(10, 1.5, 0.9), (20, 0.8, 1.0)]
     assert body["answer"]["value"] == 20
-    assert reap_stalled() == {"runs": [], "sweeps": []}
+    assert reap_stalled() == {"runs": [], "requeued": [], "sweeps": []}
     assert api(run_users["outsider"]).get(f"/api/sweeps/{body['id']}/").status_code == 404
 
 
@@ -114,3 +114,35 @@ def test_it_counts_a_sweep_once_against_the_runs_per_user_limit(run_users: dict,
     again = owner.post("/api/runs/", {"scenario": tiny_scenario}, format="json")
     assert again.status_code == 429
     assert "RUNS_PER_USER" in again.json()["detail"]
+
+
+@override_settings(USER_REQUEST_BUDGET=500)
+def test_it_refuses_a_sweep_whose_points_together_are_over_the_users_budget(
+        run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    response = api(run_users["owner"]).post("/api/sweeps/", {
+        "scenario": tiny_scenario, "key": "traffic.qps", "values": [40, 80, 120]}, format="json")
+    assert response.status_code == 429
+    assert response.json()["setting"] == "USER_REQUEST_BUDGET"
+    assert not Sweep.objects.exists() and not EmulatorRun.objects.exists()
+
+
+def test_it_cancels_a_sweep_its_queued_points_at_once_its_running_ones_at_their_next_step(
+        run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reviewer.models import RunCommand
+
+    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    owner = api(run_users["owner"])
+    body = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
+                                       "values": [10, 20, 30]}, format="json").json()
+    running = EmulatorRun.objects.filter(sweep_id=body["id"]).order_by("sweep_value").first()
+    EmulatorRun.objects.filter(pk=running.pk).update(status="running")
+    assert api(run_users["outsider"]).post(f"/api/sweeps/{body['id']}/cancel/").status_code == 404
+    response = owner.post(f"/api/sweeps/{body['id']}/cancel/")
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "cancelled"
+    statuses = dict(EmulatorRun.objects.filter(sweep_id=body["id"]).values_list("pk", "status"))
+    assert statuses.pop(running.pk) == "running"
+    assert set(statuses.values()) == {"cancelled"}
+    assert RunCommand.objects.filter(run=running, kind="cancel").count() == 1
+    assert owner.post(f"/api/sweeps/{body['id']}/cancel/").status_code == 409

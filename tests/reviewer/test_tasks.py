@@ -162,7 +162,7 @@ def test_it_reaps_stale_runs_in_the_task_the_beat_schedule_sends(run_users: dict
                  heartbeat_at=timezone.now() - timedelta(seconds=60))
     scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert reap_stalled.name in scheduled
-    assert reap_stalled() == {"runs": [stale.pk], "sweeps": []}
+    assert reap_stalled() == {"runs": [stale.pk], "requeued": [], "sweeps": []}
     assert EmulatorRun.objects.get(pk=stale.pk).status == "failed"
 
 
@@ -170,3 +170,101 @@ def test_it_gives_paced_runs_time_limits_that_fit_their_length() -> None:
     soft, hard = time_limits_for(duration_s=300, speed="1")
     assert soft >= 300 * 1.5 and hard > soft
     assert time_limits_for(duration_s=300, speed="100")[0] < soft
+
+
+def _purged_broker() -> None:
+    from reviewer.celery import app
+
+    app.control.purge()
+
+
+def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
+    run_users: dict, tiny_scenario: str, django_capture_on_commit_callbacks: Any
+) -> None:
+    from reviewer.services.runs import (
+        REQUEUE_AFTER_S,
+        broker_queue_length,
+        runs_requeue_lost,
+        wait_enqueued,
+    )
+
+    _purged_broker()
+    run = _run(run_users["owner"], tiny_scenario,
+               enqueued_at=timezone.now() - timedelta(seconds=REQUEUE_AFTER_S + 1))
+    fresh = _run(run_users["owner"], tiny_scenario)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs_requeue_lost() == {"requeued": [run.pk], "failed": []}
+    wait_enqueued()
+    assert broker_queue_length() == 1
+    _purged_broker()
+    run.refresh_from_db()
+    assert (run.status, run.dispatches) == ("queued", 1)
+    # The first task, should it turn up after all, no longer starts the run; the new one does.
+    assert run_play(run_id=run.pk) == "queued"
+    assert run_play(run_id=run.pk, dispatch=1) == "done"
+    assert EmulatorRun.objects.get(pk=fresh.pk).dispatches == 0
+
+
+def test_it_leaves_queued_runs_alone_while_their_tasks_wait_in_the_broker(run_users: dict,
+                                                                        tiny_scenario: str) -> None:
+    from reviewer.celery import app
+    from reviewer.services.runs import REQUEUE_AFTER_S, runs_requeue_lost
+
+    _purged_broker()
+    run = _run(run_users["owner"], tiny_scenario,
+               enqueued_at=timezone.now() - timedelta(seconds=REQUEUE_AFTER_S + 1))
+    app.send_task("reviewer.reap_stalled")  # a task waiting, as a queued run's would
+    try:
+        assert runs_requeue_lost() == {"requeued": [], "failed": []}
+    finally:
+        _purged_broker()
+    assert EmulatorRun.objects.get(pk=run.pk).dispatches == 0
+
+
+def test_it_fails_a_run_no_worker_takes_after_many_hand_offs_with_a_reason(run_users: dict,
+                                                                          tiny_scenario: str) -> None:
+    from reviewer.services.runs import MAX_DISPATCHES, REQUEUE_AFTER_S, runs_requeue_lost
+
+    _purged_broker()
+    run = _run(run_users["owner"], tiny_scenario, dispatches=MAX_DISPATCHES,
+               enqueued_at=timezone.now() - timedelta(seconds=REQUEUE_AFTER_S + 1))
+    assert runs_requeue_lost() == {"requeued": [], "failed": [run.pk]}
+    run.refresh_from_db()
+    assert run.status == "failed" and "none started it" in run.reason
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_plays_a_run_to_its_end_while_redis_stalls(run_users: dict, tiny_scenario: str,
+                                                      layer_on_stalled_redis: None) -> None:
+    import threading
+
+    from reviewer import realtime
+
+    run = _run(run_users["owner"], tiny_scenario)
+    played = threading.Thread(target=run_play, kwargs={"run_id": run.pk}, daemon=True)
+    played.start()
+    played.join(timeout=realtime.PUBLISH_TIMEOUT_S * 2 + 10)
+    assert not played.is_alive(), "the run hung on publishing"
+    run.refresh_from_db()
+    assert (run.status, run.frames_stored) == ("done", 12)
+
+
+def test_it_writes_again_when_the_database_is_locked_instead_of_failing_the_run(
+    run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+
+    monkeypatch.setattr(run_player, "LOCKED_BACKOFF_S", 0.01)
+    real_bulk_create = RunFrame.objects.bulk_create
+    refusals = iter([True, True])  # the first two writes of frames meet another user's long write
+
+    def locked_at_first(*args: Any, **kwargs: Any) -> Any:
+        if next(refusals, False):
+            raise OperationalError("database is locked")
+        return real_bulk_create(*args, **kwargs)
+
+    monkeypatch.setattr(RunFrame.objects, "bulk_create", locked_at_first)
+    run = _run(run_users["owner"], tiny_scenario)
+    assert run_play(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    assert (run.status, run.frames_stored) == ("done", 12)

@@ -240,3 +240,34 @@ def test_it_refuses_like_the_cli_when_a_request_is_bigger_than_a_batch(
     message = response.json()["error"]
     assert message.startswith("models.small.tokens:")
     assert message in cli.stderr
+
+
+def test_it_refuses_a_reviewer_who_opens_a_session_on_the_owners_doc(people: dict, review: ReviewSession) -> None:
+    client = client_for(people["reviewer"])
+    response = client.post("/sessions/new", {"doc": review.doc_id, "title": "Mine now"}, follow=True)
+    assert not ReviewSession.objects.filter(title="Mine now").exists()
+    assert "doc: choose one of your docs." in response.content.decode()
+
+
+def _inline_scripts(html: str) -> list[str]:
+    """<script> tags a browser would run that carry their code inline."""
+    import re
+
+    tags = re.findall(r"<script\b[^>]*>", html, flags=re.IGNORECASE)
+    return [t for t in tags if "src=" not in t and 'type="application/json"' not in t]
+
+
+def test_it_sends_a_content_security_policy_that_its_pages_pass_without_inline_script(
+    people: dict, review: ReviewSession
+) -> None:
+    client = client_for(people["owner"])
+    for url in ("/", f"/sessions/{review.pk}/", "/api/schema/docs/", "/api/schema/redoc/"):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        policy = response["Content-Security-Policy"]
+        directives = dict(d.strip().split(" ", 1) for d in policy.split(";") if d.strip())
+        assert directives["script-src"] == "'self'", policy
+        assert directives["object-src"] == "'none'" and directives["frame-ancestors"] == "'none'"
+        assert _inline_scripts(response.content.decode()) == [], url
+    login = Client().get("/accounts/login/")
+    assert "Content-Security-Policy" in login and _inline_scripts(login.content.decode()) == []

@@ -143,7 +143,9 @@ class Command(BaseCommand):
         child = supervisor.start(
             "valkey-server",
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(valkey_dir),
-             "--daemonize", "no", "--save", "", "--appendonly", "no",
+             # Append-only persistence in DATA_DIR: queued runs' tasks survive a
+             # restart (at most the last second of writes is lost on a crash).
+             "--daemonize", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
              "--logfile", str(valkey_dir / "valkey.log")],
         )
         if not wait_for_port("127.0.0.1", port, timeout_s=15, child=child):
