@@ -81,6 +81,7 @@ class StaticWorkers(WorkerModel):
             for name in scenario.models
         ]
         self.queue = sim.queue
+        self.disp = sim.disp
         self._schedule_done = sim.queue.scheduler(WORKER_DONE)
         #: The batch each worker is running (None when idle or dead).
         self.batch: list[Batch | None] = [None] * n
@@ -129,7 +130,7 @@ class StaticWorkers(WorkerModel):
         batch = self.batch[w]
         assert batch is not None
         m = batch.model
-        d = self.sim.disp[m]
+        d = self.disp[m]
         d.complete((batch.first, batch.end, self.queue.now_s, OK if batch.epoch == d.epoch else ORPHANED))
         self.in_service[m] -= batch.requests
         policy = d.policy
@@ -142,10 +143,13 @@ class StaticWorkers(WorkerModel):
             self.backlog_reqs[m] -= nxt.requests
             self.start(w, nxt)
             return
-        self.batch[w] = None
-        self.fleet.state[w] = IDLE
-        self.busy[m] -= 1
+        # The policy acts while the worker still counts as busy: under pull a held
+        # batch starts at once with no change of state, as most do at high load.
         policy.worker_idle(w)
+        if self.batch[w] is batch:  # nothing new: the worker is idle now
+            self.batch[w] = None
+            self.fleet.state[w] = IDLE
+            self.busy[m] -= 1
 
     def kill(self, w: int) -> bool:
         fleet = self.fleet
