@@ -125,18 +125,15 @@ def test_it_refuses_to_set_a_rate_on_a_replayed_trace(tmp_path: Path) -> None:
         engine.set_qps(50)
 
 
-def test_it_replays_the_shared_azure_trace_with_its_own_sizes() -> None:
-    shared = Path(__file__).resolve().parents[3] / "shared" / "traces" / "azure-conv-2023.csv"
-    if not shared.exists():
-        pytest.skip("the shared folder is not beside this checkout")
-    sc = scenario(workers=8, duration_s=120, trace=shared)
+def test_it_replays_the_shipped_azure_trace_with_its_own_sizes() -> None:
+    from emulator.scenario.traces import load_trace
+
+    sc = scenario(workers=8, duration_s=120, trace=Path("azure-conv-2023"))  # a named trace
     engine = Engine(sc)
     engine.run()
     store = engine.disp[0].store
     rows = engine.disp[0].ingested
-    from emulator.scenario.traces import read_trace
-
-    assert rows == int((read_trace(shared).arrival_s <= 120).sum()) > 400
+    assert rows == int((load_trace("azure-conv-2023").arrival_s <= 120).sum()) > 400
     assert int(store.tokens[0]) == 374 and int(store.output[0]) == 44  # the file's first row
     assert engine.summary().balanced()
 
