@@ -128,7 +128,7 @@ def test_it_agrees_with_the_reference_request_by_request(tmp_path: Path, policy:
     assert 0 < summary.prefill_tokens_saved < summary.prefix_tokens_seen
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "prefix_aware", "weighted"])
+@pytest.mark.parametrize("policy", ["round_robin", "pull", "prefix_aware", "weighted"])
 def test_it_agrees_when_cached_blocks_are_evicted_and_requests_preempted(
     tmp_path: Path, policy: str
 ) -> None:

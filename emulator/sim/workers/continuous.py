@@ -299,19 +299,27 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if not d.closed:
             return
         st = d.store
-        need = int(st.tokens[d.closed[0] - st.base])
+        i = d.closed[0] - st.base
+        need = int(st.tokens[i])
+        group, prefix = int(st.group[i]), int(st.prefix[i])
         now = self.queue.now_s
         best: Worker | None = None
         best_t = _INF
         for w in d.workers:
             wk = self.workers[w]
-            if wk.phase == _STEP and wk.t_end < best_t:
-                best, best_t = None, wk.t_end  # it looks at its next step start anyway
+            if wk.phase == _STEP and now < wk.t_end < best_t:
+                # It looks at its next step start anyway (one whose step ends now is
+                # the worker starting its next step, which has just looked).
+                best, best_t = None, wk.t_end
             elif wk.phase == _STRETCH and wk.n < wk.spec.max_num_seqs:
                 k = min(_first_step_ending_at_or_after(wk, now), wk.steps)
                 free = wk.spec.kv_cache_tokens - (wk.kv_used() + wk.n * k)
+                room = need
+                if wk.cache is not None:  # its cached prefix and the blocks it may evict
+                    room -= self._hit(wk, group, prefix, need)
+                    free += wk.cache.evictable(group)
                 t = wk.stretch_end(k)
-                if free >= need and t < best_t:
+                if free >= room and t < best_t:
                     best, best_t = wk, t
         if best is not None:
             self._cut(best)
