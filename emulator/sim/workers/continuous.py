@@ -23,6 +23,11 @@ has work, runs steps back to back. At the start of a step at time t:
 6. At its end each member of D generates a token, and so does each request whose
    prefill completed in it; a request with all its output tokens completes.
 
+With ``worker.prefix_cache`` a worker also keeps shared-prefix KV blocks in the same
+budget (``prefix_cache.py``): a request's cached prefix is neither reserved nor
+prefilled again (its progress starts after it), and unpinned cached blocks are evicted
+before a step preempts or an admission blocks.
+
 Speed: a step with no prefill and no admission starts a *stretch* of decode-only steps
 that is one event, not one per step. Within it |D| = n is fixed and every context grows
 by one per step, so step j lasts a + b (C + n (j - 1)) (a = base + decode_seq_s n,
