@@ -92,3 +92,20 @@ def test_the_preset_shows_prefix_aware_routing_beating_round_robin() -> None:
     assert rr.prefix_hit_rate < 0.65 < 0.85 < pa.prefix_hit_rate
     assert pa.ttft_s["p50"] < 0.2 < 1.0 < rr.ttft_s["p50"]
     assert pa.slo_goodput is not None and pa.slo_goodput > 0.95
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_loaded", "pull", "prefix_aware", "weighted"])
+def test_the_books_balance_through_a_host_loss_under_every_policy(policy: str) -> None:
+    sc = _short(policy, 40)
+    data = sc.to_dict()
+    data["faults"] = [{"at_s": 10.0, "kill": "host:1"}, {"at_s": 20.0, "restore": "host:1"}]
+    data["client"]["retries"] = 1
+    engine = Engine(Scenario.from_dict(data))
+    frames = engine.advance_to(40)
+    s = engine.summary()
+    assert s.balanced()
+    assert s.lost > 0  # the host's requests were lost with it
+    assert 0 < s.prefill_tokens_saved <= s.prefix_tokens_seen
+    # While host 1 is down its workers (2 and 3) look nothing up.
+    down = [f for f in frames if 11 <= f.t_s < 20]
+    assert down and all(f.w_prefix_hit is not None and f.w_prefix_hit[2:] == [None, None] for f in down)
