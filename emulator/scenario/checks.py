@@ -11,6 +11,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from emulator.scenario import prefix_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
     ARRIVALS,
@@ -217,6 +218,9 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                     "remove it, or set worker.max_batched_tokens for the step's token budget",
                 )
     _check_trace_models(traffic, models)
+    prefix_checks.check_scenario(
+        models, {n: _resolved(worker, m) for n, m in models.items()}, dispatcher, traffic
+    )
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
@@ -352,6 +356,7 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
                 "output_tokens_cv",
                 "worker",
                 "arch",
+                "prefixes",
             ),
         )
         share = t.number("share", low=0.0)
@@ -367,6 +372,10 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
             output_tokens_cv=t.number("output_tokens_cv", 0.0, low=0.0),
             worker_overrides=_worker_overrides(t.raw("worker", {}), f"{path}.worker", worker),
             arch=_arch(t.raw("arch"), f"{path}.arch") if t.has("arch") else None,
+            prefixes=(
+                prefix_checks.prefixes(t.raw("prefixes"), f"{path}.prefixes")
+                if t.has("prefixes") else None
+            ),
         )
     total = sum(m.share for m in models.values())
     if abs(total - 1.0) > 1e-6:
@@ -384,6 +393,7 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
         standby=t.choice("standby", STANDBYS, "cold"),
         failover_s=t.number("failover_s", 3.0, low=0.0),
         health_check_s=t.number("health_check_s", 5.0, positive=True),
+        scorers=prefix_checks.scorers(t.raw("scorers"), t.key("scorers")) if t.has("scorers") else (),
     )
 
 
@@ -425,6 +435,7 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "step_model": t.choice("step_model", STEP_MODELS, base.step_model),
         "mbu": _efficiency(t, "mbu", base.mbu),
         "mfu": _efficiency(t, "mfu", base.mfu),
+        **prefix_checks.worker_keys(t, base),
     }
 
 

@@ -50,6 +50,10 @@ STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
 STEP_MODELS = ("linear", "roofline")
+#: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
+#: it uses when none are given: the prefix-cache score counts more than the queue.
+SCORERS = ("prefix", "queue", "kv_free")
+DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
 #: ``kv_cache_tokens = "auto"`` as held in a WorkerSpec: resolved per model by
 #: ``Scenario.worker_for`` from its arch and the hardware (a real capacity is >= 1).
 AUTO_KV = 0
@@ -187,6 +191,18 @@ class ArchSpec:
 
 
 @dataclass(frozen=True)
+class PrefixSpec:
+    """Shared prompt prefixes of a model's requests (``[models.NAME.prefixes]``): each
+    request draws one of ``groups`` prefixes by a Zipf law of exponent ``zipf_s`` (group
+    k, from 1, with weight 1 / k^zipf_s), and the first ``prefix_tokens`` of its prompt
+    are that group's."""
+
+    groups: int
+    prefix_tokens: int
+    zipf_s: float = 1.1
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model: its share of the traffic, its worker size and its request sizes.
 
@@ -204,6 +220,7 @@ class ModelSpec:
     output_tokens_cv: float = 0.0
     worker_overrides: tuple[tuple[str, Any], ...] = ()
     arch: ArchSpec | None = None  # its shape, for kv_cache_tokens = "auto" and the roofline
+    prefixes: PrefixSpec | None = None  # shared prompt prefixes (None: every prompt its own)
 
 
 @dataclass(frozen=True)
@@ -217,6 +234,8 @@ class DispatcherSpec:
     standby: str = "cold"
     failover_s: float = 3.0
     health_check_s: float = 5.0
+    #: Under ``policy = "weighted"``: (scorer, weight) pairs of ``[dispatcher.scorers]``.
+    scorers: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,6 +270,11 @@ class WorkerSpec:
     step_model: str = "linear"  # "linear" (the formula above) | "roofline"
     mbu: float = 1.0  # memory-bandwidth utilisation the roofline assumes (1: a floor)
     mfu: float = 1.0  # FLOPs utilisation the roofline assumes (1: a floor)
+    #: Keep the KV blocks of shared prompt prefixes after use (continuous batching):
+    #: a request whose prefix is cached skips prefilling it. ``block_tokens`` is the
+    #: size of a KV block; only whole blocks are cached.
+    prefix_cache: bool = False
+    block_tokens: int = 16
 
 
 @dataclass(frozen=True)
@@ -359,8 +383,9 @@ class Scenario:
             "traffic": _without_defaults(self.traffic, _NEW_TRAFFIC),
             "models": {name: _model_dict(m) for name, m in self.models.items()},
             "dispatcher": {
-                **_fields(d),
+                **{k: v for k, v in _fields(d).items() if k != "scorers"},
                 "close_after_s": "never" if d.close_after_s is None else d.close_after_s,
+                **({"scorers": dict(d.scorers)} if d.scorers else {}),
             },
             "worker": _worker_dict(self.worker),
             "client": {
@@ -491,6 +516,8 @@ _NEW_WORKER = (
     "step_model",
     "mbu",
     "mfu",
+    "prefix_cache",
+    "block_tokens",
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
 
@@ -525,12 +552,14 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
     out = {
         k: v
         for k, v in _without_defaults(m, _NEW_MODEL).items()
-        if k not in ("name", "worker_overrides", "arch")
+        if k not in ("name", "worker_overrides", "arch", "prefixes")
     }
     if m.worker_overrides:
         out["worker"] = _auto_spelling(dict(m.worker_overrides))
     if m.arch is not None:
         out["arch"] = _set_fields(m.arch)
+    if m.prefixes is not None:
+        out["prefixes"] = _fields(m.prefixes)
     return out
 
 

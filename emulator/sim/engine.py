@@ -73,12 +73,12 @@ class Engine:
         self.wall_s = 0.0
         # spawn(n) children are prefix-stable: a new stream goes at the end, so the
         # draws of the earlier ones (and the golden results) do not move.
-        arrivals_rng, self.service_rng, self.policy_rng, output_rng, gap_rng = (
+        arrivals_rng, self.service_rng, self.policy_rng, output_rng, gap_rng, prefix_rng = (
             np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(self.seed).spawn(5)
+            for s in np.random.SeedSequence(self.seed).spawn(6)
         )
         self.queue = EventQueue()
-        self.source = ArrivalSource(scenario, arrivals_rng, output_rng, gap_rng)
+        self.source = ArrivalSource(scenario, arrivals_rng, output_rng, gap_rng, prefix_rng)
         self.names = list(scenario.models)
         self.fleet = Fleet(scenario)
         batching = [scenario.batching_of(n) for n in self.names]
@@ -248,10 +248,32 @@ class Engine:
             fleet.output_tokens_per_s = tokens[0] / now if now > 0 else 0.0
             fleet.slo_goodput = _goodput(fleet.slo_met, fleet, self.scenario.slo.any())
         fleet.per_model = per_model
+        self._prefix_summary(fleet)
         fleet.sim_s = now
         fleet.wall_s = self.wall_s
         fleet.events = self.queue.processed
         return fleet
+
+    def _prefix_summary(self, fleet: Summary) -> None:
+        """Prefix hit rates (fleet, per model, per worker) and prefill tokens saved."""
+        cw = self.worker_models.get("continuous")
+        if not isinstance(cw, ContinuousWorkers) or not cw.prefix_on:
+            return
+        for d in self.disp:
+            out = fleet.per_model[d.name]
+            if isinstance(d, Router):
+                out.prefix = True
+                out.prefix_tokens_seen, out.prefill_tokens_saved = cw.prefix_totals(d.index)
+                fleet.prefix_tokens_seen += out.prefix_tokens_seen
+                fleet.prefill_tokens_saved += out.prefill_tokens_saved
+                if out.prefix_tokens_seen:
+                    out.prefix_hit_rate = out.prefill_tokens_saved / out.prefix_tokens_seen
+        fleet.prefix = True
+        if fleet.prefix_tokens_seen:
+            fleet.prefix_hit_rate = fleet.prefill_tokens_saved / fleet.prefix_tokens_seen
+        fleet.prefix_hit_rate_by_worker = [
+            cw.worker_prefix_rate(w) if w in cw.workers else None for w in range(len(self.fleet))
+        ]
 
     # -- arrivals --------------------------------------------------------------------
     def _on_chunk(self, k: int, _: Any) -> None:
@@ -383,7 +405,7 @@ class Engine:
                 self._token_frame(m, d, counts)
         for wm in self.worker_models.values():
             wm.frame_done()
-        w_kv = w_running = None
+        w_kv = w_running = w_prefix = None
         continuous = self.worker_models.get("continuous")
         if isinstance(continuous, ContinuousWorkers):
             w_kv, w_running = [], []
@@ -393,6 +415,11 @@ class Engine:
                 )
                 w_kv.append(kv)
                 w_running.append(running)
+            if continuous.prefix_on:
+                w_prefix = [
+                    continuous.worker_prefix_frame(w) if w in continuous.workers else None
+                    for w in range(len(self.fleet))
+                ]
         self._frames.append(
             Frame(
                 i=i,
@@ -405,6 +432,7 @@ class Engine:
                 events=self.frame_events,
                 w_kv=w_kv,
                 w_running=w_running,
+                w_prefix_hit=w_prefix,
             )
         )
         self.frame_events = []
