@@ -1,8 +1,8 @@
 """Reading and checking ``[autoscaler]`` (see ``AutoscalerSpec``).
 
 Every mistake is one ``ScenarioError`` naming the key and the fix: a model that does
-not exist or batches statically, an unknown metric, a target, interval, warm-up or
-cooldown out of range, ``min_workers`` above ``max_workers``, bounds that disagree
+not exist or batches statically, an unknown metric, a target, interval, warm-up,
+cooldown or stabilization window out of range, ``min_workers`` above ``max_workers``, bounds that disagree
 with the workers the hosts start with, and a ``max_workers`` the hosts' free units
 cannot place.
 """
@@ -110,7 +110,8 @@ def parse_autoscaler(
             "give the seconds between two looks at the metric, e.g. 15",
         )
     warmup, cooldown = t.number("warmup_s", 60.0), t.number("cooldown_s", 0.0)
-    for key, value in (("warmup_s", warmup), ("cooldown_s", cooldown)):
+    stabilization = t.number("stabilization_s", 0.0)
+    for key, value in (("warmup_s", warmup), ("cooldown_s", cooldown), ("stabilization_s", stabilization)):
         if value < 0:
             raise ScenarioError(
                 t.key(key), f"must be 0 or more, not {_show(value)}", "give a number of seconds, 0 or more"
@@ -124,6 +125,7 @@ def parse_autoscaler(
         interval_s=interval,
         warmup_s=warmup,
         cooldown_s=cooldown,
+        stabilization_s=stabilization,
     )
 
 

@@ -325,7 +325,8 @@ class Fault:
 class AutoscalerSpec:
     """``[autoscaler]``: one model's worker count follows a metric, as a Kubernetes HPA
     does: every ``interval_s`` the desired count is ceil(active workers x metric /
-    target), clamped to [min_workers, max_workers]; a new worker takes free units of a
+    target), clamped to [min_workers, max_workers] (a scale-down goes only as far as
+    the highest count wanted over the last ``stabilization_s``); a new worker takes free units of a
     live host and serves ``warmup_s`` later (it loads its weights first); a worker
     scaled down takes no new requests and gives its units back once its requests are
     done. ``cooldown_s`` separates two scale actions. See ``emulator.sim.autoscaler``.
@@ -339,6 +340,7 @@ class AutoscalerSpec:
     interval_s: float = 15.0
     warmup_s: float = 60.0
     cooldown_s: float = 0.0
+    stabilization_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ summed, running sequences), and the desired count is ``ceil(load / target)``, wh
 the HPA's ``ceil(current x metric / target)``, at least 1 while any request waits (a
 fleet scaled to zero wakes up), clamped to ``[min_workers, max_workers]``. It is
 compared with the workers serving or warming up (dead ones do not count, so lost
-capacity is replaced). Unless a scale action happened less than ``cooldown_s`` ago:
+capacity is replaced). A scale-down goes only as far as the highest count wanted at
+the looks of the last ``stabilization_s`` (the HPA's scale-down stabilization window,
+which keeps a fleet from flapping when its own size moves the metric). Unless a scale action happened less than ``cooldown_s`` ago:
 
 * Scaling up places each new worker on free units of a live host (adjacent units, the
   spot the incremental placer of ``emulator.analysis.placement.fragment`` picks: the one
@@ -41,6 +43,7 @@ warming up), ``rewarm``.
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from emulator.analysis.placement.fragment import place_incremental
@@ -81,6 +84,7 @@ class Autoscaler:
         self.placed_at = dict.fromkeys(self.slots, 0.0)
         self.sizes = {n: m.worker_units for n, m in sim.scenario.models.items()}
         self.last_action_s = -math.inf
+        self.wanted: deque[tuple[float, int]] = deque()  # (look time, count wanted), the window
         #: Every look at the metric: what was measured and what was decided.
         self.samples: list[dict[str, Any]] = []
         #: Every scale action, in time order.
@@ -200,8 +204,15 @@ class Autoscaler:
         now = self.queue.now_s
         m = self.measure()
         c = self.counts()
-        desired = self.desired(m["load"], m["waiting"])
+        wanted = self.desired(m["load"], m["waiting"])
         current = c["active"] + c["warming"]
+        window = self.wanted
+        window.append((now, wanted))
+        while window[0][0] < now - self.spec.stabilization_s:
+            window.popleft()
+        desired = wanted
+        if wanted < current:
+            desired = min(current, max(x for _, x in window))
         action = "none"
         if desired != current:
             if now < self.last_action_s + self.spec.cooldown_s:
@@ -217,7 +228,7 @@ class Autoscaler:
                     self.last_action_s = now
         self.samples.append({
             "t_s": now, **m, "warming": c["warming"], "draining": c["draining"],
-            "dead": c["dead"], "desired": desired, "action": action,
+            "dead": c["dead"], "wanted": wanted, "desired": desired, "action": action,
         })
         nxt = now + self.spec.interval_s
         if nxt <= self.sim.duration_s:

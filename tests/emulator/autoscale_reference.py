@@ -9,8 +9,10 @@ agreement tests arrange: room on the hosts for every scale-up and no faults.
 
 The rules, as the docs state them:
 
-* desired = ceil(load / target), at least 1 if any request waits, then clamped to
-  [min_workers, max_workers];
+* wanted = ceil(load / target), at least 1 if any request waits, then clamped to
+  [min_workers, max_workers]; desired = wanted, except that below the current count
+  it is the largest wanted at the looks of the last stabilization_s (never above
+  the current count);
 * current = active + warming; a worker placed at t serves from t + warmup_s on (a
   look at that same instant already counts it active);
 * an action (up or down) needs the last action to be at least cooldown_s back;
@@ -31,6 +33,7 @@ class Look:
     t_s: float
     active: int
     warming: int
+    wanted: int
     desired: int
     action: str  # none | cooldown | up | down
     up: int = 0
@@ -46,6 +49,7 @@ class ReferenceAutoscaler:
     max_workers: int
     warmup_s: float
     cooldown_s: float
+    stabilization_s: float
     initial: int
     looks: list[Look] = field(default_factory=list)
 
@@ -58,6 +62,7 @@ class ReferenceAutoscaler:
             max_workers=spec.max_workers,
             warmup_s=spec.warmup_s,
             cooldown_s=spec.cooldown_s,
+            stabilization_s=spec.stabilization_s,
             initial=initial,
         )
 
@@ -66,6 +71,7 @@ class ReferenceAutoscaler:
         active = self.initial
         warming: list[float] = []  # ready times of the workers warming up, in placement order
         last_action = -math.inf
+        history: list[tuple[float, int]] = []
         for s in samples:
             t = s["t_s"]
             ready = [r for r in warming if r <= t]
@@ -74,9 +80,14 @@ class ReferenceAutoscaler:
             want = math.ceil(s["load"] / self.target)
             if s["waiting"] > 0 and want < 1:
                 want = 1
-            desired = max(self.min_workers, min(self.max_workers, want))
+            wanted = max(self.min_workers, min(self.max_workers, want))
+            history.append((t, wanted))
             current = active + len(warming)
-            look = Look(t, active, len(warming), desired, "none")
+            desired = wanted
+            if wanted < current:
+                recent = [x for when, x in history if when >= t - self.stabilization_s]
+                desired = min(current, max(recent))
+            look = Look(t, active, len(warming), wanted, desired, "none")
             if desired != current:
                 if t < last_action + self.cooldown_s:
                     look.action = "cooldown"

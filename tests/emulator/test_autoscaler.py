@@ -57,6 +57,7 @@ max_workers = {high}
 interval_s = {interval}
 warmup_s = {warmup}
 cooldown_s = {cooldown}
+stabilization_s = {stabilization}
 
 [[hosts]]
 count = {hosts}
@@ -71,7 +72,7 @@ def scenario(**changes: Any) -> Scenario:
         "duration": 600, "seed": 1, "qps": 2, "shape": "step", "peak": 40, "step_at": 120,
         "period": 600, "policy": "round_robin", "metric": "queue", "target": 4, "low": 1,
         "high": 8, "interval": 15, "warmup": 60, "cooldown": 0, "hosts": 3,
-        "workers": '["chat@0"]',
+        "workers": '["chat@0"]', "stabilization": 0,
     }
     values.update(changes)
     extra = values.pop("extra", "")
@@ -142,6 +143,8 @@ AGREEMENT = [
     {"metric": "queue", "target": 4},
     {"metric": "queue", "target": 2, "cooldown": 45, "policy": "pull"},
     {"metric": "running", "target": 12, "policy": "least_loaded"},
+    {"metric": "running", "target": 6, "stabilization": 120, "interval": 20, "shape": "diurnal",
+     "qps": 1, "peak": 25, "duration": 900},
     {"metric": "running", "target": 20, "cooldown": 30, "warmup": 20, "interval": 10},
     {"metric": "kv", "target": 0.3, "shape": "diurnal", "qps": 1, "peak": 30, "duration": 1200},
     {"metric": "queue", "target": 3, "shape": "diurnal", "qps": 0, "peak": 25, "low": 0,
@@ -169,7 +172,7 @@ def test_it_agrees_with_the_step_by_step_model(changes: dict[str, Any]) -> None:
     for got, want in zip(samples, reference, strict=True):
         where = f"look at {got['t_s']}"
         assert (got["active"], got["warming"]) == (want.active, want.warming), where
-        assert got["desired"] == want.desired, where
+        assert (got["wanted"], got["desired"]) == (want.wanted, want.desired), where
         assert got["action"] == want.action, where
         assert (ups[got["t_s"]], downs[got["t_s"]]) == (want.up, want.down), where
         actions.add(want.action)
@@ -177,6 +180,8 @@ def test_it_agrees_with_the_step_by_step_model(changes: dict[str, Any]) -> None:
     assert {"up", "down"} <= actions or changes["metric"] == "kv" and "up" in actions
     if changes.get("cooldown"):
         assert "cooldown" in actions
+    if changes.get("stabilization"):
+        assert any(x.wanted < x.desired for x in reference), "the window never held a scale-down"
     assert engine.summary().balanced()
 
 

@@ -112,6 +112,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_ten() -> None:
         "continuous-comfortable",
         "kv-preemption-storm",
         "roofline-70b-h100",
+        "autoscaled-diurnal",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

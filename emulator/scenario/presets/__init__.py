@@ -36,6 +36,9 @@ PRESETS: dict[str, str] = {
     "roofline-70b-h100": "Llama-2-70B on 4-GPU H100 workers at 24 QPS, step times from the "
     "roofline (mbu 0.6, mfu 0.5) and a KV cache sized from the GPUs' memory: TTFT about 80 ms "
     "and TPOT about 28 ms at the median, inside their SLOs",
+    "autoscaled-diurnal": "a day of chat traffic (0 to 12 QPS and back) on 2-GPU workers that an "
+    "autoscaler adds and removes on running requests per worker, with 3-minute cold starts: "
+    "scaled to zero at night, the first requests after a quiet spell time out",
 }
 
 
