@@ -26,6 +26,9 @@ overrides in ``[models.NAME.worker]``, trace replay in ``[traffic]`` (``trace``,
 left at their defaults are not written back by ``to_dict``, so a scenario of the
 seed's kind reads back exactly as it was written.
 
+``[autoscaler]`` (``AutoscalerSpec``) scales one continuous-batching model's workers;
+see docs/autoscaling.md.
+
 Errors are ``ScenarioError``: one line naming the key path and the fix.
 """
 

@@ -32,8 +32,9 @@ which keeps a fleet from flapping when its own size moves the metric). Unless a 
 
 Faults: a host's death kills its workers as usual; a worker warming up on it dies too
 and, if the host comes back before its slot is reused, loads its weights again from
-the start. A draining worker that dies is parked at once. A worker restored while the
-fleet is above ``max_workers`` is scaled down at the next look.
+the start. A draining worker that dies is parked at once. A worker whose slot was
+reused elsewhere does not come back with its old host; the others do, and a fleet
+then larger than wanted is scaled down at the next looks.
 
 Every look is kept in ``samples`` (what was measured and decided) and every action in
 ``events``: ``up``, ``ready``, ``down``, ``parked``, ``blocked``, ``lost`` (died

@@ -339,3 +339,25 @@ def test_a_run_is_a_pure_function_of_scenario_and_seed() -> None:
     b, _ = run(scenario(metric="kv", target=0.3))
     assert a.autoscaler.events == b.autoscaler.events  # type: ignore[union-attr]
     assert a.summary().to_dict()["ok"] == b.summary().to_dict()["ok"]
+
+
+def test_workers_lost_with_their_host_are_recreated_elsewhere_and_not_brought_back() -> None:
+    # Every slot is in use on host 0 when it dies; host 1 is free.
+    s = scenario(
+        hosts=2, high=4, metric="running", target=2, step_at=30,
+        extra='\n[[faults]]\nat_s = 200\nkill = "host:0"\n'
+        '\n[[faults]]\nat_s = 400\nrestore = "host:0"\n',
+    )
+    engine, frames = run(s)
+    before = [e for e in events(engine, "up") if e["t_s"] < 200]
+    assert before and all(e["host"] == 0 for e in before)
+    moved = [e for e in events(engine, "up") if 200 < e["t_s"] < 400]
+    assert moved and all(e["host"] == 1 and "lost with host 0" in e["reason"] for e in moved)
+    for f in frames:
+        placed = [w for w, h in enumerate(f.w_host) if h >= 0]
+        assert len(placed) <= 4, f.t_s  # never more workers than slots
+    # The moved workers stay on host 1 after host 0 comes back.
+    at_end = frames[-1]
+    for e in moved:
+        assert at_end.w_host[e["worker"]] in (1, -1)
+    assert engine.summary().balanced()
