@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from autoscale_reference import ReferenceAutoscaler
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from emulator import Engine, Scenario
 from emulator.scenario import load_scenario
@@ -361,3 +363,36 @@ def test_workers_lost_with_their_host_are_recreated_elsewhere_and_not_brought_ba
     for e in moved:
         assert at_end.w_host[e["worker"]] in (1, -1)
     assert engine.summary().balanced()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    metric=st.sampled_from(["queue", "kv", "running"]),
+    policy=st.sampled_from(["round_robin", "pull", "least_loaded"]),
+    interval=st.sampled_from([5, 10, 15]),
+    warmup=st.sampled_from([0, 12.5, 40]),
+    cooldown=st.sampled_from([0, 20]),
+    stabilization=st.sampled_from([0, 30]),
+    low=st.integers(0, 1),
+    shape=st.sampled_from(["step", "diurnal"]),
+    seed=st.integers(0, 50),
+)
+def test_random_autoscaled_runs_agree_with_the_model_and_balance_their_books(
+    metric: str, policy: str, interval: float, warmup: float, cooldown: float,
+    stabilization: float, low: int, shape: str, seed: int,
+) -> None:
+    target = {"queue": 3, "kv": 0.2, "running": 8}[metric]
+    s = scenario(
+        metric=metric, target=target, policy=policy, interval=interval, warmup=warmup,
+        cooldown=cooldown, stabilization=stabilization, low=low, shape=shape, seed=seed,
+        duration=240, step_at=60, period=240, qps=1, peak=30,
+    )
+    engine, _ = run(s)
+    assert engine.summary().balanced()
+    scaler = engine.autoscaler
+    assert scaler is not None and s.autoscaler is not None
+    reference = ReferenceAutoscaler.of(s.autoscaler, 1).run(scaler.samples)
+    for got, want in zip(scaler.samples, reference, strict=True):
+        assert (got["active"], got["warming"], got["desired"], got["action"]) == (
+            want.active, want.warming, want.desired, want.action,
+        ), got["t_s"]
