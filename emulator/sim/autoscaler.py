@@ -90,7 +90,7 @@ class Autoscaler:
         self.samples: list[dict[str, Any]] = []
         #: Every scale action, in time order.
         self.events: list[dict[str, Any]] = []
-        self.worker_s = 0.0  # time integral of workers serving or warming up
+        self.worker_s = 0.0  # time integral of workers warming up, serving or draining
         self._tally_s = 0.0
         self.peak = self._holding()
         self.queue.on(AUTOSCALE, self._on_look)
@@ -132,7 +132,7 @@ class Autoscaler:
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe: the spec, the scale events, the counts now, the most workers held
-        at once and the worker-seconds (serving or warming up)."""
+        at once and the worker-seconds (warming up, serving or draining)."""
         self._tally()
         directions = [e["direction"] for e in self.events]
         return {
