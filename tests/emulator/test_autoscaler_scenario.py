@@ -119,3 +119,16 @@ def test_the_cli_exits_2_with_one_line_for_a_bad_autoscaler() -> None:
     assert proc.stderr.strip().splitlines() == [
         "error: autoscaler.min_workers: 9 is more than max_workers (8); lower min_workers or raise max_workers"
     ]
+
+
+def test_the_preset_times_out_requests_that_wake_a_fleet_scaled_to_zero() -> None:
+    """Its finding, on its first hour: at night the fleet scales to zero and a request
+    that wakes it waits for a 3-minute cold start, past the clients' 60 s timeout; with
+    one worker kept warm nothing times out."""
+    cold = Engine(shortened(BASE, 3600)).run()
+    warm = Engine(shortened(BASE, 3600, "autoscaler.min_workers=1")).run()
+    assert cold.autoscale is not None and warm.autoscale is not None
+    wakes = [e for e in cold.autoscale["events"] if "no active worker" in e["reason"]]
+    assert wakes and cold.timed_out >= len(wakes)
+    assert warm.timed_out == 0 and warm.offered == cold.offered
+    assert warm.autoscale["worker_s"] > cold.autoscale["worker_s"]
