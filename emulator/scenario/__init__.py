@@ -10,12 +10,14 @@ from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Accelerator, ModelShape, Roofline
 from emulator.scenario.specs import (
     AUTO_KV,
+    AUTOSCALE_METRICS,
     FAULT_ACTIONS,
     SERVICES,
     SHAPES,
     STANDBYS,
     STEP_MODELS,
     ArchSpec,
+    AutoscalerSpec,
     ClientSpec,
     DispatcherSpec,
     Fault,
@@ -33,12 +35,14 @@ from emulator.scenario.specs import (
 
 __all__ = [
     "AUTO_KV",
+    "AUTOSCALE_METRICS",
     "FAULT_ACTIONS",
     "GPUS",
     "MODEL_SHAPES",
     "STEP_MODELS",
     "Accelerator",
     "ArchSpec",
+    "AutoscalerSpec",
     "HardwareSpec",
     "ModelShape",
     "Roofline",

@@ -168,6 +168,7 @@ _TOP = (
     "faults",
     "slo",
     "hardware",
+    "autoscaler",
 )
 
 
@@ -240,6 +241,12 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         slo=_slo(top.raw("slo", {})),
         hardware=hardware,
     )
+    if top.has("autoscaler"):
+        from emulator.scenario.autoscale_checks import parse_autoscaler
+
+        scenario = scenario.replace(
+            autoscaler=parse_autoscaler(top.raw("autoscaler"), models, batching, hosts)
+        )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
     if max_requests is not None:

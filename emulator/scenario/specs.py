@@ -26,6 +26,9 @@ overrides in ``[models.NAME.worker]``, trace replay in ``[traffic]`` (``trace``,
 left at their defaults are not written back by ``to_dict``, so a scenario of the
 seed's kind reads back exactly as it was written.
 
+``[autoscaler]`` (``AutoscalerSpec``) scales one continuous-batching model's workers;
+see docs/autoscaling.md.
+
 Errors are ``ScenarioError``: one line naming the key path and the fix.
 """
 
@@ -54,6 +57,9 @@ STEP_MODELS = ("linear", "roofline")
 #: it uses when none are given: the prefix-cache score counts more than the queue.
 SCORERS = ("prefix", "queue", "kv_free")
 DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
+#: What ``[autoscaler] metric`` may read: waiting requests per active worker, the
+#: KV cache in use (a fraction), running sequences per active worker.
+AUTOSCALE_METRICS = ("queue", "kv", "running")
 #: ``kv_cache_tokens = "auto"`` as held in a WorkerSpec: resolved per model by
 #: ``Scenario.worker_for`` from its arch and the hardware (a real capacity is >= 1).
 AUTO_KV = 0
@@ -343,6 +349,28 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class AutoscalerSpec:
+    """``[autoscaler]``: one model's worker count follows a metric, as a Kubernetes HPA
+    does: every ``interval_s`` the desired count is ceil(active workers x metric /
+    target), clamped to [min_workers, max_workers] (a scale-down goes only as far as
+    the highest count wanted over the last ``stabilization_s``); a new worker takes free units of a
+    live host and serves ``warmup_s`` later (it loads its weights first); a worker
+    scaled down takes no new requests and gives its units back once its requests are
+    done. ``cooldown_s`` separates two scale actions. See ``emulator.sim.autoscaler``.
+    """
+
+    model: str
+    metric: str
+    target: float
+    min_workers: int
+    max_workers: int
+    interval_s: float = 15.0
+    warmup_s: float = 60.0
+    cooldown_s: float = 0.0
+    stabilization_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A whole scenario: the system, its traffic, its faults and the run's length."""
 
@@ -360,6 +388,7 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     slo: SloSpec = field(default_factory=SloSpec)
     hardware: HardwareSpec | None = None
+    autoscaler: AutoscalerSpec | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], max_requests: int | None | object = ...) -> Scenario:
@@ -400,6 +429,7 @@ class Scenario:
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
             **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s"))} if self.slo.any() else {}),
             **({"hardware": _set_fields(self.hardware)} if self.hardware is not None else {}),
+            **({"autoscaler": _fields(self.autoscaler)} if self.autoscaler is not None else {}),
         }
 
     def to_toml(self) -> str:

@@ -39,6 +39,8 @@ import numpy as np
 from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario.checks import check_target
 from emulator.sim.arrivals import ArrivalSource, chunk_length
+from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
+from emulator.sim.autoscaler import Autoscaler
 from emulator.sim.books import Counts
 from emulator.sim.dispatcher import Dispatcher
 from emulator.sim.events import (
@@ -106,18 +108,21 @@ class Engine:
             if mode != "static":
                 d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
         self.token_level = "continuous" in self.worker_models
+        self.frame_events: list[str] = []
+        #: The autoscaler of ``[autoscaler]`` (None without one).
+        self.autoscaler = Autoscaler(self, scenario.autoscaler) if scenario.autoscaler else None
         worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.frame_keys)
         self.frame_keys = (
             *COUNT_KEYS,
             "queue_depth",
             *worker_keys,
+            *(AUTOSCALE_KEYS if self.autoscaler else ()),
             *STAT_KEYS,
             *(TOKEN_KEYS if self.token_level else ()),
         )
         span = chunk_length(scenario)
         self.chunks_per_s = round(1.0 / span)
         self.chunk_end_s = 0.0
-        self.frame_events: list[str] = []
         queue = self.queue
         queue.on(ARRIVALS, self._on_chunk)
         queue.on(BATCH_CLOSE, Dispatcher.close_due)
@@ -252,6 +257,8 @@ class Engine:
         fleet.sim_s = now
         fleet.wall_s = self.wall_s
         fleet.events = self.queue.processed
+        if self.autoscaler is not None:
+            fleet.autoscale = self.autoscaler.summary()
         return fleet
 
     def _prefix_summary(self, fleet: Summary) -> None:
@@ -308,25 +315,31 @@ class Engine:
         if kind == "host":
             h = int(rest)
             fleet.host_alive[h] = 0 if action == "kill" else 1
-            for w in fleet.host_workers[h]:
+            for w in list(fleet.host_workers[h]):
                 self._kill_worker(w) if action == "kill" else self._restore_worker(w)
         elif kind == "worker":
             name, _, index = rest.partition(":")
             w = self.disp[self.names.index(name)].workers[int(index)]
             if action == "kill":
                 self._kill_worker(w)
-            elif fleet.host_alive[fleet.host[w]]:
+            elif fleet.host[w] >= 0 and fleet.host_alive[fleet.host[w]]:
                 self._restore_worker(w)
         else:
             d = self.disp[self.names.index(rest)]
             d.fail() if action == "kill" else d.end_failover()
 
     def _kill_worker(self, w: int) -> None:
+        scaler = self.autoscaler
+        if scaler is not None and w in scaler.phase and scaler.kill(w):
+            return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.kill(w):
             d.policy.worker_died(w)
 
     def _restore_worker(self, w: int) -> None:
+        scaler = self.autoscaler
+        if scaler is not None and w in scaler.phase and scaler.restore(w):
+            return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.restore(w):
             d.policy.worker_restored(w)
@@ -396,6 +409,9 @@ class Engine:
             for key in worker_keys:
                 if key not in figures:
                     m[key].append(None)  # a figure of another worker model
+            if self.autoscaler is not None:
+                for key, value in self.autoscaler.frame_figures(d.index).items():
+                    m[key].append(value)
             p50, p95, p99 = frame_percentiles(lat)
             m["p50_s"].append(p50)
             m["p95_s"].append(p95)
@@ -433,6 +449,8 @@ class Engine:
                 w_kv=w_kv,
                 w_running=w_running,
                 w_prefix_hit=w_prefix,
+                w_host=self.fleet.host.tolist() if self.autoscaler else None,
+                w_first_unit=self.fleet.first_unit.tolist() if self.autoscaler else None,
             )
         )
         self.frame_events = []

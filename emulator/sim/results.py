@@ -27,6 +27,9 @@ TOKEN_KEYS = (
 )
 
 IDLE, BUSY, DEAD = 0, 1, 2
+#: States of autoscaled workers: loading weights (placed, not serving), and parked (a
+#: slot of the autoscaler's holding no units).
+WARMING, PARKED = 3, 4
 
 
 @dataclass
@@ -37,7 +40,9 @@ class Frame:
     ``m`` maps each per-model key to a list (one value per model, in ``models`` order);
     ``w_state`` (0 idle, 1 busy, 2 dead) and ``w_backlog`` (work queued: batches, or
     waiting requests under continuous batching) are per worker in layout order;
-    ``h_alive`` is 1/0 per host. With continuous batching, ``w_kv`` (KV cache in use, a
+    ``h_alive`` is 1/0 per host. With an autoscaler, ``w_state`` may also be 3
+    (warming) or 4 (parked), and ``w_host`` and ``w_first_unit`` say where each worker
+    is now (-1: on no host). With continuous batching, ``w_kv`` (KV cache in use, a
     fraction) and ``w_running`` (running sequences) are per worker too (None for the
     workers of static models; absent when no model batches continuously).
     """
@@ -55,6 +60,8 @@ class Frame:
     #: Per worker, its prefix hit rate over the frame (None: nothing looked up, or a
     #: static worker); None unless a model has shared prefixes or a prefix cache.
     w_prefix_hit: list[float | None] | None = None
+    w_host: list[int] | None = None
+    w_first_unit: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe, compact form sent to browsers and stored with a run."""
@@ -64,6 +71,9 @@ class Frame:
             w["running"] = list(self.w_running or [])
         if self.w_prefix_hit is not None:
             w["prefix_hit"] = list(self.w_prefix_hit)
+        if self.w_host is not None:
+            w["host"] = list(self.w_host)
+            w["first_unit"] = list(self.w_first_unit or [])
         return {
             "i": self.i,
             "t_s": self.t_s,
@@ -89,6 +99,8 @@ class Frame:
             w_kv=list(data["w"]["kv"]) if "kv" in data["w"] else None,
             w_running=list(data["w"]["running"]) if "running" in data["w"] else None,
             w_prefix_hit=list(data["w"]["prefix_hit"]) if "prefix_hit" in data["w"] else None,
+            w_host=list(data["w"]["host"]) if "host" in data["w"] else None,
+            w_first_unit=list(data["w"]["first_unit"]) if "first_unit" in data["w"] else None,
         )
 
 
@@ -213,6 +225,9 @@ class Summary(Outcomes):
     sim_s: float = 0.0
     wall_s: float = 0.0
     events: int = 0
+    #: With an autoscaler: its model, scale events, worker counts and worker-seconds
+    #: (``emulator.sim.autoscaler.Autoscaler.summary``); None without one.
+    autoscale: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: totals, ``per_model``, ``sim_s``, ``wall_s``, ``events``."""
@@ -223,6 +238,8 @@ class Summary(Outcomes):
         out["sim_s"] = self.sim_s
         out["wall_s"] = self.wall_s
         out["events"] = self.events
+        if self.autoscale is not None:
+            out["autoscale"] = self.autoscale
         return out
 
     @classmethod
@@ -253,4 +270,5 @@ class Summary(Outcomes):
             sim_s=float(data.get("sim_s", 0.0)),
             wall_s=float(data.get("wall_s", 0.0)),
             events=int(data.get("events", 0)),
+            autoscale=data.get("autoscale"),
         )

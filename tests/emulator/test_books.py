@@ -27,6 +27,7 @@ SHORT = {
     "kv-preemption-storm": 60,
     "roofline-70b-h100": 60,
     "prefix-heavy-chat": 60,
+    "autoscaled-diurnal": 3600,
 }
 
 

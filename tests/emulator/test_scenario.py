@@ -113,6 +113,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "kv-preemption-storm",
         "roofline-70b-h100",
         "prefix-heavy-chat",
+        "autoscaled-diurnal",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

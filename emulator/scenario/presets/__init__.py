@@ -39,6 +39,9 @@ PRESETS: dict[str, str] = {
     "prefix-heavy-chat": "a chat fleet whose prompts share long preambles, with a prefix cache "
     "on each worker, routed round-robin: about 55% of prefix tokens hit and TTFT climbs to "
     "seconds; compare --set dispatcher.policy=prefix_aware for about 93% and 50 ms",
+    "autoscaled-diurnal": "a day of chat traffic (0 to 12 QPS and back) on 2-GPU workers that an "
+    "autoscaler adds and removes on running requests per worker, with 3-minute cold starts: "
+    "scaled to zero at night, the first requests after a quiet spell time out",
 }
 
 

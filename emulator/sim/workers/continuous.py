@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 from emulator.scenario import Scenario, WorkerSpec
 from emulator.sim.events import STEP_END
 from emulator.sim.requests import OK, ORPHANED
-from emulator.sim.results import BUSY, DEAD, IDLE
+from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
 from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.prefix_figures import PrefixFigures
@@ -128,6 +128,7 @@ class Worker:
     chunks: list[tuple[Seq, int]] = field(default_factory=list)
     serial: int = 0
     busy: bool = False  # as last written to the fleet's state array
+    draining: bool = False  # scaled down: takes no new requests, parks once empty
     shown_waiting: int = 0  # as last written to the fleet's backlog array
     # A stretch: n decoding requests, a and b of the step time, C, and its length.
     n: int = 0
@@ -258,7 +259,8 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         self._last_frame_s = 0.0
         self.alive = [0] * n_models
         for wk in self.workers.values():
-            self.alive[wk.model] += 1
+            if self.fleet.state[wk.index] <= BUSY:  # an autoscaler's spare slots wait parked
+                self.alive[wk.model] += 1
         self.queue.on(STEP_END, self._on_step_end)
         self._schedule_end = self.queue.scheduler(STEP_END)
         self.init_prefix_figures(scenario, n_models)
@@ -275,12 +277,13 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
-        return bool(self.fleet.state[w] != DEAD)
+        # A worker warming up, parked or draining is not one to route to.
+        return bool(self.fleet.state[w] <= BUSY) and not self.workers[w].draining
 
     def assign(self, w: int, work: int) -> None:
         wk = self.workers[w]
         d = wk.router
-        if self.fleet.state[w] == DEAD:
+        if self.fleet.state[w] > BUSY:  # dead (or not serving): the request is lost
             d.lose(work, work + 1, self.queue.now_s)
             return
         seq = self._seq(wk, d, work)
@@ -312,6 +315,8 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         best_t = _INF
         for w in d.workers:
             wk = self.workers[w]
+            if wk.draining:
+                continue
             if wk.phase == _STEP and now < wk.t_end < best_t:
                 # It looks at its next step start anyway (one whose step ends now is
                 # the worker starting its next step, which has just looked).
@@ -330,7 +335,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             self._cut(best)
 
     def kill(self, w: int) -> bool:
-        if self.fleet.state[w] == DEAD:
+        if self.fleet.state[w] > BUSY:  # dead already, or not serving
             return False
         wk = self.workers[w]
         d = self._router(wk.model)
@@ -383,7 +388,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         tokens = self.tokens_out[model]
         for w in d.workers:
             wk = self.workers[w]
-            if self.fleet.state[w] == DEAD:
+            if self.fleet.state[w] > BUSY:  # dead, warming up or parked
                 continue
             capacity += wk.spec.kv_cache_tokens
             running += len(wk.running)
@@ -410,6 +415,32 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if self.prefix_on:
             self.add_prefix_figures(model, out)
         return out
+
+    # -- the autoscaler's hooks (emulator.sim.autoscaler) ------------------------------
+    def activate(self, w: int) -> None:
+        """Worker ``w`` (warming up or parked) serves from now, idle."""
+        self.fleet.state[w] = IDLE
+        wk = self.workers[w]
+        wk.draining = False
+        wk.version += 1
+        self.alive[wk.model] += 1
+
+    def drain(self, w: int) -> bool:
+        """Worker ``w`` takes no new requests; True if it has none left (park it now)."""
+        wk = self.workers[w]
+        wk.draining = True
+        return not wk.running and not wk.waiting
+
+    def park(self, w: int) -> None:
+        """Worker ``w`` (alive and empty, or dead) stops: its slot waits parked."""
+        wk = self.workers[w]
+        wk.draining = False
+        if self.fleet.state[w] <= BUSY:
+            self.alive[wk.model] -= 1
+        wk.version += 1
+        wk.phase = 0
+        wk.busy = False
+        self.fleet.state[w] = PARKED
 
     def frame_done(self) -> None:
         self._last_frame_s = self.queue.now_s
@@ -588,7 +619,13 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 waiting.popleft()
                 free -= need
                 budget = self._admit(wk, head, chunks, budget, hit)
-        if not blocked and d.closed and not d.paused and d.policy.workers_take_held:
+        if (
+            not blocked
+            and d.closed
+            and not d.paused
+            and d.policy.workers_take_held
+            and not wk.draining
+        ):
             d.drop_expired(t)
             while d.closed and budget > 0 and len(running) < spec.max_num_seqs:
                 i = d.closed[0] - d.store.base
@@ -609,6 +646,9 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             wk.chunks = []
             wk.busy = False
             self.fleet.state[wk.index] = IDLE
+            if wk.draining:
+                self.sim.autoscaler.drained(wk.index)  # type: ignore[union-attr]
+                return
             d.policy.worker_idle(wk.index)
             return
         if not wk.busy:
