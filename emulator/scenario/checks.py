@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTO_KV,
@@ -220,6 +221,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
+    check_disaggregated(models, batching, dispatcher, hosts)
     scenario = Scenario(
         name=top.text("name", "scenario"),
         duration_s=duration_s,
@@ -352,6 +354,7 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
                 "output_tokens_cv",
                 "worker",
                 "arch",
+                "disaggregated",
             ),
         )
         share = t.number("share", low=0.0)
@@ -367,6 +370,11 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
             output_tokens_cv=t.number("output_tokens_cv", 0.0, low=0.0),
             worker_overrides=_worker_overrides(t.raw("worker", {}), f"{path}.worker", worker),
             arch=_arch(t.raw("arch"), f"{path}.arch") if t.has("arch") else None,
+            disaggregated=(
+                parse_disaggregated(t.raw("disaggregated"), f"{path}.disaggregated")
+                if t.has("disaggregated")
+                else None
+            ),
         )
     total = sum(m.share for m in models.values())
     if abs(total - 1.0) > 1e-6:
@@ -662,7 +670,7 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
         raise ScenarioError("hosts", "needs at least one [[hosts]] table")
     groups: list[HostGroup] = []
     for gi, body in enumerate(raw):
-        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers"))
+        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers", "pool"))
         count = t.integer("count", 1, low=1)
         units = t.integer("units", low=1)
         spelled = t.raw("workers", [])
@@ -704,7 +712,8 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
                     )
                 taken[unit] = spelling
             slots.append(WorkerSlot(model=model, first_unit=first))
-        groups.append(HostGroup(count=count, units=units, workers=tuple(slots)))
+        pool = parse_pool(t.raw("pool"), t.key("pool")) if t.has("pool") else None
+        groups.append(HostGroup(count=count, units=units, workers=tuple(slots), pool=pool))
         total = sum(g.count for g in groups)
         if total > MAX_HOSTS:
             raise ScenarioError(

@@ -120,6 +120,9 @@ class Outcomes:
     slo_met: int = 0
     slo_goodput: float | None = None
     shed_oversized: int = 0
+    #: A disaggregated model's pool figures (``DisaggregatedWorkers.pool_summary``):
+    #: prefill and decode TTFT, decode TPOT, transfers, stranded requests; else empty.
+    pools: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -147,6 +150,7 @@ class Outcomes:
             "served_qps": self.served_qps,
             "latency_s": dict(self.latency_s),
             **(self._token_dict() if self.token_level else {}),
+            **({"pools": dict(self.pools)} if self.pools else {}),
         }
 
     def _token_dict(self) -> dict[str, Any]:
@@ -203,7 +207,7 @@ class Summary(Outcomes):
         keys = [
             k
             for k in Outcomes.__dataclass_fields__
-            if k not in stats and k not in ("token_level", "slo_goodput")
+            if k not in stats and k not in ("token_level", "slo_goodput", "pools")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -212,6 +216,7 @@ class Summary(Outcomes):
                 **{k: dict(d.get(k, {})) for k in stats},
                 "token_level": "ttft_s" in d,
                 "slo_goodput": d.get("slo_goodput"),
+                "pools": dict(d.get("pools", {})),
             }
 
         return cls(
