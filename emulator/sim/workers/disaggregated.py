@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 
 #: A KV transfer lands on its decode worker (payload: the handoff, its version).
 KV_TRANSFER_END = EventKind("kv transfer end", 1)
+#: A sleeping worker looks at what a handoff brought it (payload: the worker, None):
+#: after the other events of the instant, so that every request a prefill step
+#: hands to it is there when it starts.
+WORKER_WAKE = EventKind("worker wake", 1)
 
 # ``Seq.at`` beyond the continuous model's 0 gone, 1 waiting, 2 running:
 HELD = 3  # prefill side: prefilled, its KV held for the transfer
@@ -206,6 +210,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
         self.link_free: dict[int, float] = {}  # when each decode worker's link is free
         self.reserved: dict[int, int] = {}  # transfers a decode worker reserved KV for
         self.queue.on(KV_TRANSFER_END, self._on_transfer_end)
+        self.queue.on(WORKER_WAKE, self._on_wake)
 
     def routing(self, d: Dispatcher, inner: type[DispatchPolicy]) -> DispatchPolicy:
         """The policy of model ``d``: pool routing for a disaggregated one."""
@@ -299,9 +304,13 @@ class DisaggregatedWorkers(ContinuousWorkers):
         if wk is keep or self.fleet.state[wk.index] == DEAD:
             return
         if wk.phase == 0:
-            self._start_step(wk, t)
+            self.queue.schedule(t, WORKER_WAKE, wk, None)
         elif wk.phase == _STRETCH:
             self._cut(wk)
+
+    def _on_wake(self, wk: Worker, _: Any) -> None:
+        if wk.phase == 0 and self.fleet.state[wk.index] != DEAD:
+            self._start_step(wk, self.queue.now_s)
 
     def _cancel(self, mv: Handoff, t: float, keep: Worker | None = None) -> None:
         """Undo handoff ``mv`` on both sides (each side's policy hears of it, except
