@@ -36,6 +36,9 @@ PRESETS: dict[str, str] = {
     "roofline-70b-h100": "Llama-2-70B on 4-GPU H100 workers at 24 QPS, step times from the "
     "roofline (mbu 0.6, mfu 0.5) and a KV cache sized from the GPUs' memory: TTFT about 80 ms "
     "and TPOT about 28 ms at the median, inside their SLOs",
+    "disagg-decode-undersized": "a 70B chat model split into three prefill workers and one "
+    "decode worker at 16 QPS: handoffs wait for KV room on the decode worker, the prefill "
+    "workers hold their KV meanwhile and their queues grow; compare --set hosts[1].count=3",
 }
 
 

@@ -410,14 +410,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
         pools.prefill_ttft, pools.decode_ttft = [], []
         p50, p95, _ = frame_percentiles(pre)
         d50, d95, _ = frame_percentiles(dec)
-        moving = waiting = 0
-        for mv in dict.fromkeys(self.moves.values()):
-            if mv.src.model == model:
-                moving += mv.ds.at == MOVING
-                waiting += mv.ds.at == QUEUED
-        backlog = sum(
-            len(self.workers[w].waiting) for w in pools.prefill if self.fleet.state[w] != DEAD
-        )
+        moving, waiting, backlog = self._in_flight(model)
         out.update(
             prefill_ttft_p50_s=p50,
             prefill_ttft_p95_s=p95,
@@ -425,11 +418,26 @@ class DisaggregatedWorkers(ContinuousWorkers):
             decode_ttft_p95_s=d95,
             kv_transfers=moving,
             handoffs_waiting=waiting,
-            prefill_backlog=backlog + waiting,
+            prefill_backlog=backlog,
             stranded=pools.frame_stranded,
         )
         pools.frame_stranded = 0
         return out
+
+    def _in_flight(self, model: int) -> tuple[int, int, int]:
+        """``model``'s transfers under way (or landed, not yet taken in), handoffs
+        waiting for room on a decode worker, and the prefill pool's backlog: its
+        waiting requests plus those handoffs (prefilled, their KV still held)."""
+        moving = waiting = 0
+        for mv in dict.fromkeys(self.moves.values()):
+            if mv.src.model == model:
+                moving += mv.ds.at in (MOVING, LANDED)
+                waiting += mv.ds.at == QUEUED
+        pools = self.pools[model]
+        queued = sum(
+            len(self.workers[w].waiting) for w in pools.prefill if self.fleet.state[w] != DEAD
+        )
+        return moving, waiting, queued + waiting
 
     def pool_summary(self, model: int, tpot_s: dict[str, float | None]) -> dict[str, Any] | None:
         """A disaggregated model's figures for the run summary (None: not one)."""
@@ -446,8 +454,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
         routing = self.sim.disp[model].policy
         split = self.sim.scenario.models[self.sim.names[model]].disaggregated
         assert isinstance(routing, PoolRouting) and split is not None
-        in_flight = sum(1 for mv in dict.fromkeys(self.moves.values())
-                        if mv.src.model == model and mv.ds.at == MOVING)
+        moving, waiting, backlog = self._in_flight(model)
         return {
             "prefill_pool": split.prefill_workers,
             "decode_pool": split.decode_workers,
@@ -456,7 +463,9 @@ class DisaggregatedWorkers(ContinuousWorkers):
             "decode_tpot_s": dict(tpot_s),
             "transfer_s": pools.hist_transfer.stats(),
             "transfers": pools.transfers,
-            "transfers_in_flight_end": in_flight,
+            "transfers_in_flight_end": moving,
+            "handoffs_waiting_end": waiting,
+            "prefill_backlog_end": backlog,
             "stranded": pools.stranded,
             "handoffs_lost": pools.handoffs_lost,
             "skipped_prefill": routing.skipped,
