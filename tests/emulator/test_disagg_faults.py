@@ -119,3 +119,45 @@ def test_a_mixed_fleet_gives_pool_figures_to_the_split_model_only() -> None:
     assert s.per_model["plain"].pools == {} and s.per_model["plain"].ok > 50
     assert s.per_model["chat"].pools["transfers"] > 100
     assert s.balanced()
+
+
+def _check_kv(wm: DisaggregatedWorkers) -> int:
+    """Every worker's KV books agree with the requests it holds; returns how many
+    handoffs are under way."""
+    moves = list(dict.fromkeys(wm.moves.values()))
+    for wk in wm.workers.values():
+        if wm.fleet.state[wk.index] == 2:  # dead: holds nothing
+            assert wk.kv_prefill == 0 and not wk.incoming and not wk.landed
+            assert not [mv for mv in moves if (mv.src is wk and mv.ps.at == HELD)
+                        or (mv.dst is wk and mv.ds.at in (QUEUED, MOVING, LANDED))]
+            continue
+        held = sum(mv.ps.kv for mv in moves if mv.src is wk and mv.ps.at == HELD)
+        reserved = [mv.ds for mv in moves if mv.dst is wk and mv.ds.at in (MOVING, LANDED)]
+        assert wk.kv_prefill == sum(s.kv for s in wk.prefilling) + held + sum(s.kv for s in reserved)
+        assert wm.reserved.get(wk.index, 0) == sum(1 for s in reserved if s.at == MOVING)
+        assert [s for s in reserved if s.at == LANDED] == wk.landed
+        assert {id(mv.ds) for mv in moves if mv.dst is wk and mv.ds.at == QUEUED} == {
+            id(s) for s in wk.incoming}
+        assert wk.kv_used() <= wk.spec.kv_cache_tokens
+    return len(moves)
+
+
+def test_timeouts_retries_and_faults_keep_every_workers_kv_books_exact() -> None:
+    scenario = BASE.with_overrides([
+        "client.timeout_s=8", "client.retries=1", "duration_s=90",
+        "models.chat.disaggregated.kv_transfer_gb_s=4",  # slow: transfers queue on the link
+        'faults=[{at_s=30, kill="worker:chat:0"}, {at_s=38, restore="worker:chat:0"}, '
+        '{at_s=50, kill="worker:chat:3"}, {at_s=56, restore="worker:chat:3"}, '
+        '{at_s=70, kill="host:1"}, {at_s=75, restore="host:1"}]',
+    ])
+    engine = Engine(scenario)
+    wm = _workers(engine)
+    in_flight = []
+    while not engine.done:
+        engine.advance_to(engine.now_s + 0.25)
+        in_flight.append(_check_kv(wm))
+    summary = engine.summary()
+    assert max(in_flight) > 50  # the checks saw handoffs in every state, not an idle fleet
+    assert summary.timed_out > 100 and summary.lost > 10 and summary.retried > 100
+    assert summary.per_model["chat"].pools["stranded"] > 0
+    assert summary.balanced()
