@@ -26,6 +26,10 @@ overrides in ``[models.NAME.worker]``, trace replay in ``[traffic]`` (``trace``,
 left at their defaults are not written back by ``to_dict``, so a scenario of the
 seed's kind reads back exactly as it was written.
 
+Disaggregated serving adds ``[models.NAME.disaggregated]`` (``DisaggSpec``) and a
+``pool`` key on ``[[hosts]]`` groups, read and checked by ``emulator.scenario.pools``;
+both are written back only when set.
+
 Errors are ``ScenarioError``: one line naming the key path and the fix.
 """
 

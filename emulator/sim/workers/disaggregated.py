@@ -160,6 +160,7 @@ class _ModelPools:
     frame_stranded: int = 0
     prefill_ttft: list[float] | None = None  # this frame's values
     decode_ttft: list[float] | None = None
+    transfer: list[float] | None = None
     hist_prefill: LatencyHistogram | None = None
     hist_decode: LatencyHistogram | None = None
     hist_transfer: LatencyHistogram | None = None
@@ -201,7 +202,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
                 prefill=[w for w in mine if pools[w] == split.prefill_workers],
                 decode=[w for w in mine if pools[w] == split.decode_workers],
                 seconds_per_token=per_token / (split.kv_transfer_gb_s * 1e9),
-                prefill_ttft=[], decode_ttft=[], hist_prefill=LatencyHistogram(),
+                prefill_ttft=[], decode_ttft=[], transfer=[], hist_prefill=LatencyHistogram(),
                 hist_decode=LatencyHistogram(), hist_transfer=LatencyHistogram(),
             )
             for w in self.pools[m].prefill:
@@ -278,8 +279,8 @@ class DisaggregatedWorkers(ContinuousWorkers):
         t = self.queue.now_s
         pools = self.pools[mv.src.model]
         pools.transfers += 1
-        assert pools.hist_transfer is not None
-        pools.hist_transfer.add(np.array([mv.seconds]))
+        assert pools.transfer is not None
+        pools.transfer.append(mv.seconds)
         del self.moves[mv.ps]
         self._release(mv.src, mv.ps, t)
         dst, ds = mv.dst, mv.ds
@@ -407,7 +408,9 @@ class DisaggregatedWorkers(ContinuousWorkers):
         pre, dec = np.array(pools.prefill_ttft), np.array(pools.decode_ttft)
         pools.hist_prefill.add(pre)
         pools.hist_decode.add(dec)
-        pools.prefill_ttft, pools.decode_ttft = [], []
+        assert pools.hist_transfer is not None and pools.transfer is not None
+        pools.hist_transfer.add(np.array(pools.transfer))
+        pools.prefill_ttft, pools.decode_ttft, pools.transfer = [], [], []
         p50, p95, _ = frame_percentiles(pre)
         d50, d95, _ = frame_percentiles(dec)
         moving, waiting, backlog = self._in_flight(model)
@@ -446,11 +449,13 @@ class DisaggregatedWorkers(ContinuousWorkers):
             return None
         assert pools.hist_prefill is not None and pools.hist_decode is not None
         assert pools.hist_transfer is not None
-        prefill, decode = LatencyHistogram(), LatencyHistogram()
+        prefill, decode, transfer = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
         prefill.merge(pools.hist_prefill)
         decode.merge(pools.hist_decode)
+        transfer.merge(pools.hist_transfer)
         prefill.add(np.array(pools.prefill_ttft or [], dtype=np.float64))
         decode.add(np.array(pools.decode_ttft or [], dtype=np.float64))
+        transfer.add(np.array(pools.transfer or [], dtype=np.float64))
         routing = self.sim.disp[model].policy
         split = self.sim.scenario.models[self.sim.names[model]].disaggregated
         assert isinstance(routing, PoolRouting) and split is not None
@@ -461,7 +466,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
             "prefill_ttft_s": prefill.stats(),
             "decode_ttft_s": decode.stats(),
             "decode_tpot_s": dict(tpot_s),
-            "transfer_s": pools.hist_transfer.stats(),
+            "transfer_s": transfer.stats(),
             "transfers": pools.transfers,
             "transfers_in_flight_end": moving,
             "handoffs_waiting_end": waiting,
