@@ -161,3 +161,18 @@ def test_timeouts_retries_and_faults_keep_every_workers_kv_books_exact() -> None
     assert summary.timed_out > 100 and summary.lost > 10 and summary.retried > 100
     assert summary.per_model["chat"].pools["stranded"] > 0
     assert summary.balanced()
+
+
+def test_a_statically_batching_model_runs_beside_a_split_one() -> None:
+    data = BASE.to_dict()
+    data["models"]["chat"]["share"] = 0.5
+    data["models"]["stat"] = {"share": 0.5, "worker_units": 1, "tokens": 500,
+                              "worker": {"batching": "static"}}
+    data["hosts"].append({"count": 2, "units": 4, "workers": ["stat@0", "stat@1"]})
+    data["duration_s"] = 30
+    engine = Engine(BASE.from_dict(data, max_requests=None))
+    frames = engine.advance_to(30.0)
+    s = engine.summary()
+    assert frames[-1].m["stranded"] == [0, None] and frames[-1].m["prefill_backlog"][1] is None
+    assert s.per_model["stat"].ok > 100 and s.per_model["chat"].pools["transfers"] > 100
+    assert s.balanced()
