@@ -176,3 +176,16 @@ def test_a_statically_batching_model_runs_beside_a_split_one() -> None:
     assert frames[-1].m["stranded"] == [0, None] and frames[-1].m["prefill_backlog"][1] is None
     assert s.per_model["stat"].ok > 100 and s.per_model["chat"].pools["transfers"] > 100
     assert s.balanced()
+
+
+def test_a_split_run_is_a_pure_function_of_scenario_and_seed() -> None:
+    import json
+
+    scenario = BASE.with_overrides(["duration_s=40", 'faults=[{at_s=20, kill="worker:chat:1"}]'])
+    first, second = (
+        [json.dumps(f.to_dict(), sort_keys=True) for f in Engine(scenario).advance_to(40.0)]
+        for _ in range(2)
+    )
+    assert first == second and len(first) == 40
+    other = [json.dumps(f.to_dict(), sort_keys=True) for f in Engine(scenario, seed=2).advance_to(40.0)]
+    assert other != first
