@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from emulator import Summary
 from emulator.cli.run import main
 
 
@@ -36,3 +37,4 @@ def test_its_json_summary_carries_the_pools(capsys: pytest.CaptureFixture[str]) 
     # 1,414 x 327,680 bytes at 50 GB/s is 9.3 ms.
     assert pools["transfer_s"]["p50"] == pytest.approx(0.00927, rel=0.15)
     assert "pools" not in data  # a per-model figure, not summed over the fleet
+    assert Summary.from_dict(data).per_model["chat"].pools == pools

@@ -299,9 +299,10 @@ class DisaggregatedWorkers(ContinuousWorkers):
             self._wake(wk, t)
 
     def _wake(self, wk: Worker, t: float, keep: Worker | None = None) -> None:
-        """``wk`` has something new to look at: now if asleep, else at its next step
-        start (a decode stretch is cut at the end of the step in progress). ``keep``
-        is a worker in the middle of its own step start (or death): left alone."""
+        """``wk`` has something new to look at: if asleep, it starts a step at this
+        instant once the events already due have run (``WORKER_WAKE``); else at its
+        next step start (a decode stretch is cut at the end of the step in progress).
+        ``keep`` is a worker in the middle of its own step start (or death): left alone."""
         if wk is keep or self.fleet.state[wk.index] == DEAD:
             return
         if wk.phase == 0:
