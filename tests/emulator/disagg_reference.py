@@ -3,7 +3,8 @@ request and worker figures of ``token_reference`` (``TokenRequest``, ``WorkerPar
 
 Like ``token_reference`` it favours being obviously right over being fast: every
 worker is advanced one scheduler step at a time, with plain lists, and it imports
-nothing from ``emulator``. Client timeouts and faults are left out (the engine's tests
+nothing from ``emulator``. Steps last as ``token_reference`` says, under the linear or
+the roofline step model. Client timeouts and faults are left out (the engine's tests
 check those on their own).
 
 The model
@@ -255,11 +256,15 @@ class _Sim:
         if not w.running:
             w.asleep = True
             return
-        duration = (
-            p.step_base_s + p.prefill_token_s * sum(c for _, c in chunks)
-            + p.prefill_attn_s * sum(c * (r.progress + c) for r, c in chunks)
-            + p.decode_seq_s * len(decoding) + p.kv_token_s * sum(r.kv for r in decoding)
-        )
+        if p.roofline is not None:  # as token_reference: KV read, tokens computed
+            read = sum(r.kv for r in decoding) + sum(r.progress + c for r, c in chunks)
+            duration = p.roofline.step_s(read, len(decoding) + sum(c for _, c in chunks))
+        else:
+            duration = (
+                p.step_base_s + p.prefill_token_s * sum(c for _, c in chunks)
+                + p.prefill_attn_s * sum(c * (r.progress + c) for r, c in chunks)
+                + p.decode_seq_s * len(decoding) + p.kv_token_s * sum(r.kv for r in decoding)
+            )
         w.chunks, w.decoding = chunks, decoding
         self.push(t + duration, _END, w)
 
@@ -334,8 +339,6 @@ def simulate_disagg(
         raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
     if prefill_workers < 1 or decode_workers < 1:
         raise ValueError("each pool needs a worker")
-    if params.roofline is not None:
-        raise ValueError("the linear step model only")
     for i, r in enumerate(requests):
         if i and r.arrival_s < requests[i - 1].arrival_s:
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")

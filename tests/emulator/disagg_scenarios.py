@@ -32,14 +32,27 @@ def pd_data(
     gb_s: float = 50.0,
     threshold: int = 0,
     timeout_s: float | None = None,
+    units: int = 1,
+    arch: dict[str, Any] | None = None,
+    hardware: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dict form: model ``m`` split into pools ``p`` (``prefill`` hosts) and ``d``
-    (``decode`` hosts), one worker a host, KV of ``KV_BYTES`` a token."""
+    (``decode`` hosts), one worker a host, KV of ``KV_BYTES`` a token (or, with
+    ``arch``, the arch's; with ``params.roofline``, ``arch`` and ``hardware`` are the
+    same figures, so steps follow the roofline)."""
     worker = {k: v for k, v in asdict(params).items() if k != "roofline"}
+    if params.roofline is not None:
+        worker.update(step_model="roofline", mbu=params.roofline.mbu, mfu=params.roofline.mfu)
+    split: dict[str, Any] = {
+        "prefill_workers": "p", "decode_workers": "d", "kv_transfer_gb_s": gb_s,
+        "decider_threshold_tokens": threshold,
+    }
+    if arch is None:
+        split["kv_bytes_per_token"] = KV_BYTES
     traffic: dict[str, Any] = {"qps": qps}
     if trace is not None:
         traffic["trace"] = str(trace)
-    return {
+    data: dict[str, Any] = {
         "name": "pd",
         "duration_s": duration_s,
         "seed": 1,
@@ -47,21 +60,23 @@ def pd_data(
         "traffic": traffic,
         "models": {
             "m": {
-                "share": 1.0, "worker_units": 1, "tokens": prompt, "output_tokens": output,
-                "disaggregated": {
-                    "prefill_workers": "p", "decode_workers": "d", "kv_transfer_gb_s": gb_s,
-                    "decider_threshold_tokens": threshold, "kv_bytes_per_token": KV_BYTES,
-                },
+                "share": 1.0, "worker_units": units, "tokens": prompt, "output_tokens": output,
+                "disaggregated": split,
             }
         },
         "dispatcher": {"policy": policy},
         "client": {"timeout_s": "none" if timeout_s is None else timeout_s},
         "worker": {"batching": "continuous", **worker},
         "hosts": [
-            {"count": prefill, "units": 1, "workers": ["m@0"], "pool": "p"},
-            {"count": decode, "units": 1, "workers": ["m@0"], "pool": "d"},
+            {"count": prefill, "units": units, "workers": ["m@0"], "pool": "p"},
+            {"count": decode, "units": units, "workers": ["m@0"], "pool": "d"},
         ],
     }
+    if arch is not None:
+        data["models"]["m"]["arch"] = arch
+    if hardware is not None:
+        data["hardware"] = hardware
+    return data
 
 
 def run_both(
@@ -75,12 +90,14 @@ def run_both(
     params: WorkerParams = WORKER,
     gb_s: float = 50.0,
     threshold: int = 0,
+    **scenario_keys: Any,
 ) -> tuple[Engine, dict[int, tuple[float, float]], DisaggResult]:
     """Run the engine (replaying ``requests``) and the reference on the same requests;
     also give each completed row's (first token, done) as the engine recorded it."""
     trace = write_trace(requests, tmp_path / "requests.jsonl")
     data = pd_data(prefill=prefill, decode=decode, duration_s=duration_s, trace=trace,
-                   policy=policy, params=params, gb_s=gb_s, threshold=threshold)
+                   policy=policy, params=params, gb_s=gb_s, threshold=threshold,
+                   **scenario_keys)
     engine = Engine(Scenario.from_dict(data, max_requests=None))
     router = engine.disp[0]
     done: dict[int, tuple[float, float]] = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from disagg_scenarios import KV_BYTES, pd_data, run_both
-from token_reference import TokenRequest
+from token_reference import RooflineParams, TokenRequest
 from token_scenarios import WORKER, poisson_requests, write_trace
 
 from emulator import Engine
@@ -95,3 +95,25 @@ def test_it_agrees_with_the_reference_when_running_slots_bind(tmp_path: Path) ->
                                        params=params)
     _agree_per_request(done, reference, least=100)
     assert reference.count("in_system") > 30
+
+
+def test_it_agrees_with_the_reference_under_the_roofline_with_the_kv_size_of_the_arch(
+    tmp_path: Path,
+) -> None:
+    # A 70B model on 4 GPUs of an H100's figures: the steps follow the roofline and the
+    # KV bytes per token (327,680) come from the arch block, not kv_bytes_per_token.
+    roof = RooflineParams(weight_bytes=68.98e9 * 2, kv_bytes_per_token=KV_BYTES,
+                          active_params=68.98e9, units=4, bytes_per_s=3.35e12, flops=989.4e12,
+                          mbu=0.8, mfu=0.4)
+    params = replace(WORKER, roofline=roof)
+    # About 0.17 s of compute a 2,000-token prefill: 4 QPS keeps the prefill worker busy
+    # most of the time without a growing queue.
+    requests = poisson_requests(qps=4, duration_s=60, prompt=2000, output=200, prompt_cv=1.0,
+                                seed=17)
+    engine, done, reference = run_both(
+        requests, tmp_path, prefill=1, decode=2, duration_s=60, params=params, units=4,
+        arch={"params_b": 68.98, "layers": 80, "kv_heads": 8, "head_dim": 128},
+        hardware={"memory_gb": 80, "hbm_tb_s": 3.35, "bf16_tflops": 989.4},
+    )
+    assert engine.scenario.models["m"].disaggregated.kv_bytes_per_token is None
+    _agree_per_request(done, reference, least=len(requests) * 9 // 10)
