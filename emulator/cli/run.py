@@ -20,6 +20,7 @@ from emulator.cli import calibrate as cli_calibrate
 from emulator.cli import numbers as cli_numbers
 from emulator.cli import place as cli_place
 from emulator.cli import trace_stats as cli_trace_stats
+from emulator.cli.pools_text import pool_table
 from emulator.cli.prefix_text import format_prefix
 from emulator.scenario import ScenarioError, load_scenario
 from emulator.scenario.presets import PRESETS
@@ -212,6 +213,9 @@ def format_summary(name: str, s: Summary) -> str:
         lines.append(format_prefix(s))
     if s.autoscale is not None:
         lines.extend(autoscale_lines(s.autoscale))
+    pools = pool_table(s)
+    if pools is not None:
+        lines.append(pools)
     lines.append(
         f"wasted batches: {s.wasted_batches:,}; retries offered: {s.retried:,}; "
         f"books balance: {'yes' if s.balanced() else 'NO'}"

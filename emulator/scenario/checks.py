@@ -13,6 +13,7 @@ from typing import Any
 
 from emulator.scenario import prefix_checks
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTO_KV,
@@ -225,6 +226,15 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
+    check_disaggregated(models, batching, dispatcher, hosts)
+    for name, m in models.items():
+        if m.disaggregated is not None and _resolved(worker, m).prefix_cache:
+            where = "worker" if "prefix_cache" not in dict(m.worker_overrides) else f"models.{name}.worker"
+            raise ScenarioError(
+                f"{where}.prefix_cache",
+                f"prefix caching is not modelled on a disaggregated model ({name})",
+                f"set prefix_cache = false for {name}, or remove [models.{name}.disaggregated]",
+            )
     scenario = Scenario(
         name=top.text("name", "scenario"),
         duration_s=duration_s,
@@ -247,6 +257,13 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         scenario = scenario.replace(
             autoscaler=parse_autoscaler(top.raw("autoscaler"), models, batching, hosts)
         )
+        scaled = scenario.autoscaler.model if scenario.autoscaler is not None else None
+        if scaled is not None and models[scaled].disaggregated is not None:
+            raise ScenarioError(
+                "autoscaler.model",
+                f"{scaled} is disaggregated, and the autoscaler does not scale prefill and decode pools",
+                f"remove [autoscaler], or [models.{scaled}.disaggregated]",
+            )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
     if max_requests is not None:
@@ -364,6 +381,7 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
                 "worker",
                 "arch",
                 "prefixes",
+                "disaggregated",
             ),
         )
         share = t.number("share", low=0.0)
@@ -382,6 +400,11 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
             prefixes=(
                 prefix_checks.prefixes(t.raw("prefixes"), f"{path}.prefixes")
                 if t.has("prefixes") else None
+            ),
+            disaggregated=(
+                parse_disaggregated(t.raw("disaggregated"), f"{path}.disaggregated")
+                if t.has("disaggregated")
+                else None
             ),
         )
     total = sum(m.share for m in models.values())
@@ -680,7 +703,7 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
         raise ScenarioError("hosts", "needs at least one [[hosts]] table")
     groups: list[HostGroup] = []
     for gi, body in enumerate(raw):
-        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers"))
+        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers", "pool"))
         count = t.integer("count", 1, low=1)
         units = t.integer("units", low=1)
         spelled = t.raw("workers", [])
@@ -722,7 +745,8 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
                     )
                 taken[unit] = spelling
             slots.append(WorkerSlot(model=model, first_unit=first))
-        groups.append(HostGroup(count=count, units=units, workers=tuple(slots)))
+        pool = parse_pool(t.raw("pool"), t.key("pool")) if t.has("pool") else None
+        groups.append(HostGroup(count=count, units=units, workers=tuple(slots), pool=pool))
         total = sum(g.count for g in groups)
         if total > MAX_HOSTS:
             raise ScenarioError(

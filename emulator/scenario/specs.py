@@ -28,6 +28,9 @@ seed's kind reads back exactly as it was written.
 
 ``[autoscaler]`` (``AutoscalerSpec``) scales one continuous-batching model's workers;
 see docs/autoscaling.md.
+Disaggregated serving adds ``[models.NAME.disaggregated]`` (``DisaggSpec``) and a
+``pool`` key on ``[[hosts]]`` groups, read and checked by ``emulator.scenario.pools``;
+both are written back only when set.
 
 Errors are ``ScenarioError``: one line naming the key path and the fix.
 """
@@ -227,6 +230,28 @@ class ModelSpec:
     worker_overrides: tuple[tuple[str, Any], ...] = ()
     arch: ArchSpec | None = None  # its shape, for kv_cache_tokens = "auto" and the roofline
     prefixes: PrefixSpec | None = None  # shared prompt prefixes (None: every prompt its own)
+    #: Prefill and decode on separate pools of workers (``[models.NAME.disaggregated]``).
+    disaggregated: DisaggSpec | None = None
+
+
+@dataclass(frozen=True)
+class DisaggSpec:
+    """A model split into a prefill pool and a decode pool (``[models.NAME.disaggregated]``).
+
+    ``prefill_workers`` and ``decode_workers`` name pools: the workers of host groups
+    whose ``pool`` key is that name. A request whose prompt has at most
+    ``decider_threshold_tokens`` tokens skips the prefill pool and is served whole by a
+    decode worker; any other prefills in the prefill pool and its KV moves to a decode
+    worker over a link of ``kv_transfer_gb_s`` (GB/s, each decode worker's own). The
+    KV's size comes from the model's arch, or ``kv_bytes_per_token`` given here.
+    See ``emulator.sim.workers.disaggregated``.
+    """
+
+    prefill_workers: str
+    decode_workers: str
+    kv_transfer_gb_s: float = 50.0
+    decider_threshold_tokens: int = 0
+    kv_bytes_per_token: float | None = None
 
 
 @dataclass(frozen=True)
@@ -333,6 +358,8 @@ class HostGroup:
     count: int
     units: int
     workers: tuple[WorkerSlot, ...]
+    #: The named pool the group's workers of a disaggregated model belong to (None: none).
+    pool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -423,7 +450,12 @@ class Scenario:
             },
             "gateway": _fields(self.gateway),
             "hosts": [
-                {"count": h.count, "units": h.units, "workers": [w.spelling() for w in h.workers]}
+                {
+                    "count": h.count,
+                    "units": h.units,
+                    "workers": [w.spelling() for w in h.workers],
+                    **({"pool": h.pool} if h.pool is not None else {}),
+                }
                 for h in self.hosts
             ],
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
@@ -582,7 +614,7 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
     out = {
         k: v
         for k, v in _without_defaults(m, _NEW_MODEL).items()
-        if k not in ("name", "worker_overrides", "arch", "prefixes")
+        if k not in ("name", "worker_overrides", "arch", "prefixes", "disaggregated")
     }
     if m.worker_overrides:
         out["worker"] = _auto_spelling(dict(m.worker_overrides))
@@ -590,6 +622,8 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
         out["arch"] = _set_fields(m.arch)
     if m.prefixes is not None:
         out["prefixes"] = _fields(m.prefixes)
+    if m.disaggregated is not None:
+        out["disaggregated"] = _set_fields(m.disaggregated)
     return out
 
 

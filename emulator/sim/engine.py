@@ -59,6 +59,7 @@ from emulator.sim.policies import policy_class
 from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
 from emulator.sim.router import Router
 from emulator.sim.workers import WORKER_MODELS, ContinuousWorkers
+from emulator.sim.workers.disaggregated import DisaggregatedWorkers
 
 #: A model's request store is compacted once it holds more rows than this.
 COMPACT_ROWS = 50_000
@@ -96,15 +97,19 @@ class Engine:
             for i, n in enumerate(self.names)
         ]
         #: One worker model per batching mode in use, serving the models that use it.
+        split = any(m.disaggregated is not None for m in scenario.models.values())
         self.worker_models = {
-            mode: WORKER_MODELS[mode](self, [i for i, b in enumerate(batching) if b == mode])
+            mode: (DisaggregatedWorkers if split and mode == "continuous" else WORKER_MODELS[mode])(
+                self, [i for i, b in enumerate(batching) if b == mode]
+            )
             for mode in dict.fromkeys(batching)
         }
         self.workers = self.worker_models[batching[0]]  # the (first) worker model
         policy = policy_class(scenario.dispatcher.policy)
         for d, mode in zip(self.disp, batching, strict=True):
             d.worker_model = self.worker_models[mode]
-            d.policy = policy(self, d)
+            wm = d.worker_model
+            d.policy = wm.routing(d, policy) if isinstance(wm, DisaggregatedWorkers) else policy(self, d)
             if mode != "static":
                 d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
         self.token_level = "continuous" in self.worker_models
@@ -373,6 +378,8 @@ class Engine:
         out.slo_met = counts.slo_met
         out.slo_goodput = _goodput(counts.slo_met, out, self.scenario.slo.any())
         out.shed_oversized = d.shed_oversized
+        if isinstance(workers, DisaggregatedWorkers):
+            out.pools = workers.pool_summary(d.index, out.tpot_s) or {}
 
     # -- frames ----------------------------------------------------------------------
     def _token_frame(self, m: dict[str, list[Any]], d: Dispatcher | Router, counts: Counts) -> None:

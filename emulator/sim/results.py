@@ -146,6 +146,9 @@ class Outcomes:
     prefix_tokens_seen: int = 0
     prefill_tokens_saved: int = 0
     prefix_hit_rate: float | None = None
+    #: A disaggregated model's pool figures (``DisaggregatedWorkers.pool_summary``):
+    #: prefill and decode TTFT, decode TPOT, transfers, stranded requests; else empty.
+    pools: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -174,6 +177,7 @@ class Outcomes:
             "latency_s": dict(self.latency_s),
             **(self._token_dict() if self.token_level else {}),
             **(self._prefix_dict() if self.prefix else {}),
+            **({"pools": dict(self.pools)} if self.pools else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -250,7 +254,7 @@ class Summary(Outcomes):
             k
             for k in Outcomes.__dataclass_fields__
             if k not in stats
-            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate")
+            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -261,6 +265,7 @@ class Summary(Outcomes):
                 "slo_goodput": d.get("slo_goodput"),
                 "prefix": "prefix_hit_rate" in d,
                 "prefix_hit_rate": d.get("prefix_hit_rate"),
+                "pools": dict(d.get("pools", {})),
             }
 
         return cls(

@@ -114,6 +114,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "roofline-70b-h100",
         "prefix-heavy-chat",
         "autoscaled-diurnal",
+        "disagg-decode-undersized",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

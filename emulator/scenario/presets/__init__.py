@@ -42,6 +42,9 @@ PRESETS: dict[str, str] = {
     "autoscaled-diurnal": "a day of chat traffic (0 to 12 QPS and back) on 2-GPU workers that an "
     "autoscaler adds and removes on running requests per worker, with 3-minute cold starts: "
     "scaled to zero at night, the first requests after a quiet spell time out",
+    "disagg-decode-undersized": "a 70B chat model split into three prefill workers and one "
+    "decode worker at 16 QPS: handoffs wait for KV room on the decode worker, the prefill "
+    "workers hold their KV meanwhile and their queues grow; compare --set hosts[1].count=3",
 }
 
 

@@ -151,6 +151,13 @@ class Worker:
     prefix_hit: int = 0
     frame_seen: int = 0
     frame_hit: int = 0
+    # Disaggregated serving (``emulator.sim.workers.disaggregated``): a prefill-pool
+    # worker hands each prefilled request off; a decode worker takes handoffs in
+    # (``incoming``: no KV reserved yet) and admits them once their KV arrived
+    # (``landed``: reserved, joining at the next step start).
+    hands_off: bool = False
+    incoming: deque[Seq] = field(default_factory=deque)
+    landed: list[Seq] = field(default_factory=list)
 
     def kv_used(self) -> int:
         """KV tokens held now (a running step's reservations and cached prefix blocks
@@ -562,6 +569,25 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 self._drop(wk, s)
                 d.policy.work_done(wk.index)
 
+    # -- disaggregated serving: the hooks ``DisaggregatedWorkers`` fills in ------------
+    def _take_landed(self, wk: Worker) -> None:
+        """Requests whose KV arrived from a prefill worker join the running set; each
+        still has its last prompt position to run (a chunk of one token), which
+        gives its first token. Their KV was reserved when the transfer began."""
+        for s in wk.landed:
+            s.at = 2
+            wk.running.append(s)
+            wk.prefilling.append(s)
+        wk.landed.clear()
+
+    def _pull(self, wk: Worker, t: float) -> None:
+        """Reserve KV for the requests handed to ``wk`` and start their transfers."""
+        raise NotImplementedError("only a disaggregated fleet hands requests off")
+
+    def _hand_off(self, wk: Worker, s: Seq, t: float) -> None:
+        """``s`` finished its prefill on a prefill-pool worker at ``t``."""
+        raise NotImplementedError("only a disaggregated fleet hands requests off")
+
     # -- steps -----------------------------------------------------------------------
     def _start_step(self, wk: Worker, t: float) -> None:
         """Start worker ``wk``'s next step at ``t`` (steps 0-5 of the module docstring),
@@ -570,6 +596,8 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         d = wk.router
         if wk.deadlines and wk.deadlines[0][0] <= t:
             self._drop_expired(wk, t, d)
+        if wk.landed:
+            self._take_landed(wk)
         # 1. Preempt while the decoders' next tokens do not fit, then reserve them.
         total = spec.kv_cache_tokens
         while total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached) < wk.n_dec:
@@ -602,6 +630,8 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             c = min(s.target - s.progress, budget)
             chunks.append((s, c))
             budget -= c
+        if wk.incoming:
+            self._pull(wk, t)
         # 4. Admission: own queue first, then (pull) the dispatcher's.
         blocked = False
         if waiting:
@@ -736,6 +766,9 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             for s, c in wk.chunks:
                 s.progress += c
                 if s.progress == s.target:
+                    if wk.hands_off:
+                        self._hand_off(wk, s, t)
+                        continue
                     if wk.cache is not None and s.group >= 0:
                         moved = wk.cache.insert(s.group, s.prefix)
                         if moved:  # its prefix's new whole blocks move to the cache
