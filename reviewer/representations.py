@@ -202,14 +202,28 @@ class RunSerializer(serializers.ModelSerializer):
     duration_s = serializers.FloatField(read_only=True)
     started_by = serializers.CharField(source="started_by.username", read_only=True)
     commands = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="For a queued run, its place in the queue of runs waiting for a worker (1 starts next; "
+                  "the order is fair between users); null once it runs."
+    )
 
     class Meta:
         model = EmulatorRun
         fields = ["id", "status", "reason", "speed", "seed", "duration_s", "sim_s", "frames_stored",
                   "behind", "summary", "layout", "session", "config_version", "sweep", "sweep_value", "overrides",
                   "started_by", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
-                  "commands"]
+                  "commands", "queue_position"]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_queue_position(self, run: EmulatorRun) -> int | None:
+        if run.status != "queued":
+            return None
+        # One computation of the queue for a whole list of runs.
+        context = self.context
+        if "queue_positions" not in context:
+            context["queue_positions"] = selectors.run_queue_positions()
+        return context["queue_positions"].get(run.pk)
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_speed(self, run: EmulatorRun) -> int | str:

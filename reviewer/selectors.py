@@ -141,3 +141,10 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
     """Points of a sweep whose run is final, out of all its points."""
     statuses = list(sweep.runs.values_list("status", flat=True))
     return {"done": sum(1 for s in statuses if s in FINAL_STATUSES), "total": len(statuses)}
+
+
+def run_queue_positions() -> dict[int, int]:
+    """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
+    from reviewer.run_queue import queue_positions
+
+    return queue_positions()
