@@ -270,6 +270,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600)}
+# Re-anchoring a revised doc's findings runs in workers of its own queue
+# (serve starts one), so it never waits behind runs nor takes a run's slot.
+DOCS_QUEUE = "docs"
+CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE}}
+REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
 # The beat process (one per deployment; serve starts it) sends the reaper of
 # stalled runs and sweeps; expired sends are dropped rather than piled up.
 REAP_EVERY_S = 10.0

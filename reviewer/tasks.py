@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from celery import bootsteps, shared_task
+from django.db import OperationalError
 
 from reviewer.celery import app
 
@@ -62,10 +63,35 @@ def sweep_finish(sweep_id: int) -> str:
     return finish(sweep_id=sweep_id).status
 
 
+@shared_task(
+    name="reviewer.reanchor_revision",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=2,
+    max_retries=5,
+    soft_time_limit=1800,
+    time_limit=1830,
+)
+def reanchor_revision(revision_id: int) -> dict[str, Any]:
+    """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state."""
+    from reviewer.services.review import reanchor_revision as reanchor
+    from reviewer.services.review import reanchoring_representation
+
+    return reanchoring_representation(reanchor(revision_id=revision_id).revision)
+
+
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
 def reap_stalled() -> dict[str, list[int]]:
-    """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps."""
-    return _reap()
+    """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps.
+
+    Re-anchorings that stopped making progress are handed over again too.
+    """
+    from reviewer.services.review import reanchors_resume
+
+    reaped = _reap()
+    reanchors_resume()
+    return reaped
 
 
 def _reap() -> dict[str, list[int]]:
@@ -91,7 +117,9 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
     def start(self, worker: Any) -> None:
         """Schedule the check on the worker's timer, and count this worker's slots at once."""
         self.hostname = str(worker.hostname)
-        self.concurrency = int(worker.concurrency or 1)
+        # A worker that does not take run tasks (serve's docs worker) holds no run slots.
+        takes_runs = worker.app.conf.task_default_queue in worker.app.amqp.queues.consume_from
+        self.concurrency = int(worker.concurrency or 1) if takes_runs else 0
         self.announce()
         self.tref = worker.timer.call_repeatedly(WATCHDOG_EVERY_S, self.check, priority=10)
 
@@ -121,12 +149,14 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
         from django.db import close_old_connections
 
         from reviewer.services.dispatch import runs_dispatch
+        from reviewer.services.review import reanchors_resume
 
         self.announce()
         try:
             close_old_connections()
             _reap()
             runs_dispatch()
+            reanchors_resume()
         except Exception:
             log.warning("stale-run check failed", exc_info=True)
 
