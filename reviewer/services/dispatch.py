@@ -38,6 +38,9 @@ def runs_dispatch(*, slots: int | None = None) -> list[int]:
     """Hand waiting runs to the broker for the free worker slots; return their ids."""
     from reviewer.services.runs import hand_to_broker
 
+    # Most calls (the watchdog's every 2 s) find nothing waiting: no lock, no Redis call then.
+    if not EmulatorRun.objects.filter(status=RunStatus.QUEUED, awaiting_slot=True).exists():
+        return []
     total = run_queue.worker_slots() if slots is None else slots
     if total <= 0:
         return []

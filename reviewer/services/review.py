@@ -20,7 +20,7 @@ from typing import Any, Final
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from reviewer import realtime
@@ -236,6 +236,8 @@ def _progress(revision: DocRevision, done: int) -> None:
 
 
 def _publish_reanchoring(revision: DocRevision) -> None:
+    if not reanchor_in_background():
+        return  # the edit waits for the findings to move, and its answer says so
     data = {"doc": revision.doc_id, "revision": revision.number, **reanchoring_representation(revision)}
     for session_id in ReviewSession.objects.filter(doc_id=revision.doc_id).values_list("pk", flat=True):
         realtime.session_event(session_id, "doc.reanchoring", data)
@@ -325,8 +327,10 @@ def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
     """Place each open finding's quote in the new text, a batch at a time.
 
     The search (the slow part) runs outside any transaction; each batch's
-    writes then take one short transaction, skipping a finding changed
-    meanwhile (its next revision moves it).
+    writes then take one short transaction (one UPDATE for the batch),
+    skipping a finding changed meanwhile (its next revision moves it). The
+    viewers are told after the commit, so the write lock is never held while
+    the findings are serialized for them.
     """
     ids = list(_older_open_findings(revision).exclude(anchor_exact="").order_by("pk").values_list("pk", flat=True))
     # Findings without a quote need no search; on a retry, the ones moved already are gone from ids.
@@ -340,11 +344,17 @@ def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
             if _superseded(revision):
                 return
             current = dict(Finding.objects.select_for_update().filter(pk__in=batch).values_list("pk", "version"))
-            for finding, placed in placements:
-                if current.get(finding.pk) == finding.version:
-                    _apply_placement(finding, revision, placed, result)
+            changed = [finding for finding, placed in placements if current.get(finding.pk) == finding.version
+                       and _apply_placement(finding, revision, placed, result)]
+            Finding.objects.bulk_update(changed, MOVED_FIELDS)
             done += len(batch)
             _progress(revision, done)
+        _publish_updated(changed)
+
+
+# What moving a finding changes (bulk updates set updated_at themselves).
+MOVED_FIELDS = ["revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
+                "orphaned", "version", "updated_at"]
 
 
 def _placement(finding: Finding, revision: DocRevision) -> Any:
@@ -361,21 +371,32 @@ def _placement(finding: Finding, revision: DocRevision) -> Any:
     return reanchor(anchor, finding.revision.body, revision.body)
 
 
-def _apply_placement(finding: Finding, revision: DocRevision, placed: Any, result: ReviseResult) -> None:
+def _apply_placement(finding: Finding, revision: DocRevision, placed: Any, result: ReviseResult) -> bool:
+    """Change the finding in memory; True when it must be saved (and its viewers told)."""
     if placed is None:
-        if not finding.orphaned:
-            finding.orphaned = True
-            finding.version += 1
-            finding.save(update_fields=["orphaned", "version", "updated_at"])
-            publish_finding(finding, "finding.updated")
         result.orphaned.append(finding)
-        return
-    set_anchor(finding, revision, placed.anchor)
-    finding.orphaned = False
+        if finding.orphaned:
+            return False
+        finding.orphaned = True
+    else:
+        set_anchor(finding, revision, placed.anchor)
+        finding.orphaned = False
+        result.moved.append(finding)
     finding.version += 1
-    finding.save()
-    publish_finding(finding, "finding.updated")
-    result.moved.append(finding)
+    finding.updated_at = timezone.now()
+    return True
+
+
+def _publish_updated(findings: list[Finding]) -> None:
+    """Send each changed finding to its session's viewers (serialized together, after the commit)."""
+    if not findings:
+        return
+    from reviewer.representations import FindingSerializer
+
+    fresh = (Finding.objects.filter(pk__in=[f.pk for f in findings]).select_related("author", "revision")
+             .annotate(reply_total=Count("replies")).order_by("pk"))
+    for finding, data in zip(fresh, FindingSerializer(fresh, many=True).data, strict=True):
+        realtime.session_event(finding.session_id, "finding.updated", {"finding": dict(data)})
 
 
 def _move_unchanged(revision: DocRevision, result: ReviseResult) -> None:
@@ -386,14 +407,16 @@ def _move_unchanged(revision: DocRevision, result: ReviseResult) -> None:
         with transaction.atomic():
             if _superseded(revision):
                 return
-            for finding in _older_open_findings(revision).select_for_update().filter(pk__in=batch):
+            changed = list(_older_open_findings(revision).select_for_update().filter(pk__in=batch))
+            for finding in changed:
                 finding.revision = revision
                 finding.version += 1
-                finding.save(update_fields=["revision", "version", "updated_at"])
-                publish_finding(finding, "finding.updated")
+                finding.updated_at = timezone.now()
                 result.moved.append(finding)
+            Finding.objects.bulk_update(changed, ["revision", "version", "updated_at"])
             done += len(batch)
             _progress(revision, done)
+        _publish_updated(changed)
 
 
 # --- sessions --------------------------------------------------------------
