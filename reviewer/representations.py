@@ -232,7 +232,7 @@ class RunSerializer(serializers.ModelSerializer):
                   "commands", "queue_position"]
         read_only_fields = fields
 
-    @extend_schema_field(OpenApiTypes.INT)
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_queue_position(self, run: EmulatorRun) -> int | None:
         if run.status != "queued":
             return None
