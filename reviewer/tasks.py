@@ -57,7 +57,7 @@ def dispatch_runs() -> list[int]:
 
 @shared_task(name="reviewer.sweep_finish", acks_late=True, soft_time_limit=60, time_limit=90)
 def sweep_finish(sweep_id: int) -> str:
-    """Gather a sweep's runs into its curve (the chord's callback)."""
+    """Gather a sweep's runs into its curve (the callback of sweeps sent as a chord before points were dispatched)."""
     from reviewer.services.sweeps import sweep_finish as finish
 
     return finish(sweep_id=sweep_id).status
