@@ -141,3 +141,26 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
     """Points of a sweep whose run is final, out of all its points."""
     statuses = list(sweep.runs.values_list("status", flat=True))
     return {"done": sum(1 for s in statuses if s in FINAL_STATUSES), "total": len(statuses)}
+
+
+def run_queue_positions() -> dict[int, int]:
+    """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
+    from reviewer.run_queue import queue_positions
+
+    return queue_positions()
+
+
+def doc_reanchoring(doc: Any) -> dict[str, Any]:
+    """How far moving the doc's open findings onto its latest revision got: status, done, total."""
+    latest = doc.latest_revision()
+    if latest is None:
+        return {"status": "done", "done": 0, "total": 0}
+    return {"status": latest.reanchor_status, "done": latest.reanchor_done, "total": latest.reanchor_total}
+
+
+def pending_revision_number(doc_id: int) -> int | None:
+    """The newest revision of the doc whose findings are still being moved onto it, if any."""
+    from reviewer.models.review import DocRevision, ReanchorStatus
+
+    return (DocRevision.objects.filter(doc_id=doc_id, reanchor_status=ReanchorStatus.PENDING)
+            .order_by("-number").values_list("number", flat=True).first())
