@@ -164,6 +164,7 @@ class FindingReplyInline(admin.StackedInline):
     """A finding's thread."""
 
     model = FindingReply
+    fk_name = "finding"
     extra = 0
     fields = ["author", "body", "created_at"]
     readonly_fields = ["created_at"]
