@@ -25,8 +25,10 @@ MAX_SEGMENTS = 4000
 # Unchanged segments shown around each change; longer runs are folded.
 CONTEXT_SEGMENTS = 2
 
-# A sentence ends at ., ! or ? followed by white space (the space stays outside it).
+# A sentence ends at ., ! or ? followed by white space (the space stays outside it),
+# but not the marker of a numbered list item ("1. ", "a) ") at the start of a line.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+]\s+)?(?:\d+|[A-Za-z])[.)]$")
 _WORD = re.compile(r"\S+")
 
 
@@ -79,22 +81,32 @@ class TextDiff:
         return counts
 
 
+def _sentence_spans(line: str) -> list[tuple[int, int]]:
+    """Start and end of each sentence of one line; a list item's number stays with its item."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for gap in _SENTENCE_END.finditer(line):
+        if start == 0 and _LIST_MARKER.match(line[:gap.start()]):
+            continue
+        spans.append((start, gap.start()))
+        start = gap.end()
+    spans.append((start, len(line)))
+    return spans
+
+
 def segments(text: str) -> list[Segment]:
     """The text's sentences, line by line; blank lines give none."""
     out: list[Segment] = []
     offset = 0
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        cursor = 0
-        for piece in _SENTENCE_END.split(body):
-            at = body.index(piece, cursor) if piece else cursor
-            cursor = at + len(piece)
+        for a, b in _sentence_spans(body):
+            piece = body[a:b]
             stripped = piece.strip()
             if not stripped:
                 continue
-            lead = len(piece) - len(piece.lstrip())
-            start = offset + at + lead
-            out.append(Segment(start, start + len(stripped), stripped))
+            begin = offset + a + len(piece) - len(piece.lstrip())
+            out.append(Segment(begin, begin + len(stripped), stripped))
         offset += len(line)
     return out
 

@@ -70,5 +70,7 @@ def session_diff_page(request: HttpRequest, session_id: int) -> HttpResponse:
         "rows": rows,
         "changed": any(r["op"] not in ("equal", "skip") for r in rows),
         "other_view": "inline" if view == "side" else "side",
+        "from_at": old.created_at,
+        "to_at": new.created_at,
     })
     return render(request, "reviewer/diff.html", context)

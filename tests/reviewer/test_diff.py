@@ -144,3 +144,25 @@ def test_merged_findings_are_not_placed(api_as, people, revised):
     Finding.objects.filter(pk=revised["rr"].pk).update(merged_into=revised["worker"])
     data = api_as("owner").get(f"/api/sessions/{session.pk}/diff/?from=1&to=2").json()
     assert revised["rr"].pk not in {f["id"] for f in data["findings"]}
+
+
+def test_numbered_list_items_keep_their_number():
+    texts = [s.text for s in segments("1. The gateway authenticates the caller. Then it forwards.\n")]
+    assert texts == ["1. The gateway authenticates the caller.", "Then it forwards."]
+
+
+def test_segments_are_exact_slices_of_any_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(alphabet=st.sampled_from(list("ab1. !?\n\r\t-)")), max_size=80))
+    def check(text: str) -> None:
+        found = segments(text)
+        assert all(text[s.start:s.end] == s.text and s.text == s.text.strip() and s.text for s in found)
+        assert [s.start for s in found] == sorted(s.start for s in found)
+        # Every non-blank character is inside some segment.
+        covered = {i for s in found for i in range(s.start, s.end)}
+        assert all(i in covered for i, c in enumerate(text) if not c.isspace())
+
+    check()
