@@ -6,16 +6,19 @@ of segments are compared with :class:`difflib.SequenceMatcher`; a replaced
 pair of sentences is compared again word by word, so the page can mark the
 words that changed.
 
-Docs can be megabytes, and comparing two long lists of segments costs up to
-the product of their lengths. The segments the two texts share at the start
-and at the end are set aside first (a revision usually changes a few places);
-of what remains, at most ``max_segments`` segments of each side are compared,
-and the answer says so (``truncated``) when the cap cut anything off.
+Docs can be megabytes, and difflib's cost grows with the product of the
+lengths it compares. Sentences that occur once in each text, in the same
+order, anchor the comparison (as patience diff does); only the stretches
+between anchors go to difflib, and a stretch longer than ``max_segments`` on
+either side is shown position by position instead of searched, and the
+answer says so (``truncated``).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
@@ -146,6 +149,29 @@ def _changed(o: Segment, n: Segment) -> Row:
     return Row(op="replace", old=o, new=n, old_changes=old_changes, new_changes=new_changes)
 
 
+def _pair_by_position(olds: list[Segment], news: list[Segment], *, words: bool = True) -> list[Row]:
+    """Rows pairing the k-th old sentence with the k-th new one (for stretches too long to search).
+
+    Without ``words``, sentences that differ are a deletion and an insertion,
+    not compared word by word (the cost of a stretch too long to search stays
+    one pass over it).
+    """
+    rows: list[Row] = []
+    for k in range(max(len(olds), len(news))):
+        o = olds[k] if k < len(olds) else None
+        n = news[k] if k < len(news) else None
+        if o is not None and n is not None and o.text == n.text:
+            rows.append(Row(op="equal", old=o, new=n))
+        elif words and o is not None and n is not None and _alike(o.text, n.text):
+            rows.append(_changed(o, n))
+        else:
+            if o is not None:
+                rows.append(Row(op="delete", old=o))
+            if n is not None:
+                rows.append(Row(op="insert", new=n))
+    return rows
+
+
 def _pair(olds: list[Segment], news: list[Segment]) -> list[Row]:
     """Rows for a replaced block: each old sentence paired, in order, with the next alike new one.
 
@@ -153,19 +179,9 @@ def _pair(olds: list[Segment], news: list[Segment]) -> list[Row]:
     rewritten sentence next to a removed one reads as one change and one
     removal, not as two unrelated changes.
     """
-    rows: list[Row] = []
     if len(olds) * len(news) > MAX_PAIRING:
-        for k in range(max(len(olds), len(news))):
-            o = olds[k] if k < len(olds) else None
-            n = news[k] if k < len(news) else None
-            if o is not None and n is not None and _alike(o.text, n.text):
-                rows.append(_changed(o, n))
-                continue
-            if o is not None:
-                rows.append(Row(op="delete", old=o))
-            if n is not None:
-                rows.append(Row(op="insert", new=n))
-        return rows
+        return _pair_by_position(olds, news)
+    rows: list[Row] = []
     cursor = 0
     for o in olds:
         match = next((k for k in range(cursor, len(news)) if _alike(o.text, news[k].text)), None)
@@ -204,46 +220,90 @@ def _fold(rows: list[Row], context: int) -> list[Row]:
     return out
 
 
+def _anchors(old: list[str], new: list[str]) -> list[tuple[int, int]]:
+    """Sentences found exactly once in each text, in an order both texts agree on.
+
+    The longest increasing run of their positions (patience sorting) cuts the
+    comparison into short stretches between them, so a few edits in a long doc
+    cost little whatever its length.
+    """
+    old_count = Counter(old)
+    new_count = Counter(new)
+    new_at = {text: j for j, text in enumerate(new) if new_count[text] == 1}
+    pairs = [(i, new_at[text]) for i, text in enumerate(old) if old_count[text] == 1 and text in new_at]
+    # Longest increasing subsequence of the new positions, O(n log n).
+    tails: list[int] = []  # smallest last new-position of a run of each length
+    tail_at: list[int] = []  # index into pairs of that run's last pair
+    back: list[int] = [-1] * len(pairs)
+    for k, (_, j) in enumerate(pairs):
+        length = bisect.bisect_left(tails, j)
+        if length == len(tails):
+            tails.append(j)
+            tail_at.append(k)
+        else:
+            tails[length] = j
+            tail_at[length] = k
+        back[k] = tail_at[length - 1] if length else -1
+    run: list[tuple[int, int]] = []
+    k = tail_at[-1] if tail_at else -1
+    while k >= 0:
+        run.append(pairs[k])
+        k = back[k]
+    return run[::-1]
+
+
+def _stretch_rows(olds: list[Segment], news: list[Segment]) -> list[Row]:
+    """Rows for a stretch between anchors, compared sentence by sentence."""
+    rows: list[Row] = []
+    matcher = SequenceMatcher(None, [s.text for s in olds], [s.text for s in news])
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            rows += [Row(op="equal", old=o, new=n) for o, n in zip(olds[i1:i2], news[j1:j2], strict=True)]
+        elif tag == "delete":
+            rows += [Row(op="delete", old=o) for o in olds[i1:i2]]
+        elif tag == "insert":
+            rows += [Row(op="insert", new=n) for n in news[j1:j2]]
+        else:
+            rows += _pair(olds[i1:i2], news[j1:j2])
+    return rows
+
+
 def diff_texts(
     old_text: str, new_text: str, *, max_segments: int = MAX_SEGMENTS, context: int = CONTEXT_SEGMENTS
 ) -> TextDiff:
-    """Compare two texts sentence by sentence; unchanged runs folded, the middle capped."""
+    """Compare two texts sentence by sentence; unchanged runs folded, long stretches bounded.
+
+    Sentences that occur once in each text and in the same order anchor the
+    comparison; each stretch between two anchors is compared with difflib. A
+    stretch longer than ``max_segments`` on either side is not searched for
+    matches: it is shown position by position (``truncated`` says so).
+    """
     old_segs, new_segs = segments(old_text), segments(new_text)
     old_keys = [s.text for s in old_segs]
     new_keys = [s.text for s in new_segs]
-    # The shared start and end cost nothing to find and need no matcher.
-    lead = 0
-    limit = min(len(old_keys), len(new_keys))
-    while lead < limit and old_keys[lead] == new_keys[lead]:
-        lead += 1
-    trail = 0
-    while trail < limit - lead and old_keys[-1 - trail] == new_keys[-1 - trail]:
-        trail += 1
-    old_mid = old_segs[lead:len(old_segs) - trail]
-    new_mid = new_segs[lead:len(new_segs) - trail]
-    truncated = len(old_mid) > max_segments or len(new_mid) > max_segments
-    old_cmp, new_cmp = old_mid[:max_segments], new_mid[:max_segments]
-
-    rows: list[Row] = [Row(op="equal", old=o, new=n) for o, n in zip(old_segs[:lead], new_segs[:lead], strict=True)]
-    matcher = SequenceMatcher(None, [s.text for s in old_cmp], [s.text for s in new_cmp], autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            rows += [Row(op="equal", old=o, new=n) for o, n in zip(old_cmp[i1:i2], new_cmp[j1:j2], strict=True)]
-        elif tag == "delete":
-            rows += [Row(op="delete", old=o) for o in old_cmp[i1:i2]]
-        elif tag == "insert":
-            rows += [Row(op="insert", new=n) for n in new_cmp[j1:j2]]
-        else:
-            rows += _pair(old_cmp[i1:i2], new_cmp[j1:j2])
-    if not truncated:
-        rows += [Row(op="equal", old=o, new=n)
-                 for o, n in zip(old_segs[len(old_segs) - trail:], new_segs[len(new_segs) - trail:], strict=True)]
+    rows: list[Row] = []
+    truncated = False
+    compared = [0, 0]
+    i = j = 0
+    for ai, aj in [*_anchors(old_keys, new_keys), (len(old_segs), len(new_segs))]:
+        olds, news = old_segs[i:ai], new_segs[j:aj]
+        if olds or news:
+            if len(olds) > max_segments or len(news) > max_segments:
+                truncated = True
+                rows += _pair_by_position(olds, news, words=False)
+            else:
+                compared[0] += len(olds)
+                compared[1] += len(news)
+                rows += _stretch_rows(olds, news)
+        if ai < len(old_segs):
+            rows.append(Row(op="equal", old=old_segs[ai], new=new_segs[aj]))
+        i, j = ai + 1, aj + 1
     return TextDiff(
         rows=_fold(rows, context),
         old_segments=old_segs,
         new_segments=new_segs,
         truncated=truncated,
-        compared=(len(old_cmp), len(new_cmp)),
+        compared=(compared[0], compared[1]),
     )
 
 

@@ -153,8 +153,9 @@ def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, 
     text_diff: TextDiff = diff_texts(old_text, new_text, max_segments=settings.DIFF_MAX_SEGMENTS)
     if text_diff.truncated:
         notices.append(
-            f"The revisions differ in more than {settings.DIFF_MAX_SEGMENTS:,} sentences (DIFF_MAX_SEGMENTS); "
-            "the diff stops there and the rest is not compared."
+            f"A stretch of more than {settings.DIFF_MAX_SEGMENTS:,} sentences (DIFF_MAX_SEGMENTS) has no sentence "
+            "in common between the revisions; it is shown sentence by sentence as removed and added, "
+            "without looking for sentences that match or moved."
         )
 
     limit = settings.DIFF_MAX_FINDINGS
