@@ -157,3 +157,38 @@ def test_editing_the_opening_saves_it_and_shows_it_to_the_other_viewer(
     screenshot(alice, "review-document-rank-1280", full_page=True)
     screenshot(bob, "review-document-rank-800", full_page=True)
     assert bob.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_near_duplicate_is_flagged_and_merged_from_its_button(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import Finding, ReviewSession
+    from reviewer.services import review as services
+
+    session = ReviewSession.objects.get(pk=example_review.session_id)
+    original = Finding.objects.get(session=session, review_pass="restate")
+
+    def duplicate() -> None:
+        copy = services.finding_create(session=session, author=example_review.bob, review_pass="restate",
+                                       title="Latency goal against the batch time",
+                                       anchor_exact=original.anchor_exact)
+        services.reply_create(finding=copy, author=example_review.bob, body="Same point as the first one.")
+
+    in_thread(duplicate)
+    copy = Finding.objects.get(session=session, author=example_review.bob)
+    alice = signed_in("alice", width=800, height=900)
+    alice.goto(f"{dashboard.url}{example_review.path}#restate")
+    item = alice.locator(f"#panel-restate .finding-item[data-finding-id='{copy.pk}']")
+    item.wait_for()
+    assert f"possible duplicate of #{original.pk}" in item.inner_text()
+    # The earlier finding is flagged too, though it was filed first.
+    first = alice.locator(f"#panel-restate .finding-item[data-finding-id='{original.pk}']")
+    assert f"possible duplicate of #{copy.pk}" in first.inner_text()
+    item.scroll_into_view_if_needed()
+    screenshot(alice, "duplicate-flag-800")
+    alice.on("dialog", lambda d: d.accept())
+    item.locator(f"button:has-text('Merge into #{original.pk}')").click()
+    alice.wait_for_selector(f"#panel-restate .finding-item[data-finding-id='{copy.pk}']:has-text('merged into #{original.pk}')")
+    assert Finding.objects.get(pk=copy.pk).merged_into_id == original.pk
+    assert original.replies.count() == 1
+    assert "Replies (1)" in first.inner_text()
