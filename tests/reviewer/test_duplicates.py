@@ -118,3 +118,11 @@ def test_the_author_of_both_findings_merges_them(api_as, twins, people):
                                 body="text.")
     assert api_as("reviewer").get(f"/api/findings/{a.pk}/").json()["duplicates"] == [b.pk]
     assert api_as("reviewer").post(f"/api/findings/{b.pk}/merge/", {"into": a.pk}, format="json").status_code == 200
+
+
+def test_a_merged_finding_takes_no_new_replies(api_as, twins):
+    first, second = twins["first"], twins["second"]
+    api_as("owner").post(f"/api/findings/{second.pk}/merge/", {"into": first.pk}, format="json")
+    answer = api_as("reviewer").post(f"/api/findings/{second.pk}/replies/", {"body": "Late."}, format="json")
+    assert answer.status_code == 400
+    assert f"merged into finding {first.pk}" in answer.json()["finding"][0]
