@@ -109,7 +109,14 @@ def _place(finding: Finding, revision: DocRevision) -> Placed | None:
         start=finding.anchor_start,
         end=finding.anchor_end or finding.anchor_start,
     )
-    placed = reanchor(anchor, finding.revision.body, revision.body)
+    # A quote found exactly once is where reanchor would put it too; the search
+    # for the likeliest of several, or for a reworded quote, needs a line diff
+    # of the two revisions, which costs seconds on a megabyte doc.
+    text = revision.body
+    first = text.find(anchor.exact)
+    if first >= 0 and text.find(anchor.exact, first + 1) < 0:
+        return Placed(first, first + len(anchor.exact), "re-anchored")
+    placed = reanchor(anchor, finding.revision.body, text)
     if placed is None:
         return None
     return Placed(placed.anchor.start, placed.anchor.end, "re-anchored")
