@@ -41,11 +41,18 @@ export function initReviewDocument(ctx) {
     return `Last saved by ${server.updated_by}${when ? `, ${when}` : ""} (version ${server.version}).`;
   }
 
+  // Each box grows with its text (up to a screenful), so a part reads whole.
+  function fit(area) {
+    const lines = area.value.split("\n").reduce((n, line) => n + Math.max(1, Math.ceil(line.length / 90)), 0);
+    area.rows = Math.min(18, Math.max(area.dataset.part === "opening" ? 4 : 5, lines + 1));
+  }
+
   function show(doc, { force = false } = {}) {
     const wasDirty = new Set([...fields.keys()].filter(dirty));
     server = doc;
     for (const [key, area] of fields) {
       if (force || !wasDirty.has(key)) area.value = doc[key];
+      fit(area);
     }
     // Edits in progress keep the version they started from, so saving them
     // over a newer version is refused and the reader is asked.
@@ -60,6 +67,7 @@ export function initReviewDocument(ctx) {
       const id = `rd-${key}`;
       const area = el("textarea", { id, rows: key === "opening" ? 4 : 5, "data-part": key, "aria-describedby": `${id}-help` });
       fields.set(key, area);
+      area.addEventListener("input", () => fit(area));
       return el("div", {},
         el("label", { for: id }, PARTS[key].label),
         el("p", { class: "muted doc-meta", id: `${id}-help` }, PARTS[key].help),
@@ -114,6 +122,12 @@ export function initReviewDocument(ctx) {
   ctx.events.addEventListener("document-updated", (e) => {
     const doc = e.detail;
     if (!doc || (server && doc.version <= server.version)) return;
+    // The echo of the reader's own save can arrive before the save's answer.
+    const echo = [...fields].every(([key, area]) => area.value === doc[key]);
+    if (echo) {
+      show(doc, { force: true });
+      return;
+    }
     const touched = anyDirty();
     show(doc);
     ctx.say(touched

@@ -121,6 +121,12 @@ def test_j_and_k_move_the_selection_and_question_mark_shows_the_help(
     alice.locator("#rd-restatement").fill(alice.input_value("#rd-restatement")[:-2])
     alice.locator("#rd-restatement").blur()
 
+    # r opens the selected finding's thread with the cursor in the reply box.
+    alice.keyboard.press("r")
+    wait_for_page(alice, "() => document.activeElement && document.activeElement.matches("
+                         "'.finding-item.kbd-selected .thread textarea')")
+    alice.locator(".finding-item.kbd-selected .thread textarea").blur()
+
     # e opens the selected finding (alice's own) in the form.
     alice.keyboard.press("e")
     alice.wait_for_selector("#finding-form:not([hidden])")
