@@ -151,7 +151,10 @@ class ReviewSessionAdmin(admin.ModelAdmin):
     list_filter = ["status", "current_pass"]
     search_fields = ["title", "doc__title"]
     filter_horizontal = ["reviewers"]
-    readonly_fields = ["created_at", "updated_at"]
+    # The review document is written on the session page or through the API,
+    # where a stale version is refused; here it is shown.
+    readonly_fields = ["created_at", "updated_at", "opening", "strengths", "restatement", "document_version",
+                       "document_updated_at", "document_updated_by"]
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """Save the reviewers; those removed lose their live feeds at once."""
@@ -166,6 +169,7 @@ class FindingReplyInline(admin.StackedInline):
     """A finding's thread."""
 
     model = FindingReply
+    fk_name = "finding"
     extra = 0
     fields = ["author", "body", "created_at"]
     readonly_fields = ["created_at"]
@@ -180,7 +184,7 @@ class FindingAdmin(admin.ModelAdmin):
     search_fields = ["title", "body", "anchor_exact"]
     readonly_fields = [
         "revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
-        "orphaned", "version", "created_at", "updated_at",
+        "orphaned", "version", "created_at", "updated_at", "merged_into",
     ]
     inlines = [FindingReplyInline]
 

@@ -33,6 +33,13 @@ def can_edit_finding(user: Any, finding: Finding) -> bool:
     return bool(user.is_staff or finding.author_id == user.pk)
 
 
+def can_merge_findings(user: Any, finding: Finding, into: Finding) -> bool:
+    """The session's owner (and staff) merge findings; so does the author of both."""
+    if can_manage_session(user, finding.session):
+        return True
+    return finding.author_id == user.pk and into.author_id == user.pk
+
+
 def can_edit_owned(user: Any, obj: DesignDoc | FleetConfig) -> bool:
     """Docs and fleet configs are changed by their owner (and staff)."""
     return bool(user.is_staff or obj.owner_id == user.pk)

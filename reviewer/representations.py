@@ -17,6 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reviewer import selectors
+from reviewer.duplicates import duplicates_in_session
 from reviewer.markdown import render_markdown
 from reviewer.models import EmulatorRun, Sweep
 from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
@@ -141,6 +142,7 @@ class FindingSerializer(serializers.ModelSerializer):
                   "(revision and anchor_* are on the older one until then)."
     )
     reply_count = serializers.SerializerMethodField()
+    duplicates = serializers.SerializerMethodField()
     version = serializers.IntegerField(
         required=False, min_value=1, help_text="Required on update: the version you read."
     )
@@ -163,8 +165,9 @@ class FindingSerializer(serializers.ModelSerializer):
             "anchor_end", "revision", "orphaned", "trace_hop", "evidence_run_id",
             "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "reply_count",
             "created_at", "updated_at", "version", "selection", "anchor_pending",
+            "merged_into", "duplicates",
         ]
-        read_only_fields = ["session", "orphaned", "anchor_pending"]
+        read_only_fields = ["session", "orphaned", "anchor_pending", "merged_into"]
         # Quotes and their context are compared character for character.
         extra_kwargs = {
             "anchor_exact": {"trim_whitespace": False},
@@ -206,6 +209,17 @@ class FindingSerializer(serializers.ModelSerializer):
         # Lists annotate the count; a single finding counts its replies.
         annotated = getattr(obj, "reply_total", None)
         return obj.replies.count() if annotated is None else annotated
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_duplicates(self, obj: Finding) -> list[int]:
+        """Ids of the session's findings that look like this one (see reviewer.duplicates)."""
+        if obj.merged_into_id is not None:
+            return []
+        # Lists and exports work the session's duplicates out once; a single finding asks.
+        known = self.context.get("duplicates", getattr(obj, "duplicate_ids", None))
+        if known is None:
+            known = duplicates_in_session(obj.session_id)
+        return list(known.get(obj.pk, [])) if isinstance(known, dict) else list(known)
 
 
 
@@ -285,6 +299,49 @@ def finding_representation(finding: Finding) -> dict[str, Any]:
 def reply_representations(replies: Any) -> list[dict[str, Any]]:
     """Replies as the API shows them, as plain dicts."""
     return [dict(r) for r in FindingReplySerializer(replies, many=True).data]
+
+
+class ReviewDocumentSerializer(serializers.ModelSerializer):
+    """A session's review document: opening, strengths and restatement (Markdown).
+
+    Writes carry the ``version`` they read; a stale one answers 409.
+    """
+
+    version = serializers.IntegerField(source="document_version", min_value=1,
+                                       help_text="Required on update: the version you read.")
+    updated_at = serializers.DateTimeField(source="document_updated_at", read_only=True, allow_null=True)
+    updated_by = serializers.SerializerMethodField()
+    opening = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=1_000_000,
+                                    help_text="The verdict in a sentence and the things to fix now.")
+    strengths = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                      max_length=1_000_000, help_text="What the doc gets right.")
+    restatement = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                        max_length=1_000_000, help_text="The design said back (the restate pass).")
+    opening_html = serializers.SerializerMethodField()
+    strengths_html = serializers.SerializerMethodField()
+    restatement_html = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ReviewSession
+        fields = ["opening", "strengths", "restatement", "opening_html", "strengths_html", "restatement_html",
+                  "version", "updated_at", "updated_by"]
+
+    def get_updated_by(self, obj: ReviewSession) -> str | None:
+        return username_or_none(obj.document_updated_by)
+
+    def get_opening_html(self, obj: ReviewSession) -> str:
+        return render_markdown(obj.opening)
+
+    def get_strengths_html(self, obj: ReviewSession) -> str:
+        return render_markdown(obj.strengths)
+
+    def get_restatement_html(self, obj: ReviewSession) -> str:
+        return render_markdown(obj.restatement)
+
+
+def review_document_representation(session: ReviewSession) -> dict[str, Any]:
+    """A session's review document as the API shows it, as a plain dict."""
+    return dict(ReviewDocumentSerializer(session).data)
 
 
 def session_representation(session: ReviewSession) -> dict[str, Any]:

@@ -346,6 +346,13 @@ GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET
 DOC_BODY_MAX_CHARS = env_int("DOC_BODY_MAX_CHARS", 1_000_000)
 DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
 DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
+# The revision diff: characters of each revision compared, the longest stretch with
+# no shared sentence searched for matches, findings placed on the two sides.
+DIFF_MAX_CHARS = env_int("DIFF_MAX_CHARS", 1_000_000)
+DIFF_MAX_SEGMENTS = env_int("DIFF_MAX_SEGMENTS", 4_000)
+DIFF_MAX_FINDINGS = env_int("DIFF_MAX_FINDINGS", 500)
+# The review document: the most characters its opening, strengths and restatement each hold.
+REVIEW_DOCUMENT_MAX_CHARS = env_int("REVIEW_DOCUMENT_MAX_CHARS", 50_000)
 # Live commands (faults, cancel) one run takes.
 RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 

@@ -55,6 +55,8 @@ def vocabulary() -> dict[str, Any]:
         "openStatus": FindingStatus.OPEN.value,
         # Dropped findings are kept but not drawn in the doc.
         "droppedStatus": FindingStatus.DROPPED.value,
+        # What the keyboard's "mark fixed" sets until findings have states of their own.
+        "resolvedStatus": FindingStatus.RESOLVED.value,
         "hops": [{**hop, "returns": hop["key"] == TraceHop.RESPONSE_PATH} for hop in _choices(TraceHop)],
         "runStatus": {s.name: s.value for s in RunStatus},
         "runStatuses": {

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from reviewer import permissions, selectors
 from reviewer.anchoring import Selection
 from reviewer.api.serializers import FindingsReorderSerializer
+from reviewer.duplicates import duplicates_in_session
 from reviewer.models.review import (
     Finding,
     FindingReply,
@@ -86,6 +87,13 @@ class SessionFindingList(generics.ListCreateAPIView):
         if (value := _choice_filter(params, "orphaned", ["true", "false"])) is not None:
             qs = qs.filter(orphaned=value == "true")
         return selectors.findings_in_report_order(qs)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if self.request.method == "GET":
+            # Near-duplicates worked out once for the page, not once per finding.
+            context["duplicates"] = duplicates_in_session(self.kwargs["session_pk"])
+        return context
 
     def perform_create(self, serializer: FindingSerializer) -> None:
         session = _session_for(self.request, self.kwargs["session_pk"])

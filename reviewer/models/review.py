@@ -222,6 +222,20 @@ class ReviewSession(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # The review document: what the export opens with, before the findings.
+    # Changed through services.document.review_document_update, guarded by
+    # document_version as findings are by their version.
+    opening = models.TextField(
+        blank=True, help_text="Markdown. The verdict in a sentence and the things to fix now."
+    )
+    strengths = models.TextField(blank=True, help_text="Markdown. What the doc gets right.")
+    restatement = models.TextField(blank=True, help_text="Markdown. The design said back (the restate pass).")
+    document_version = models.PositiveIntegerField(default=1)
+    document_updated_at = models.DateTimeField(null=True, blank=True)
+    document_updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
     class Meta:
         ordering = ["-updated_at", "-id"]
 
@@ -288,6 +302,12 @@ class Finding(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     version = models.PositiveIntegerField(default=1)
 
+    # A near-duplicate folded into another finding: kept (with its evidence),
+    # its replies moved under the surviving finding.
+    merged_into = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="merged_findings"
+    )
+
     class Meta:
         # Buckets are ordered by SEVERITY_ORDER, not alphabetically: see
         # selectors.findings_in_report_order.
@@ -334,6 +354,10 @@ class FindingReply(models.Model):
     body = models.TextField(help_text="Markdown.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set on a reply moved here when its finding was merged into this one.
+    merged_from = models.ForeignKey(
+        Finding, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["finding", "created_at", "id"]

@@ -325,6 +325,8 @@ def reply_create(*, finding: Finding, author: User, body: str) -> FindingReply:
     """Add a reply to a finding's thread; viewers see the finding updated."""
     if not body.strip():
         raise Invalid("body", "A reply needs some text.")
+    if finding.merged_into_id is not None:
+        raise Invalid("finding", f"This finding was merged into finding {finding.merged_into_id}; reply there.")
     reply = FindingReply.objects.create(finding=finding, author=author, body=body)
     publish_finding(finding, "finding.updated")
     return reply

@@ -2,12 +2,13 @@
 
 from django.urls import path
 
-from reviewer.views import calibration, figures, fleets, pages
+from reviewer.views import calibration, diff, figures, fleets, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
     path("sessions/new", pages.session_create, name="session-create"),
     path("sessions/<int:session_id>/", pages.session_page, name="session"),
+    path("sessions/<int:session_id>/diff/", diff.session_diff_page, name="session-diff"),
     path("sessions/<int:session_id>/numbers.json", figures.session_numbers, name="session-numbers"),
     path(
         "sessions/<int:session_id>/placement.json", figures.session_placement, name="session-placement"

@@ -125,18 +125,27 @@ export function findingItem(f, { onAction, username }) {
     toggle.setAttribute("aria-expanded", open ? "true" : "false");
   });
   if (openThreads.has(f.id)) showThread();
+  // Near-duplicates are offered for merging; a merged finding says where it went.
+  const merges = f.merged_into == null
+    ? (f.duplicates || []).map((id) => el("button", { type: "button", onclick: () => onAction("merge", f, id) }, `Merge into #${id}`))
+    : [];
   const actions = el("div", { class: "row" },
     f.anchor_exact && !f.orphaned ? el("button", { type: "button", onclick: () => onAction("show", f) }, "Show in doc") : null,
-    toggle, status,
+    toggle, status, ...merges,
     mine ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
-  return el("li", { class: "finding-item", dataset: { findingId: f.id } },
+  return el("li", { class: `finding-item${f.merged_into != null ? " merged" : ""}`, dataset: { findingId: f.id } },
     el("div", { class: "meta" },
+      el("span", {}, `#${f.id}`),
       el("span", { class: `badge ${f.severity}` }, labelOf(config.severities, f.severity)),
       el("span", {}, passOf(f)),
       f.trace_hop ? el("span", {}, `hop: ${f.trace_hop}`) : null,
       el("span", {}, `by ${authorName(f)}`),
       f.status && f.status !== config.openStatus ? el("span", {}, f.status) : null,
-      f.orphaned ? el("span", { class: "error", title: "The quote is not in the doc's latest revision." }, "orphaned quote") : null),
+      f.orphaned ? el("span", { class: "error", title: "The quote is not in the doc's latest revision." }, "orphaned quote") : null,
+      (f.duplicates || []).length && f.merged_into == null
+        ? el("span", { class: "duplicate", title: "Same pass and the same quote, or the same title and text." },
+          `possible duplicate of ${f.duplicates.map((id) => `#${id}`).join(", ")}`) : null,
+      f.merged_into != null ? el("span", {}, `merged into #${f.merged_into}`) : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
     body, evidence, actions, threadBox);

@@ -47,6 +47,8 @@ export function connectSession(ctx, handlers) {
         handlers.onFinding(msg.type.slice("finding.".length), msg.finding);
       } else if (msg.type === "pass.changed") {
         ctx.events.dispatchEvent(new CustomEvent("pass-changed", { detail: msg.pass }));
+      } else if (msg.type === "document.updated") {
+        ctx.events.dispatchEvent(new CustomEvent("document-updated", { detail: msg.document }));
       } else if (msg.type === "presence") {
         renderPresence(ctx, msg.viewers);
       }

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.django_db
 PATHS = ["/api/docs/", "/api/docs/{id}/", "/api/fleets/", "/api/fleets/{id}/", "/api/sessions/",
          "/api/sessions/{id}/", "/api/sessions/{session_pk}/findings/", "/api/findings/{id}/",
          "/api/sessions/{id}/export.json", "/api/sessions/{id}/export.csv", "/api/sessions/{id}/export.md",
-         "/api/sessions/{id}/export.jsonld"]
+         "/api/sessions/{id}/export.jsonld", "/api/sessions/{id}/document/", "/api/sessions/{id}/diff/",
+         "/api/sessions/{session_pk}/findings/duplicates/", "/api/findings/{id}/merge/"]
 
 
 def test_the_schema_lists_every_review_endpoint(client):

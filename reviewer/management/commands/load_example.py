@@ -14,6 +14,7 @@ from django.db import transaction
 
 from reviewer.models import DesignDoc, ReviewPass, Severity
 from reviewer.services import review as review_services
+from reviewer.services.document import review_document_update
 
 EXAMPLE_TITLE = "Chat inference serving: gateway, dispatchers and GPU workers"
 FLEET_NAME = "doc-as-written (Part 2 hosts: 2 big / 2 big / 5 small)"
@@ -51,6 +52,36 @@ EXAMPLE_FINDINGS: list[dict[str, Any]] = [
     },
 ]
 
+# The example's review document, in the dashboard's own words about the example doc.
+EXAMPLE_DOCUMENT: dict[str, str] = {
+    "opening": (
+        "Not ready to build as written: the fleet in the capacity plan serves about 200 requests per "
+        "second against a 10,000 QPS peak goal, so either the goal or the hardware has to change first. "
+        "Before shipping, fix three things: let idle workers pull batches instead of pushing them "
+        "round-robin to busy ones; decide what a dispatcher failover may lose, since the in-memory queue "
+        "exists only on the active dispatcher; and describe how each answer finds its waiting client "
+        "connection on the way back."
+    ),
+    "strengths": (
+        "- One dispatcher per model is the right split: each model's queue, batching and failover stay "
+        "independent.\n"
+        "- Batching by input tokens, with a token ceiling per batch, measures work in the unit the engine "
+        "actually pays for.\n"
+        "- Treating the inference engine as a black box keeps the doc's scope to routing and queueing, "
+        "where its decisions are."
+    ),
+    "restatement": (
+        "A chat product serves a small and a big model. Clients hold a synchronous HTTP connection open "
+        "until their answer arrives. A stateless gateway authenticates and rate-limits each request and "
+        "passes it to the dispatcher of the requested model; one active dispatcher per model (with a hot "
+        "standby) queues requests in memory and closes batches of up to 10,000 input tokens, about 20 "
+        "requests of 500 tokens. GPU workers take 2 (small) or 5 (big) of a host's 10 units, run one batch "
+        "at a time in 1.5 s, and receive batches in round-robin order. The goals are 10,000 QPS at peak and "
+        "low latency; the stated assumptions are a constant batch time and prompts about as long as "
+        "answers."
+    ),
+}
+
 
 class Command(BaseCommand):
     help = "Load the example review (design doc, fleet config, review session); safe to run twice."
@@ -75,6 +106,8 @@ class Command(BaseCommand):
         )
         for finding in EXAMPLE_FINDINGS:
             review_services.finding_create(session=session, author=owner, **finding)
+        review_document_update(session=session, author=owner, version=session.document_version,
+                               **EXAMPLE_DOCUMENT)
         self.stdout.write(
             f"load_example: loaded doc {doc.pk}, fleet config {fleet.pk} and review session {session.pk}"
         )
