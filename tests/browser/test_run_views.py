@@ -1,0 +1,169 @@
+"""The run views in the browser: token-level charts with their SLO lines and the KV
+heatmap for a continuously batched fleet, fault markers at the fault's time on
+every chart, one-click break-pass changes shown on the run, compared runs on
+shared axes, sweeps over any host group, and a run's place in the queue; no page
+wider than its viewport."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from browser_helpers import LiveServer, screenshot, screenshot_path, wait_for_page
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# continuous-comfortable, shorter, on three hosts in two groups, with host 1
+# killed and restored: the token charts must carry the fault's markers.
+CONTINUOUS_TOML = """
+name = "chat-continuous"
+duration_s = 60
+seed = 1
+sample_s = 1.0
+
+[traffic]
+qps = 40
+
+[models.chat]
+share = 1.0
+worker_units = 4
+tokens = 1000
+tokens_cv = 1.0
+output_tokens = 250
+output_tokens_cv = 1.0
+
+[dispatcher]
+policy = "round_robin"
+
+[worker]
+batching = "continuous"
+max_num_seqs = 256
+max_batched_tokens = 8192
+kv_cache_tokens = 200000
+step_base_s = 0.006
+prefill_token_s = 2.5e-5
+decode_seq_s = 1.2e-4
+kv_token_s = 2e-8
+
+[client]
+timeout_s = 60
+
+[slo]
+ttft_s = 2.0
+tpot_s = 0.1
+
+[[hosts]]
+count = 2
+units = 8
+workers = ["chat@0", "chat@4"]
+
+[[hosts]]
+count = 1
+units = 8
+workers = ["chat@0"]
+
+[[faults]]
+at_s = 20.5
+kill = "host:1"
+
+[[faults]]
+at_s = 40.5
+restore = "host:1"
+"""
+
+
+@pytest.fixture
+def continuous_review(transactional_db: Any, django_user_model: Any) -> str:
+    """A review of a continuously batched fleet, owned by alice; its page's path."""
+    from conftest import PASSWORD
+
+    from reviewer.services import review as services
+
+    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
+    doc = services.doc_create(owner=alice, title="Chat serving", body="A chat model on four-GPU workers.")
+    fleet = services.fleet_config_create(owner=alice, name="chat fleet", toml=CONTINUOUS_TOML, doc=doc)
+    session = services.session_create(owner=alice, doc=doc, fleet_config=fleet)
+    return f"/sessions/{session.pk}/"
+
+
+def overflow(page: Any) -> int:
+    return page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+
+
+def chart_state(page: Any, chart: str, view: int = 0) -> dict[str, Any]:
+    """A chart's points, its horizontal lines (y) and vertical markers (x), and axis titles."""
+    return page.evaluate(
+        """([c, v]) => {
+            const d = document.querySelectorAll('.run-view')[v].querySelector(`[data-chart=${c}]`);
+            const shapes = (d.layout.shapes || []);
+            return {
+              points: d.data.reduce((n, t) => n + t.y.filter((y) => y != null).length, 0),
+              hidden: d.hidden,
+              lines: shapes.filter((s) => s.yref === 'y').map((s) => s.y0),
+              markers: shapes.filter((s) => s.xref === 'x').map((s) => s.x0),
+              x_title: d.layout.xaxis.title.text,
+              y_title: d.layout.yaxis.title.text,
+              y_type: d.layout.yaxis.type,
+            };
+        }""",
+        [chart, view],
+    )
+
+
+def test_a_continuous_run_draws_ttft_tpot_with_slo_lines_the_kv_heatmap_and_fault_markers(
+    dashboard: LiveServer, continuous_review: str, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + continuous_review + "#break")
+    page.wait_for_selector(".run-view")
+    page.select_option(".run-view select[aria-label='Run A speed']", "max")
+    page.click(".run-view button:has-text('Start run')")
+    page.wait_for_selector(".run-view[data-status=done]", timeout=120000)
+    wait_for_page(page, "document.querySelector('.run-view').dataset.frames === '60'", timeout=30000)
+
+    ttft, tpot = chart_state(page, "ttft"), chart_state(page, "tpot")
+    assert ttft["points"] > 0 and tpot["points"] > 0
+    assert ttft["lines"] == [2.0] and tpot["lines"] == [0.1]  # the scenario's [slo]
+    for chart in ("ttft", "tpot", "tokens", "goodput", "preemptions", "queue", "latency", "outcomes"):
+        state = chart_state(page, chart)
+        assert not state["hidden"] and state["points"] > 0, (chart, state)
+        # The fault's own time, not the end of the frame that saw it.
+        assert 20.5 in state["markers"] and 40.5 in state["markers"], (chart, state["markers"])
+        assert state["x_title"] == "simulated time (s)" and state["y_title"], (chart, state)
+    assert chart_state(page, "outcomes")["y_type"] == "log"
+
+    # The KV heatmap: each live worker's unit holds its KV use (0..1); host 1 was
+    # dead and is back, so each of the five 4-unit workers has a value at the end.
+    kv = page.evaluate("document.querySelector('.run-view [data-chart=kv-heatmap]').data[0].z")
+    values = [v for row in kv for v in row if v is not None]
+    assert len(values) == 5 * 4 and all(0 <= v <= 1 for v in values), kv
+
+    page.locator(".run-view .heatmaps").screenshot(path=str(screenshot_path("run-view-heatmaps")))
+    page.locator(".run-view [data-chart=ttft]").screenshot(path=str(screenshot_path("run-view-ttft")))
+    for width in (1280, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(300)
+        assert overflow(page) <= 0, f"the break pass scrolls sideways at {width} px"
+        page.evaluate("document.querySelector('.run-view .progress').scrollIntoView({block: 'start'})")
+        screenshot(page, f"run-view-continuous-{width}", full_page=True)
+
+
+def test_a_static_run_shows_fault_markers_at_the_faults_time(
+    dashboard: LiveServer, continuous_review: str, signed_in: Any
+) -> None:
+    """The token charts stay hidden for a statically batched fleet; a host fault is a
+    marker on every chart."""
+    page = signed_in("alice")
+    page.goto(dashboard.url + continuous_review + "#break")
+    page.wait_for_selector(".run-view")
+    # A preset of the seed's static workers, through the overrides box.
+    page.select_option(".run-view select[aria-label='Run A speed']", "max")
+    page.fill(".run-view input[aria-label='Run A overrides']", 'worker.batching="static"; worker.batch_s=1.5')
+    page.click(".run-view button:has-text('Start run')")
+    page.wait_for_selector(".run-view[data-status=done]", timeout=120000)
+    wait_for_page(page, "document.querySelector('.run-view').dataset.frames === '60'", timeout=30000)
+    assert page.evaluate("document.querySelector('.run-view [data-chart=ttft]').hidden")
+    assert page.evaluate("document.querySelector('.run-view [data-chart=kv-heatmap]').hidden")
+    for chart in ("queue", "latency", "outcomes"):
+        assert 20.5 in chart_state(page, chart)["markers"], chart
+    assert "worker.batching" in page.inner_text(".run-view .changed-keys")

@@ -1,0 +1,108 @@
+"""The break and trace passes' facts, read from the scenario: the one-click changes
+are overrides the run API accepts, the policies are called alike exactly when the
+emulator gives them identical runs, and the suggested comparison differs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from emulator.scenario import Scenario, load_scenario
+from emulator.scenario.overrides import apply_overrides
+from emulator.sim.engine import Engine
+from emulator.sim.policies import POLICY_REGISTRY
+from reviewer.scenario_view import (
+    ALIKE_UNDER_CONSTANT,
+    break_controls,
+    policy_equivalence,
+    run_facts,
+)
+
+POLICIES = list(POLICY_REGISTRY)
+
+
+def _summary(data: dict[str, Any], overrides: list[str], duration_s: float = 120) -> dict[str, Any]:
+    scenario = Scenario.from_dict(apply_overrides(data, [*overrides, f"duration_s={duration_s}"]), max_requests=None)
+    engine = Engine(scenario, seed=1)
+    engine.advance_to(duration_s)
+    summary = engine.summary().to_dict()
+    return {k: summary[k] for k in ("ok", "timed_out", "lost", "orphaned", "latency_s")}
+
+
+def _preset(name: str) -> dict[str, Any]:
+    return load_scenario(name, max_requests=None).to_dict()
+
+
+def test_it_calls_the_policies_alike_under_constant_batch_time_and_the_emulator_agrees() -> None:
+    data = apply_overrides(_preset("round-robin-vs-pull"), ['worker.service="constant"', "worker.service_cv=0"])
+    alike = policy_equivalence(data, POLICIES)
+    assert alike is not None and alike["until_s"] is None
+    assert "constant" in alike["why"] and alike["policies"] == list(ALIKE_UNDER_CONSTANT)
+    runs = [_summary(data, [f'dispatcher.policy="{p}"']) for p in alike["policies"]]
+    assert all(r == runs[0] for r in runs)
+
+
+def test_it_says_the_policies_can_differ_under_variable_batch_time_and_the_emulator_agrees() -> None:
+    data = _preset("round-robin-vs-pull")  # lognormal, cv 0.5
+    assert policy_equivalence(data, POLICIES) is None
+    runs = [_summary(data, [f'dispatcher.policy="{p}"']) for p in POLICIES]
+    assert runs[0] != runs[1] or runs[0] != runs[2]
+
+
+def test_policies_alike_until_a_scheduled_fault_part_after_it() -> None:
+    data = _preset("dispatcher-failover")
+    alike = policy_equivalence(data, POLICIES)
+    assert alike is not None and alike["until_s"] == 60.3
+    duration = data["duration_s"]
+    before = [_summary(data, [f'dispatcher.policy="{p}"', "faults=[]"], 60) for p in alike["policies"]]
+    assert all(r == before[0] for r in before)
+    after = [_summary(data, [f'dispatcher.policy="{p}"'], duration) for p in alike["policies"]]
+    assert any(r != after[0] for r in after)
+
+
+def test_least_loaded_is_not_called_alike_and_can_differ() -> None:
+    data = _preset("dispatcher-failover")
+    alike = policy_equivalence(data, POLICIES)
+    assert alike is not None and "least_loaded" not in alike["policies"] and "least_loaded can still differ" in alike["why"]
+    runs = [_summary(data, [f'dispatcher.policy="{p}"', "faults=[]"], 60) for p in ("round_robin", "least_loaded")]
+    assert runs[0] != runs[1]
+
+
+def test_continuous_batching_is_never_called_alike() -> None:
+    assert policy_equivalence(_preset("continuous-comfortable"), POLICIES) is None
+
+
+@pytest.mark.parametrize("name", ["doc-as-written", "continuous-comfortable", "host-loss", "low-traffic-no-close"])
+def test_every_control_and_the_suggestion_are_overrides_that_load_and_change_the_scenario(name: str) -> None:
+    data = _preset(name)
+    facts = break_controls(data, POLICIES)
+    options = [o for c in facts["controls"] for o in c["options"]]
+    assert options
+    for overrides in [o["overrides"] for o in options] + [facts["suggested"]["overrides"]]:
+        changed = Scenario.from_dict(apply_overrides(data, overrides), max_requests=None).to_dict()
+        assert changed != data, overrides
+
+
+def test_the_suggested_comparison_differs_from_the_doc_as_written() -> None:
+    for name in ("doc-as-written", "low-traffic-no-close", "round-robin-vs-pull"):
+        data = _preset(name)
+        suggested = break_controls(data, POLICIES)["suggested"]
+        assert _summary(data, [], data["duration_s"]) != _summary(data, suggested["overrides"], data["duration_s"]), name
+
+
+def test_a_duration_shorter_than_the_last_fault_is_not_offered() -> None:
+    data = _preset("doc-as-written")  # faults up to 260 s of 300
+    durations = next(c for c in break_controls(data, POLICIES)["controls"] if c["key"] == "duration_s")
+    assert [o["overrides"] for o in durations["options"]] == [["duration_s=600"]]
+
+
+def test_no_scenario_gives_no_controls() -> None:
+    assert break_controls(None, POLICIES) == {"controls": [], "equivalent": None, "suggested": None}
+
+
+def test_run_facts_name_batching_slos_and_scheduled_faults() -> None:
+    facts = run_facts(load_scenario("continuous-comfortable", max_requests=None))
+    assert facts["batching"] == {"chat": "continuous"} and facts["slo"] == {"ttft_s": 2.0, "tpot_s": 0.1}
+    faults = run_facts(load_scenario("host-loss", max_requests=None))["faults"]
+    assert faults == [{"at_s": 60.5, "command": "kill host:2"}, {"at_s": 150.5, "command": "restore host:2"}]
