@@ -18,7 +18,7 @@ from rest_framework import serializers
 
 from reviewer import selectors
 from reviewer.markdown import render_markdown
-from reviewer.models import EmulatorRun, Sweep
+from reviewer.models import EmulatorRun, RunStatus, Sweep
 from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
 
 
@@ -202,18 +202,27 @@ class RunSerializer(serializers.ModelSerializer):
     duration_s = serializers.FloatField(read_only=True)
     started_by = serializers.CharField(source="started_by.username", read_only=True)
     commands = serializers.SerializerMethodField()
+    queue_place = serializers.SerializerMethodField()
 
     class Meta:
         model = EmulatorRun
         fields = ["id", "status", "reason", "speed", "seed", "duration_s", "sim_s", "frames_stored",
                   "behind", "summary", "layout", "session", "config_version", "sweep", "sweep_value", "overrides",
                   "started_by", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
-                  "commands"]
+                  "commands", "queue_place"]
         read_only_fields = fields
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_speed(self, run: EmulatorRun) -> int | str:
         return run.speed_for_json()
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_place(self, run: EmulatorRun) -> int | None:
+        """Its place among the runs waiting for a worker (1: next); null unless queued."""
+        if run.status != RunStatus.QUEUED:
+            return None
+        places = self.context.get("queue_places")
+        return places.get(run.pk) if places is not None else selectors.queue_place(run)
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_commands(self, run: EmulatorRun) -> list[dict[str, Any]]:

@@ -198,6 +198,100 @@ def page_facts(data: dict[str, Any] | None) -> dict[str, Any]:
     return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data)}
 
 
+def _workers_by_model(data: dict[str, Any]) -> dict[str, int]:
+    """How many workers of each model the host groups place (``"chat@0"`` slots)."""
+    counts: dict[str, int] = {}
+    for group in data.get("hosts") or []:
+        if not isinstance(group, dict):
+            continue
+        for slot in group.get("workers") or []:
+            model = str(slot.get("model", "") if isinstance(slot, dict) else slot).split("@")[0]
+            counts[model] = counts.get(model, 0) + int(group.get("count") or 0)
+    return counts
+
+
+def _seconds(value: Any) -> str:
+    return "none" if value in (None, "none", "never") else f"{value} s"
+
+
+def _pools(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """A model's ``[models.NAME.disaggregated]`` table when it names both pools."""
+    pools = spec.get("disaggregated") if isinstance(spec, dict) else None
+    if isinstance(pools, dict) and "prefill_workers" in pools and "decode_workers" in pools:
+        return pools
+    return None
+
+
 def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The request's path through the system the scenario describes (filled in below)."""
-    return []
+    """The request's path through the system the scenario describes, in order.
+
+    Each hop is ``{"key", "label", "facts": [...]}``; its key is the hop findings are
+    filed against. The client, gateway and routing always appear; the dispatcher's
+    queue only where requests wait in one (batches are closed there under static
+    batching, and held there under pull); prefill and decode pools with the KV
+    transfer between them for models served disaggregated, the workers for the
+    others; the response path last.
+    """
+    if not data:
+        return []
+    models: dict[str, Any] = data.get("models") or {}
+    dispatcher = data.get("dispatcher") or {}
+    client = data.get("client") or {}
+    gateway = data.get("gateway") or {}
+    traffic = data.get("traffic") or {}
+    placed = _workers_by_model(data)
+    policy = dispatcher.get("policy", "round_robin")
+    standby = dispatcher.get("standby", "cold")
+    workers = {m: _worker(data, m) for m in models}
+    static = [m for m in models if workers[m].get("batching", "static") == "static"]
+    hops: list[dict[str, Any]] = [
+        {"key": "client", "label": "Client", "facts": [
+            f"timeout {_seconds(client.get('timeout_s', 60))}", f"retries {client.get('retries', 0)}",
+            f"{_num(float(traffic.get('qps') or 0))} QPS offered" if not traffic.get("trace") else f"trace {traffic['trace']}"]},
+        {"key": "gateway", "label": "Gateway", "facts": [
+            f"{gateway.get('instances', 2)} instances",
+            f"limit {gateway['rate_limit_qps']}/s per key" if gateway.get("rate_limit_qps") else "no rate limit",
+            "counters per instance" if gateway.get("shared_counter") is False else "shared counter"]},
+        {"key": "routing", "label": f"Routing: {policy}", "facts": [
+            *(f"{m}: {round(100 * float(spec.get('share', 0)))}% of traffic" for m, spec in models.items()),
+            "workers pull work when idle" if policy == "pull" else "pushed to a chosen worker"]},
+    ]
+    if static or policy == "pull":
+        facts = [f"queue {dispatcher.get('queue_limit') or 'unbounded'}",
+                 f"standby {standby}, failover {_seconds(dispatcher.get('failover_s', 3.0))}"]
+        if static:
+            facts.insert(0, f"batches of {dispatcher.get('max_batch_tokens', 10000)} tokens, "
+                            f"close after {_seconds(dispatcher.get('close_after_s'))}")
+        hops.append({"key": "dispatcher", "label": "Dispatcher queue", "facts": facts})
+    split = {m: _pools(spec) for m, spec in models.items()}
+    disaggregated = [m for m in models if split[m]]
+    together = [m for m in models if not split[m]]
+    if disaggregated:
+        hops.append({"key": "prefill_pool", "label": "Prefill pool", "facts": [
+            f"{m}: {split[m]['prefill_workers']} workers" for m in disaggregated]})  # type: ignore[index]
+        hops.append({"key": "kv_transfer", "label": "KV transfer", "facts": [
+            f"{m}: " + (", ".join(f"{k} {v}" for k, v in split[m].items()  # type: ignore[union-attr]
+                                   if k not in ("prefill_workers", "decode_workers")) or "prefill to decode")
+            for m in disaggregated]})
+        hops.append({"key": "decode_pool", "label": "Decode pool", "facts": [
+            f"{m}: {split[m]['decode_workers']} workers" for m in disaggregated]})  # type: ignore[index]
+    if together:
+        facts = []
+        for m in together:
+            w = workers[m]
+            units = (models[m] or {}).get("worker_units", "?")
+            facts.append(f"{m}: {placed.get(m, 0)} × {units} units")
+            if w.get("batching", "static") == "static":
+                facts.append(f"{m}: {w.get('batch_s', 1.5)} s per batch, {w.get('service', 'constant')}")
+                per_batch = int(dispatcher.get("max_batch_tokens", 10000)) // max(1, int(models[m].get("tokens") or 1))
+                batch_s = float(w.get("batch_s") or 1.5)
+                facts.append(f"{m}: capacity {_num(placed.get(m, 0) * per_batch / batch_s)} req/s")
+            else:
+                kv = w.get("kv_cache_tokens", 200000)
+                facts.append(f"{m}: continuous, {w.get('max_num_seqs', 256)} seqs")
+                facts.append(f"{m}: KV {kv} tokens a worker")
+        hops.append({"key": "worker", "label": "Workers", "facts": facts})
+    hops.append({"key": "response_path", "label": "Response path", "facts": [
+        "mapping survives failover" if standby == "replicated" else "mapping lost with the dispatcher",
+        f"client gives up after {_seconds(client.get('timeout_s', 60))}"]})
+    return hops

@@ -28,7 +28,7 @@ from reviewer.models.review import (
     FleetConfig,
     ReviewSession,
 )
-from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, Sweep
+from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, RunStatus, Sweep
 
 M = TypeVar("M", bound=Model)
 
@@ -105,14 +105,36 @@ def sweeps_visible_to(user: Any) -> QuerySet[Sweep]:
 # --- reads shared by several entry points ----------------------------------
 
 
+def queue_places(runs: list[EmulatorRun]) -> dict[int, int]:
+    """The place of each queued run among all runs waiting for a worker (1: next),
+    in the order they were handed to the workers (their ids)."""
+    waiting = [r.pk for r in runs if r.status == RunStatus.QUEUED]
+    if not waiting:
+        return {}
+    queued = list(EmulatorRun.objects.filter(status=RunStatus.QUEUED, pk__lte=max(waiting))
+                  .order_by("pk").values_list("pk", flat=True))
+    place = {pk: i + 1 for i, pk in enumerate(queued)}
+    return {pk: place[pk] for pk in waiting if pk in place}
+
+
+def queue_place(run: EmulatorRun) -> int | None:
+    """The place of ``run`` among the runs waiting for a worker; None once it is not waiting."""
+    return queue_places([run]).get(run.pk)
+
+
 def recent_runs_for(user: Any, *, limit: int = 10) -> list[EmulatorRun]:
-    """The latest single runs (not sweep points) ``user`` may watch, newest first."""
-    return list(
+    """The latest single runs (not sweep points) ``user`` may watch, newest first,
+    each queued one with its ``queue_place``."""
+    runs = list(
         runs_visible_to(user)
         .filter(sweep__isnull=True)
         .select_related("session", "session__doc")
         .order_by("-id")[:limit]
     )
+    places = queue_places(runs)
+    for run in runs:
+        run.queue_place = places.get(run.pk)  # type: ignore[attr-defined]
+    return runs
 
 
 def frames_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[dict[str, Any]]:

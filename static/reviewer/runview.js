@@ -18,7 +18,8 @@ const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: [
 // [{key, title, per_model, connect_gaps, metrics: [{key, label, dash}]}].
 const CHARTS = config.runCharts;
 const { active: ACTIVE, final: FINAL } = config.runStatuses;
-const { RUNNING, DONE } = config.runStatus;
+const { QUEUED, RUNNING, DONE } = config.runStatus;
+const QUEUE_POLL_MS = 2000;
 
 /** One trace per model and metric (per_model), or one per metric summed over models.
  * ``models`` are [name, index in the frame] pairs: a token chart draws only the
@@ -161,6 +162,9 @@ export class RunView {
     this.layout = null;
     this.queue = [];
     this.frameCount = 0;
+    clearTimeout(this.queueTimer);
+    this.queueTimer = null;
+    this.showQueuePlace(null);
     this.markers = [];
     this.lastOkT = null;
     this.stop = null;
@@ -221,8 +225,38 @@ export class RunView {
     }
   }
 
+  /** While the run waits for a worker, its place in the queue, read every few seconds. */
+  showQueuePlace(place) {
+    this.queuePlace.hidden = !place;
+    this.queuePlace.textContent = place ? `place ${place} in the queue for a worker` : "";
+    this.node.dataset.queuePlace = place ? String(place) : "";
+  }
+
+  async pollQueue() {
+    clearTimeout(this.queueTimer);
+    if (this.runId === null || !this.run || this.run.status !== QUEUED) { this.showQueuePlace(null); return; }
+    try {
+      const run = await api(fill(this.ctx.config.urls.run, this.runId));
+      if (run.id !== this.runId) return;
+      this.showQueuePlace(run.status === QUEUED ? run.queue_place : null);
+      if (run.status !== QUEUED) return;
+    } catch (err) {
+      this.showQueuePlace(null);
+    }
+    this.queueTimer = setTimeout(() => this.pollQueue(), QUEUE_POLL_MS);
+  }
+
   setStatus(status, reason = null) {
+    const wasQueued = this.run && this.run.status === QUEUED && this.queueTimer;
     if (this.run) this.run.status = status;
+    if (status === QUEUED && !wasQueued) {
+      this.showQueuePlace(this.run && this.run.queue_place);
+      this.queueTimer = setTimeout(() => this.pollQueue(), QUEUE_POLL_MS);
+    } else if (status !== QUEUED) {
+      clearTimeout(this.queueTimer);
+      this.queueTimer = null;
+      this.showQueuePlace(null);
+    }
     this.statusBadge.textContent = status;
     this.statusBadge.className = `badge status-${status}`;
     const live = ACTIVE.includes(status);

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from browser_helpers import LiveServer, screenshot, screenshot_path, wait_for_page
+from browser_helpers import LiveServer, screenshot, screenshot_path, wait_for, wait_for_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -167,3 +167,125 @@ def test_a_static_run_shows_fault_markers_at_the_faults_time(
     for chart in ("queue", "latency", "outcomes"):
         assert 20.5 in chart_state(page, chart)["markers"], chart
     assert "worker.batching" in page.inner_text(".run-view .changed-keys")
+
+
+def test_the_trace_pass_draws_the_fleets_own_path(
+    dashboard: LiveServer, continuous_review: str, signed_in: Any
+) -> None:
+    page = signed_in("alice", width=800)
+    page.goto(dashboard.url + continuous_review + "#trace")
+    page.wait_for_selector(".trace-svg .hop[data-hop=worker]")
+    hops = page.evaluate("[...document.querySelectorAll('.trace-svg .hop')].map((g) => g.dataset.hop)")
+    # Continuous batching pushed to workers: no dispatcher queue, no seed-only hop.
+    assert hops == ["client", "gateway", "routing", "worker", "response_path"]
+    assert "KV 200000 tokens a worker" in page.text_content(".trace-svg .hop[data-hop=worker]")
+    page.locator("#trace-panel").screenshot(path=str(screenshot_path("trace-continuous-800")))
+    page.click(".trace-svg .hop[data-hop=routing]")
+    page.click("#trace-panel button:has-text('New finding on this hop')")
+    assert page.input_value("#ff-hop") == "routing"
+    assert overflow(page) <= 0
+
+
+def test_a_break_pass_click_changes_a_key_and_the_run_shows_it_and_compare_mode_fits(
+    dashboard: LiveServer, continuous_review: str, signed_in: Any
+) -> None:
+    from reviewer.models import EmulatorRun
+
+    page = signed_in("alice")
+    page.goto(dashboard.url + continuous_review + "#break")
+    page.wait_for_selector(".run-view")
+    page.click(".run-view button.chip[data-key='traffic.qps']:has-text('1.5')")
+    assert page.get_attribute(".run-view button.chip[data-key='traffic.qps']:has-text('1.5')", "aria-pressed") == "true"
+    page.click(".run-view button.chip[data-key='faults']")
+    page.select_option(".run-view select[aria-label='Run A speed']", "max")
+    page.click(".run-view button:has-text('Start run')")
+    page.wait_for_selector(".run-view[data-status=done]", timeout=120000)
+    run = EmulatorRun.objects.get()
+    assert run.overrides == ["traffic.qps=60", "faults=[]"]
+    assert "traffic.qps=60" in page.inner_text(".run-view .changed-keys")
+    assert chart_state(page, "queue")["markers"] == []  # no scheduled fault left to mark
+
+    # The second run gets the suggested change pressed; both share their axes.
+    page.click("#runs-panel button:has-text('Compare with')")
+    right = page.query_selector_all(".run-view")[1]
+    assert right.query_selector("button.chip[aria-pressed=true]") is not None
+    right.query_selector("select").select_option("max")
+    right.query_selector("button:has-text('Start run')").click()
+    page.wait_for_selector(".run-view[data-status=done] >> nth=1", timeout=120000)
+    wait_for_page(page, "document.querySelectorAll('.run-view')[1].dataset.frames === '60'", timeout=30000)
+    page.wait_for_timeout(800)
+    ranges = page.evaluate(
+        "[...document.querySelectorAll('.run-view [data-chart=ttft]')].map((d) => d.layout.yaxis.range)")
+    assert ranges[0] == ranges[1] and ranges[0][1] >= 2.0  # shared, and the SLO line in view
+    for width in (1280, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(300)
+        assert overflow(page) <= 0, f"compare mode scrolls sideways at {width} px"
+        page.locator(".runs-side").screenshot(path=str(screenshot_path(f"run-view-compare-{width}")))
+    page.check("#runs-panel input[aria-label='Overlay run B on run A']")
+    page.wait_for_selector(".overlay-charts [data-chart=ttft] .main-svg")
+    names = page.evaluate("document.querySelector('.overlay-charts [data-chart=ttft]').data.map((t) => t.name)")
+    assert any(n.startswith("A ") for n in names) and any(n.startswith("B ") for n in names)
+    assert overflow(page) <= 0
+    page.locator(".overlay-charts [data-chart=ttft]").screenshot(path=str(screenshot_path("run-view-overlay-ttft")))
+
+
+def test_a_sweep_over_the_second_host_group_without_the_faults_completes_with_an_answer(
+    dashboard: LiveServer, continuous_review: str, signed_in: Any
+) -> None:
+    from reviewer.models import Sweep
+
+    page = signed_in("alice", width=800)
+    page.goto(dashboard.url + continuous_review + "#break")
+    page.wait_for_selector("#sweep-panel select[aria-label='Key to sweep']")
+    page.select_option("#sweep-panel select[aria-label='Key to sweep']", "hosts[1].count")
+    assert page.input_value("#sweep-panel input[aria-label='Values']") == "1, 2, 4, 8"
+    page.fill("#sweep-panel input[aria-label='Values']", "1, 2")
+    page.fill("#sweep-panel input[aria-label='Target p99 seconds']", "0.01")
+    page.uncheck("#sweep-panel input[aria-label='Keep the scheduled faults']")
+    page.click("#sweep-panel button:has-text('Run sweep')")
+    page.wait_for_selector("#sweep-panel .status-line:has-text('2 of 2 points done')", timeout=120000)
+    page.wait_for_selector("#sweep-panel [data-chart=sweep] .main-svg")
+    sweep = Sweep.objects.get()
+    assert sweep.key == "hosts[1].count" and all(r.scenario.get("faults", []) == [] for r in sweep.runs.all())
+    # No value can meet 10 ms: the page says so, and why.
+    page.wait_for_selector("#sweep-panel .status-line:has-text('no swept value of hosts[1].count')", timeout=20000)
+    assert overflow(page) <= 0
+    page.locator("#sweep-panel").screenshot(path=str(screenshot_path("sweep-second-group-800")))
+
+
+def test_a_run_waiting_for_the_worker_shows_its_place_in_the_queue(
+    dashboard: LiveServer, continuous_review: str, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + continuous_review + "#break")
+    page.wait_for_selector(".run-view")
+    # Run A at real time holds the one worker; run B waits behind it.
+    page.select_option(".run-view select[aria-label='Run A speed']", "1")
+    page.click(".run-view button:has-text('Start run')")
+    page.wait_for_selector(".run-view[data-status=running]", timeout=40000)
+    page.click("#runs-panel button:has-text('Compare with')")
+    right = page.query_selector_all(".run-view")[1]
+    right.query_selector("button:has-text('Start run')").click()
+    page.wait_for_selector(".run-view[data-queue-place='1']", timeout=20000)
+    assert "place 1 in the queue for a worker" in right.inner_text()
+    page.goto(dashboard.url + "/")
+    assert "place 1 in the queue for a worker" in page.inner_text("#runs-h + ul")
+    # Free the worker for the next test: cancel both runs from the page's origin.
+    from reviewer.models import EmulatorRun
+
+    ids = list(EmulatorRun.objects.exclude(status__in=["done", "cancelled", "failed"]).values_list("pk", flat=True))
+    page.evaluate(
+        """async (ids) => {
+            const input = document.querySelector('input[name=csrfmiddlewaretoken]');
+            const cookie = document.cookie.match(/(?:^|;\\s*)csrftoken=([^;]+)/);
+            const token = input ? input.value : cookie ? decodeURIComponent(cookie[1]) : '';
+            for (const id of ids) {
+                await fetch(`/api/runs/${id}/cancel/`, {method: 'POST', credentials: 'same-origin',
+                    headers: {'X-CSRFToken': token, 'Content-Type': 'application/json'}, body: '{}'});
+            }
+        }""",
+        ids,
+    )
+    wait_for(lambda: not EmulatorRun.objects.exclude(status__in=["done", "cancelled", "failed"]).exists(),
+             timeout_s=40, what="both runs to end")

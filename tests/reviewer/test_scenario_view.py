@@ -17,6 +17,7 @@ from reviewer.scenario_view import (
     break_controls,
     policy_equivalence,
     run_facts,
+    trace_path,
 )
 
 POLICIES = list(POLICY_REGISTRY)
@@ -106,3 +107,47 @@ def test_run_facts_name_batching_slos_and_scheduled_faults() -> None:
     assert facts["batching"] == {"chat": "continuous"} and facts["slo"] == {"ttft_s": 2.0, "tpot_s": 0.1}
     faults = run_facts(load_scenario("host-loss", max_requests=None))["faults"]
     assert faults == [{"at_s": 60.5, "command": "kill host:2"}, {"at_s": 150.5, "command": "restore host:2"}]
+
+
+def _keys(data: dict[str, Any]) -> list[str]:
+    return [h["key"] for h in trace_path(data)]
+
+
+def test_the_seeds_path_is_one_case_with_its_dispatcher_queue_and_figures() -> None:
+    hops = trace_path(_preset("doc-as-written"))
+    assert [h["key"] for h in hops] == ["client", "gateway", "routing", "dispatcher", "worker", "response_path"]
+    facts = {h["key"]: " | ".join(h["facts"]) for h in hops}
+    assert "queue unbounded" in facts["dispatcher"] and "close after none" in facts["dispatcher"]
+    # 4 big workers of 20 requests a batch (10000 / 500 tokens) every 1.5 s.
+    assert "big: capacity 53.333 req/s" in facts["worker"] and "timeout 60.0 s" in facts["client"]
+
+
+def test_a_continuous_fleet_pushing_to_workers_has_no_dispatcher_queue() -> None:
+    data = _preset("continuous-comfortable")
+    assert _keys(data) == ["client", "gateway", "routing", "worker", "response_path"]
+    pulled = apply_overrides(data, ['dispatcher.policy="pull"'])
+    assert "dispatcher" in _keys(pulled)  # held centrally until a worker takes it
+
+
+def test_a_disaggregated_model_has_prefill_and_decode_pools_and_the_kv_transfer() -> None:
+    data = _preset("continuous-comfortable")
+    data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1, "decode_workers": 3, "kv_transfer_s": 0.02}
+    hops = trace_path(data)
+    assert [h["key"] for h in hops] == [
+        "client", "gateway", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
+    facts = {h["key"]: h["facts"] for h in hops}
+    assert facts["prefill_pool"] == ["chat: 1 workers"] and facts["decode_pool"] == ["chat: 3 workers"]
+    assert facts["kv_transfer"] == ["chat: kv_transfer_s 0.02"]
+    # A table without both pool sizes is not read as a split.
+    data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1}
+    assert "worker" in _keys(data) and "prefill_pool" not in _keys(data)
+
+
+def test_every_hop_of_a_drawn_path_is_one_a_finding_can_be_filed_on() -> None:
+    from reviewer.models.review import TraceHop
+
+    data = _preset("continuous-comfortable")
+    data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1, "decode_workers": 3}
+    for path in (trace_path(data), trace_path(_preset("doc-as-written"))):
+        assert {h["key"] for h in path} <= set(TraceHop.values)
+    assert trace_path(None) == []
