@@ -295,3 +295,130 @@ def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
         "mapping survives failover" if standby == "replicated" else "mapping lost with the dispatcher",
         f"client gives up after {_seconds(client.get('timeout_s', 60))}"]})
     return hops
+
+
+#: Most simulated requests the comparisons tried at page time may cost, all together.
+MEASURE_BUDGET = 3_000_000
+
+
+def _headline(summary: dict[str, Any]) -> dict[str, Any]:
+    offered = summary.get("offered") or 0
+    share = (lambda n: n / offered) if offered else (lambda n: 0.0)
+    return {
+        "ok_share": share(summary.get("ok", 0)),
+        "lost_share": share(summary.get("lost", 0) + summary.get("timed_out", 0) + summary.get("orphaned", 0)),
+        "p99_s": (summary.get("latency_s") or {}).get("p99"),
+        "goodput": summary.get("slo_goodput"),
+        "exact": {k: summary.get(k) for k in ("ok", "timed_out", "lost", "orphaned", "shed")}
+        | {"latency_s": summary.get("latency_s")},
+    }
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """A difference a reader sees in the run's table: half a point of requests served
+    or failed, 5% of p99, or a point of goodput."""
+    if abs(a["ok_share"] - b["ok_share"]) >= 0.005 or abs(a["lost_share"] - b["lost_share"]) >= 0.005:
+        return True
+    p, q = a["p99_s"], b["p99_s"]
+    if (p is None) != (q is None) or (p and q and abs(p - q) >= 0.05 * max(p, q)):
+        return True
+    g, h = a["goodput"], b["goodput"]
+    return g is not None and h is not None and abs(g - h) >= 0.01
+
+
+def _describe(a: dict[str, Any], b: dict[str, Any]) -> str:
+    def p99(v: float | None) -> str:
+        return "none" if v is None else f"{v:.2f} s"
+
+    text = f"ok {100 * a['ok_share']:.1f}% → {100 * b['ok_share']:.1f}%, p99 {p99(a['p99_s'])} → {p99(b['p99_s'])}"
+    if a["goodput"] is not None and b["goodput"] is not None:
+        text += f", goodput {100 * a['goodput']:.0f}% → {100 * b['goodput']:.0f}%"
+    return text
+
+
+def measured_comparison(data: dict[str, Any] | None, policies: list[str], seed: int | None = None) -> dict[str, Any]:
+    """The break pass's advice checked by running the emulator: which policies give
+    identical runs on this scenario (same seed), and the first comparison, in order
+    of interest, whose run differs visibly from the scenario as written, with the
+    measured difference. Falls back to ``break_controls``' reasoning when the runs
+    would cost more than ``MEASURE_BUDGET`` simulated requests."""
+    from emulator.scenario import Scenario, ScenarioError
+    from emulator.scenario.overrides import apply_overrides
+    from emulator.sim.engine import Engine
+
+    facts = break_controls(data, policies)
+    out = {"equivalent": facts["equivalent"], "suggested": facts["suggested"], "measured": False}
+    if not data:
+        return out
+    try:
+        base_scenario = Scenario.from_dict(data, max_requests=None)
+    except ScenarioError:
+        return out
+    candidates = _candidates(data, policies, facts)
+    if base_scenario.expected_requests() * (1 + len(candidates)) > MEASURE_BUDGET:
+        out["note"] = "not measured: the runs would be too large to try here"
+        return out
+    run_seed = base_scenario.seed if seed is None else seed
+
+    def headline(overrides: list[str]) -> dict[str, Any] | None:
+        try:
+            scenario = Scenario.from_dict(apply_overrides(data, overrides), max_requests=None)
+        except ScenarioError:
+            return None
+        engine = Engine(scenario, seed=run_seed)
+        engine.advance_to(scenario.duration_s)
+        return _headline(engine.summary().to_dict())
+
+    base = headline([])
+    assert base is not None
+    policy = (data.get("dispatcher") or {}).get("policy", "round_robin")
+    tried: dict[str, dict[str, Any] | None] = {}
+    for c in candidates:
+        tried[c["label"]] = headline(c["overrides"])
+    same = [policy] + [c["policy"] for c in candidates
+                       if c.get("policy") and tried[c["label"]] and tried[c["label"]]["exact"] == base["exact"]]
+    if len(same) >= 2:
+        rule = facts["equivalent"]
+        why = rule["why"] if rule and set(same) <= set(rule["policies"]) else (
+            f"{' and '.join(same)} gave identical runs on this scenario (seed {run_seed}), "
+            "request for request.")
+        out["equivalent"] = {**(rule or {"until_s": None, "differs_with": []}), "policies": same, "why": why}
+    elif not (facts["equivalent"] and facts["equivalent"]["until_s"] is not None):
+        # Alike until a scheduled fault is still worth saying; alike throughout it was not.
+        out["equivalent"] = None
+    out["suggested"] = None
+    for c in candidates:
+        result = tried[c["label"]]
+        if result is not None and _differs(base, result):
+            out["suggested"] = {"label": c["label"], "overrides": c["overrides"], "why": c["why"],
+                                "measured": _describe(base, result)}
+            break
+    out["measured"] = True
+    return out
+
+
+def _candidates(data: dict[str, Any], policies: list[str], facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The comparisons worth trying, most interesting first."""
+    dispatcher = data.get("dispatcher") or {}
+    policy = dispatcher.get("policy", "round_robin")
+    faults = data.get("faults") or []
+    out = [{"label": f"policy {p}", "policy": p, "overrides": [f"dispatcher.policy=\"{p}\""],
+            "why": f"The policy decides which worker waits: {policy} against {p}."}
+           for p in sorted((p for p in policies if p != policy), key=lambda p: p != "pull")]
+    if any(str(f.get("kill", "")).startswith("dispatcher") for f in faults if isinstance(f, dict)) \
+            and dispatcher.get("standby", "cold") != "replicated":
+        out.append({"label": "a replicated standby", "overrides": ["dispatcher.standby=\"replicated\""],
+                    "why": "A dispatcher is scheduled to die: a replicated standby keeps its queue."})
+    if faults:
+        out.append({"label": "no scheduled faults", "overrides": ["faults=[]"],
+                    "why": "The same system without its scheduled faults shows what the faults cost."})
+    equivalent = facts["equivalent"]
+    if equivalent is not None:
+        out.append({"label": "variable batch times", "overrides": list(equivalent["differs_with"]),
+                    "why": "The doc assumes constant batch times; variable ones show whether the design "
+                           "holds without that assumption."})
+    qps = (data.get("traffic") or {}).get("qps")
+    if isinstance(qps, int | float) and qps > 0 and not (data.get("traffic") or {}).get("trace"):
+        out.append({"label": "1.5× the QPS", "overrides": [f"traffic.qps={_num(qps * 1.5)}"],
+                    "why": "The load the doc expects, plus half: where does it give way?"})
+    return out

@@ -133,6 +133,7 @@ def _page_config(
             "run": "/api/runs/{id}/",
             "numbers": reverse("session-numbers", args=[session.pk]),
             "placement": reverse("session-placement", args=[session.pk]),
+            "breakAdvice": reverse("session-break-advice", args=[session.pk]),
             "wsSession": f"/ws/sessions/{session.pk}/",
             "wsRun": "/ws/runs/{id}/",
             "plotly": reverse("plotly-js"),

@@ -1,7 +1,7 @@
 // The break pass's emulator panel: one run, or two side by side (the same
 // seed with a different policy, say), and opening a finding's evidence.
 
-import { apiList, el } from "./api.js";
+import { api, apiList, el } from "./api.js";
 import { changedKeysText } from "./breakpass.js";
 import { BASE_LAYOUT, shapeTop, timeAxis, valueAxes, yExtent } from "./charts.js";
 import { RunView } from "./runview.js";
@@ -63,15 +63,30 @@ export function initRuns(ctx) {
   let right = null;
   side.append(left.node);
 
-  // The comparison worth running on this scenario, and when the policies are identical.
-  const facts = ctx.config.fleet.breakControls || {};
-  const suggested = facts.suggested;
-  const advice = el("div", { class: "break-advice" },
-    facts.equivalent ? el("p", { class: "note", "data-equivalent": facts.equivalent.policies.join(",") },
-      `Policies alike here: ${facts.equivalent.why}`) : null,
-    suggested ? el("p", { class: "muted" }, `Suggested comparison: the doc as written against ${suggested.label} (${changedKeysText(suggested.overrides)}). ${suggested.why}`) : null);
+  // The comparison worth running on this scenario, and when the policies are
+  // identical: reasoned from the scenario at once, then checked by running it.
+  let suggested = null;
+  const advice = el("div", { class: "break-advice", "aria-live": "polite" });
+  const compare = el("button", { type: "button" }, "Compare with a second run");
+  const compareLabel = () => (suggested ? `Compare with ${suggested.label}` : "Compare with a second run");
+  function showAdvice(facts, checking) {
+    suggested = facts.suggested || null;
+    const eq = facts.equivalent;
+    advice.dataset.measured = facts.measured ? "true" : "false";
+    advice.replaceChildren(
+      eq ? el("p", { class: "note", "data-equivalent": eq.policies.join(",") }, `Policies alike here: ${eq.why}`) : null,
+      suggested ? el("p", { class: "muted" },
+        `Suggested comparison: the doc as written against ${suggested.label} (${changedKeysText(suggested.overrides)}). ${suggested.why}`,
+        suggested.measured ? ` Measured on this fleet config: ${suggested.measured}.` : "") : null,
+      checking ? el("p", { class: "muted" }, "Checking the suggestion by running the scenario…") : null,
+      facts.note ? el("p", { class: "muted" }, `Suggestion ${facts.note}.`) : null);
+    if (!right) compare.textContent = compareLabel();
+  }
+  showAdvice(ctx.config.fleet.breakControls || {}, true);
+  api(ctx.config.urls.breakAdvice)
+    .then((facts) => showAdvice(facts, false))
+    .catch((err) => { showAdvice(ctx.config.fleet.breakControls || {}, false); ctx.say(`Could not check the suggested comparison: ${err.message}`); });
 
-  const compare = el("button", { type: "button" }, suggested ? `Compare with ${suggested.label}` : "Compare with a second run");
   const overlay = el("input", { type: "checkbox", "aria-label": "Overlay run B on run A" });
   const overlayLabel = el("label", { class: "inline", hidden: true }, overlay, " Overlay the two runs on one set of charts");
   const overlayBox = el("div", { class: "overlay-charts", hidden: true });
@@ -102,7 +117,7 @@ export function initRuns(ctx) {
       overlay.checked = false;
       overlayBox.hidden = true;
       overlayLabel.hidden = true;
-      compare.textContent = suggested ? `Compare with ${suggested.label}` : "Compare with a second run";
+      compare.textContent = compareLabel();
       return;
     }
     right = new RunView(ctx, { label: "Run B" });

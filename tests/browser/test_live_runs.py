@@ -91,13 +91,14 @@ def test_it_compares_two_runs_side_by_side_and_sweeps_the_fleet_size(
 ) -> None:
     page = signed_in("bob")
     page.goto(dashboard.url + example_review.path + "#break")
-    page.click("button:has-text('Compare with a second run')")
-    left, right = page.query_selector_all(".run-view")
-    # The doc's dispatcher dies and its batch times are constant: the page suggests a
-    # replicated standby (the policies are alike until the first fault), pressed for run B.
-    assert right.query_selector("input[aria-label='Run B overrides']").input_value() == ""
-    assert right.query_selector("button.chip[data-key='dispatcher.standby'][aria-pressed=true]")
+    # The suggestion is checked by running the scenario: on the doc's system round
+    # robin and pull are alike until the first fault and part after it.
+    page.wait_for_selector(".break-advice[data-measured=true]", timeout=60000)
     assert "until the first scheduled fault" in page.inner_text(".break-advice")
+    page.click("#runs-panel button:has-text('Compare with policy pull')")
+    left, right = page.query_selector_all(".run-view")
+    assert right.query_selector("input[aria-label='Run B overrides']").input_value() == ""
+    assert right.query_selector("button.chip[data-key='dispatcher.policy'][aria-pressed=true]").inner_text() == "pull"
     assert right.query_selector("input[aria-label='Run B seed']").input_value() == "1"
     for view in (left, right):
         view.query_selector("select").select_option("max")
@@ -105,7 +106,7 @@ def test_it_compares_two_runs_side_by_side_and_sweeps_the_fleet_size(
     page.wait_for_selector(".run-view[data-status=done] >> nth=1", timeout=120000)
     summaries = [view.query_selector(".summary").inner_text() for view in page.query_selector_all(".run-view")]
     assert all("offered" in s for s in summaries)
-    assert summaries[0] != summaries[1]  # a cold and a replicated standby differ on the same seed
+    assert summaries[0] != summaries[1]  # round robin and pull differ on the same seed
     assert page.evaluate("document.querySelectorAll('.run-view .heatmap .main-svg').length") >= 2
 
     # A sweep shows its points done, then its curve and answer.

@@ -148,25 +148,34 @@ def test_a_continuous_run_draws_ttft_tpot_with_slo_lines_the_kv_heatmap_and_faul
         screenshot(page, f"run-view-continuous-{width}", full_page=True)
 
 
-def test_a_static_run_shows_fault_markers_at_the_faults_time(
+def test_a_static_run_shows_fault_markers_at_the_faults_time_and_where_completions_stop(
     dashboard: LiveServer, continuous_review: str, signed_in: Any
 ) -> None:
     """The token charts stay hidden for a statically batched fleet; a host fault is a
-    marker on every chart."""
+    marker on every chart; with every host dead the latency chart says since when
+    nothing completed."""
     page = signed_in("alice")
     page.goto(dashboard.url + continuous_review + "#break")
     page.wait_for_selector(".run-view")
     # A preset of the seed's static workers, through the overrides box.
     page.select_option(".run-view select[aria-label='Run A speed']", "max")
-    page.fill(".run-view input[aria-label='Run A overrides']", 'worker.batching="static"; worker.batch_s=1.5')
+    every_host = ", ".join(f'{{at_s = 20.5, kill = "host:{h}"}}' for h in range(3))
+    page.fill(".run-view input[aria-label='Run A overrides']",
+              f'worker.batching="static"; worker.batch_s=1.5; faults=[{every_host}]')
     page.click(".run-view button:has-text('Start run')")
     page.wait_for_selector(".run-view[data-status=done]", timeout=120000)
     wait_for_page(page, "document.querySelector('.run-view').dataset.frames === '60'", timeout=30000)
     assert page.evaluate("document.querySelector('.run-view [data-chart=ttft]').hidden")
     assert page.evaluate("document.querySelector('.run-view [data-chart=kv-heatmap]').hidden")
     for chart in ("queue", "latency", "outcomes"):
-        assert 20.5 in chart_state(page, chart)["markers"], chart
+        assert chart_state(page, chart)["markers"] == [20.5, 20.5, 20.5], chart
     assert "worker.batching" in page.inner_text(".run-view .changed-keys")
+    note = page.inner_text(".run-view .stop-note")
+    assert note.startswith("No request completed since 2"), note  # the last completions, just after 20 s
+    notes = page.evaluate(
+        "document.querySelector('.run-view [data-chart=latency]').layout.annotations.map((a) => a.text)")
+    assert any(t.startswith("no request completed since") for t in notes), notes
+    screenshot(page, "run-view-static-stopped")
 
 
 def test_the_trace_pass_draws_the_fleets_own_path(
@@ -205,7 +214,9 @@ def test_a_break_pass_click_changes_a_key_and_the_run_shows_it_and_compare_mode_
     assert "traffic.qps=60" in page.inner_text(".run-view .changed-keys")
     assert chart_state(page, "queue")["markers"] == []  # no scheduled fault left to mark
 
-    # The second run gets the suggested change pressed; both share their axes.
+    # The second run gets the suggested change, measured to differ, pressed; both share their axes.
+    page.wait_for_selector(".break-advice[data-measured=true]", timeout=60000)
+    assert "Measured on this fleet config: ok" in page.inner_text(".break-advice")
     page.click("#runs-panel button:has-text('Compare with')")
     right = page.query_selector_all(".run-view")[1]
     assert right.query_selector("button.chip[aria-pressed=true]") is not None
