@@ -28,6 +28,9 @@ function shareAxes(a, b) {
   }
 }
 
+// One colour per metric in the overlay, the same for A and B.
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+
 /** Both runs' lines on one set of charts, B dashed. */
 function drawOverlay(box, a, b) {
   const P = window.Plotly;
@@ -40,13 +43,16 @@ function drawOverlay(box, a, b) {
     if (!div) div = el("div", { class: "chart", "data-chart": ca.key });
     divs.push(div);
     const traces = [
-      ...(ca.div.data || []).map((t) => ({ ...t, uid: undefined, name: `A ${t.name}`, line: { ...(t.line || {}), dash: "solid" } })),
-      ...(cb.div.data || []).map((t) => ({ ...t, uid: undefined, name: `B ${t.name}`, line: { ...(t.line || {}), dash: "dash" } })),
+      ...(ca.div.data || []).map((t, i) => ({ ...t, uid: undefined, name: `A ${t.name}`, line: { ...(t.line || {}), dash: "solid", color: PALETTE[i % PALETTE.length] } })),
+      ...(cb.div.data || []).map((t, i) => ({ ...t, uid: undefined, name: `B ${t.name}`, line: { ...(t.line || {}), dash: "dash", color: PALETTE[i % PALETTE.length] } })),
     ];
+    const layoutOf = (d) => d.layout || {};
     P.react(div, traces, {
       ...BASE_LAYOUT, ...valueAxes(ca), xaxis: timeAxis(duration), height: 260,
       title: { text: `${ca.title}: A solid, B dashed`, font: { size: 12 } },
-      shapes: (ca.div.layout && ca.div.layout.shapes) || [],
+      // A's SLO line and markers, and B's markers where they differ.
+      shapes: [...(layoutOf(ca.div).shapes || []), ...(layoutOf(cb.div).shapes || []).filter((sh) => sh.xref === "x")],
+      annotations: layoutOf(ca.div).annotations || [],
     }, { displaylogo: false, responsive: true });
   }
   box.replaceChildren(...divs);
@@ -73,13 +79,14 @@ export function initRuns(ctx) {
     suggested = facts.suggested || null;
     const eq = facts.equivalent;
     advice.dataset.measured = facts.measured ? "true" : "false";
-    advice.replaceChildren(
+    advice.replaceChildren(...[
       eq ? el("p", { class: "note", "data-equivalent": eq.policies.join(",") }, `Policies alike here: ${eq.why}`) : null,
       suggested ? el("p", { class: "muted" },
         `Suggested comparison: the doc as written against ${suggested.label} (${changedKeysText(suggested.overrides)}). ${suggested.why}`,
         suggested.measured ? ` Measured on this fleet config: ${suggested.measured}.` : "") : null,
       checking ? el("p", { class: "muted" }, "Checking the suggestion by running the scenario…") : null,
-      facts.note ? el("p", { class: "muted" }, `Suggestion ${facts.note}.`) : null);
+      facts.note ? el("p", { class: "muted" }, `Suggestion ${facts.note}.`) : null,
+    ].filter(Boolean));
     if (!right) compare.textContent = compareLabel();
   }
   showAdvice(ctx.config.fleet.breakControls || {}, true);
@@ -118,6 +125,7 @@ export function initRuns(ctx) {
       overlayBox.hidden = true;
       overlayLabel.hidden = true;
       compare.textContent = compareLabel();
+      requestAnimationFrame(() => left.resize());
       return;
     }
     right = new RunView(ctx, { label: "Run B" });
@@ -129,6 +137,7 @@ export function initRuns(ctx) {
     side.classList.add("two");
     overlayLabel.hidden = false;
     compare.textContent = "Close the second run";
+    requestAnimationFrame(() => left.resize());
   });
 
   // Earlier runs of the session, to watch again (frames are stored) or compare.

@@ -420,6 +420,14 @@ export class RunView {
     this.onDrawn();
   }
 
+  /** Fit every chart to its box again (after the panel changed width: a second run opened or closed). */
+  resize() {
+    if (!this.layout) return;
+    for (const div of [...this.shownCharts().map((c) => c.div), this.heatmapDiv, ...(this.kvDiv.hidden ? [] : [this.kvDiv])]) {
+      window.Plotly.Plots.resize(div);
+    }
+  }
+
   /** Called after each drawing (the compare view keeps two runs' axes shared). */
   onDrawn() {}
 

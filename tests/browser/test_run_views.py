@@ -175,7 +175,8 @@ def test_a_static_run_shows_fault_markers_at_the_faults_time_and_where_completio
     notes = page.evaluate(
         "document.querySelector('.run-view [data-chart=latency]').layout.annotations.map((a) => a.text)")
     assert any(t.startswith("no request completed since") for t in notes), notes
-    screenshot(page, "run-view-static-stopped")
+    assert "null" not in page.inner_text(".break-advice")
+    page.locator(".run-view [data-chart=latency]").screenshot(path=str(screenshot_path("run-view-static-stopped")))
 
 
 def test_the_trace_pass_draws_the_fleets_own_path(
@@ -225,6 +226,11 @@ def test_a_break_pass_click_changes_a_key_and_the_run_shows_it_and_compare_mode_
     page.wait_for_selector(".run-view[data-status=done] >> nth=1", timeout=120000)
     wait_for_page(page, "document.querySelectorAll('.run-view')[1].dataset.frames === '60'", timeout=30000)
     page.wait_for_timeout(800)
+    # Run A's charts, drawn before run B opened beside it, were fitted to the narrower column.
+    fits = page.evaluate(
+        "[...document.querySelectorAll('.run-view .chart:not([hidden])')]"
+        ".map((d) => d.querySelector('.main-svg').getBoundingClientRect().width - d.clientWidth)")
+    assert fits and max(fits) <= 1, fits
     ranges = page.evaluate(
         "[...document.querySelectorAll('.run-view [data-chart=ttft]')].map((d) => d.layout.yaxis.range)")
     assert ranges[0] == ranges[1] and ranges[0][1] >= 2.0  # shared, and the SLO line in view
