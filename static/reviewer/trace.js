@@ -14,13 +14,13 @@ function svg(tag, attrs = {}, text = null) {
   return node;
 }
 
-const PER_ROW = 4;
+const PER_ROW = 3;
 const WIDTH = 820;
 const GAP = 34;
-const LINE = 14;
-// About how many characters of the figures' 10 px type fit in a box this wide.
+const LINE = 16;
+// About how many characters of the figures' 11.5 px type fit in a box this wide.
 function clip(text, width) {
-  const most = Math.max(8, Math.floor((width - 20) / 5.8));
+  const most = Math.max(8, Math.floor((width - 20) / 6.6));
   return text.length > most ? `${text.slice(0, most - 1)}…` : text;
 }
 
@@ -39,8 +39,10 @@ export function initTrace(ctx) {
   const returning = new Set(hops.filter((h) => h.returns).map((h) => h.key));
   const forward = path.filter((h) => !returning.has(h.key));
   const back = path.find((h) => returning.has(h.key));
-  // The middle of the path is where most findings sit.
-  let selected = forward[Math.floor((forward.length - 1) / 2)].key;
+  // The hop with the most findings is shown first; without any, the middle of the path.
+  const counted = forward.map((h) => [h.key, ctx.store.all().filter((f) => f.trace_hop === h.key).length]);
+  const busiest = counted.reduce((a, b) => (b[1] > a[1] ? b : a), [null, 0]);
+  let selected = busiest[0] || forward[Math.floor((forward.length - 1) / 2)].key;
 
   // Rows of up to PER_ROW hops, read left to right; the response path returns below.
   const perRow = Math.min(PER_ROW, forward.length);
@@ -95,7 +97,13 @@ export function initTrace(ctx) {
     const w = Math.min(WIDTH, 2 * boxW);
     const x = (WIDTH - w) / 2;
     const bh = 26 + Math.max(1, (back.facts || []).length) * LINE;
-    drawing.append(svg("path", { class: "arrow back", d: `M${last.x + boxW / 2},${last.y + boxH + 2} L${last.x + boxW / 2},${backY + bh / 2} L${x + w + 4},${backY + bh / 2}`, "marker-end": "url(#arrowhead)" }));
+    const from = last.x + boxW / 2;
+    // Down from the last hop, then along to the nearer side of the response path.
+    const to = from < x ? x - 4 : from > x + w ? x + w + 4 : null;
+    const d = to === null
+      ? `M${from},${last.y + boxH + 2} L${from},${backY - 4}`
+      : `M${from},${last.y + boxH + 2} L${from},${backY + bh / 2} L${to},${backY + bh / 2}`;
+    drawing.append(svg("path", { class: "arrow back", d, "marker-end": "url(#arrowhead)" }));
     hopGroup(back, x, backY, w, bh);
   }
   const onPath = new Set(path.map((h) => h.key));
