@@ -59,6 +59,8 @@ class DesignDocAdmin(admin.ModelAdmin):
         result = services.doc_revise(doc=obj, author=request.user, title=obj.title, body=obj.body)
         if "owner" in form.changed_data:  # the service saves title and body only
             DesignDoc.objects.filter(pk=obj.pk).update(owner=obj.owner)
+        if result.pending:
+            self.message_user(request, "The open findings are being moved to the new revision in the background.")
         if result.orphaned:
             titles = ", ".join(f.title for f in result.orphaned)
             self.message_user(request, f"Findings whose quote is no longer in the doc: {titles}")

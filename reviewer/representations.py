@@ -18,7 +18,7 @@ from rest_framework import serializers
 
 from reviewer import selectors
 from reviewer.markdown import render_markdown
-from reviewer.models import EmulatorRun, RunStatus, Sweep
+from reviewer.models import EmulatorRun, Sweep
 from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
 
 
@@ -136,6 +136,10 @@ class FindingSerializer(serializers.ModelSerializer):
     author = serializers.SerializerMethodField()
     body_html = serializers.SerializerMethodField()
     revision = serializers.SerializerMethodField()
+    anchor_pending = serializers.SerializerMethodField(
+        help_text="The doc was revised and this finding's anchor is still being moved to the new revision "
+                  "(revision and anchor_* are on the older one until then)."
+    )
     reply_count = serializers.SerializerMethodField()
     version = serializers.IntegerField(
         required=False, min_value=1, help_text="Required on update: the version you read."
@@ -158,9 +162,9 @@ class FindingSerializer(serializers.ModelSerializer):
             "status", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start",
             "anchor_end", "revision", "orphaned", "trace_hop", "evidence_run_id",
             "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "reply_count",
-            "created_at", "updated_at", "version", "selection",
+            "created_at", "updated_at", "version", "selection", "anchor_pending",
         ]
-        read_only_fields = ["session", "orphaned"]
+        read_only_fields = ["session", "orphaned", "anchor_pending"]
         # Quotes and their context are compared character for character.
         extra_kwargs = {
             "anchor_exact": {"trim_whitespace": False},
@@ -185,6 +189,19 @@ class FindingSerializer(serializers.ModelSerializer):
     def get_revision(self, obj: Finding) -> int | None:
         return obj.revision.number if obj.revision_id else None
 
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_anchor_pending(self, obj: Finding) -> bool:
+        """True while the doc's newer revision is re-anchoring and this open finding has not moved yet."""
+        if not obj.revision_id or obj.status != "open" or not obj.anchor_exact:
+            return False
+        # One query per doc for a whole list of findings.
+        pending = self.context.setdefault("pending_revisions", {})
+        doc_id = obj.revision.doc_id
+        if doc_id not in pending:
+            pending[doc_id] = selectors.pending_revision_number(doc_id)
+        number = pending[doc_id]
+        return number is not None and obj.revision.number < number
+
     def get_reply_count(self, obj: Finding) -> int:
         # Lists annotate the count; a single finding counts its replies.
         annotated = getattr(obj, "reply_total", None)
@@ -202,27 +219,32 @@ class RunSerializer(serializers.ModelSerializer):
     duration_s = serializers.FloatField(read_only=True)
     started_by = serializers.CharField(source="started_by.username", read_only=True)
     commands = serializers.SerializerMethodField()
-    queue_place = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField(
+        help_text="For a queued run, its place in the queue of runs waiting for a worker (1 starts next; "
+                  "the order is fair between users); null once it runs."
+    )
 
     class Meta:
         model = EmulatorRun
         fields = ["id", "status", "reason", "speed", "seed", "duration_s", "sim_s", "frames_stored",
                   "behind", "summary", "layout", "session", "config_version", "sweep", "sweep_value", "overrides",
                   "started_by", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
-                  "commands", "queue_place"]
+                  "commands", "queue_position"]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_queue_position(self, run: EmulatorRun) -> int | None:
+        if run.status != "queued":
+            return None
+        # One computation of the queue for a whole list of runs.
+        context = self.context
+        if "queue_positions" not in context:
+            context["queue_positions"] = selectors.run_queue_positions()
+        return context["queue_positions"].get(run.pk)
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_speed(self, run: EmulatorRun) -> int | str:
         return run.speed_for_json()
-
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_queue_place(self, run: EmulatorRun) -> int | None:
-        """Its place among the runs waiting for a worker (1: next); null unless queued."""
-        if run.status != RunStatus.QUEUED:
-            return None
-        places = self.context.get("queue_places")
-        return places.get(run.pk) if places is not None else selectors.queue_place(run)
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_commands(self, run: EmulatorRun) -> list[dict[str, Any]]:

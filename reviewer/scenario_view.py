@@ -90,6 +90,26 @@ def policy_equivalence(data: dict[str, Any], policies: list[str]) -> dict[str, A
     }
 
 
+def valid_policies(data: dict[str, Any], policies: list[str]) -> list[str]:
+    """The policies this scenario can run with (some route only continuous batching),
+    the scenario's own first among them as given."""
+    from emulator.scenario import Scenario, ScenarioError
+
+    own = (data.get("dispatcher") or {}).get("policy", "round_robin")
+    out = []
+    for policy in policies:
+        if policy == own:
+            out.append(policy)
+            continue
+        trial = {**data, "dispatcher": {**(data.get("dispatcher") or {}), "policy": policy}}
+        try:
+            Scenario.from_dict(trial, max_requests=None)
+        except ScenarioError:
+            continue
+        out.append(policy)
+    return out
+
+
 def break_controls(data: dict[str, Any] | None, policies: list[str]) -> dict[str, Any]:
     """The break pass's one-click changes for a scenario dict, each a list of the
     overrides the run API takes, and the comparison worth running.
@@ -99,6 +119,7 @@ def break_controls(data: dict[str, Any] | None, policies: list[str]) -> dict[str
     """
     if not data:
         return {"controls": [], "equivalent": None, "suggested": None}
+    policies = valid_policies(data, policies)
     dispatcher = data.get("dispatcher") or {}
     policy = dispatcher.get("policy", "round_robin")
     standby = dispatcher.get("standby", "cold")
@@ -222,6 +243,33 @@ def _pools(spec: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _pool_workers(data: dict[str, Any], model: str, pool: str) -> int:
+    """Workers of ``model`` on the host groups of pool ``pool``."""
+    count = 0
+    for group in data.get("hosts") or []:
+        if isinstance(group, dict) and group.get("pool") == pool:
+            for slot in group.get("workers") or []:
+                name = str(slot.get("model", "") if isinstance(slot, dict) else slot).split("@")[0]
+                count += int(group.get("count") or 0) if name == model else 0
+    return count
+
+
+def _transfer_facts(model: str, pools: dict[str, Any]) -> list[str]:
+    """The KV transfer's figures of a disaggregated model, in words where known."""
+    lines = []
+    for key, value in pools.items():
+        if key in ("prefill_workers", "decode_workers"):
+            continue
+        if key == "kv_transfer_gb_s":
+            lines.append(f"{model}: {value:g} GB/s a decode worker" if isinstance(value, int | float)
+                         else f"{model}: {key} {value}")
+        elif key == "decider_threshold_tokens":
+            lines.append(f"{model}: prompts < {value} tokens stay on decode")
+        else:
+            lines.append(f"{model}: {key} {value}")
+    return lines or [f"{model}: prefill to decode"]
+
+
 def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The request's path through the system the scenario describes, in order.
 
@@ -267,14 +315,18 @@ def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
     disaggregated = [m for m in models if split[m]]
     together = [m for m in models if not split[m]]
     if disaggregated:
-        hops.append({"key": "prefill_pool", "label": "Prefill pool", "facts": [
-            f"{m}: {split[m]['prefill_workers']} workers" for m in disaggregated]})  # type: ignore[index]
-        hops.append({"key": "kv_transfer", "label": "KV transfer", "facts": [
-            f"{m}: " + (", ".join(f"{k} {v}" for k, v in split[m].items()  # type: ignore[union-attr]
-                                   if k not in ("prefill_workers", "decode_workers")) or "prefill to decode")
-            for m in disaggregated]})
-        hops.append({"key": "decode_pool", "label": "Decode pool", "facts": [
-            f"{m}: {split[m]['decode_workers']} workers" for m in disaggregated]})  # type: ignore[index]
+        def pool(m: str, side: str) -> str:
+            size = split[m][side]  # type: ignore[index]
+            if isinstance(size, str):  # a pool name: the host groups with pool = NAME
+                return f"{m}: {_pool_workers(data, m, size)} workers (pool \"{size}\")"
+            return f"{m}: {size} workers"
+
+        hops.append({"key": "prefill_pool", "label": "Prefill pool",
+                     "facts": [pool(m, "prefill_workers") for m in disaggregated]})
+        hops.append({"key": "kv_transfer", "label": "KV transfer",
+                     "facts": [line for m in disaggregated for line in _transfer_facts(m, split[m])]})  # type: ignore[arg-type]
+        hops.append({"key": "decode_pool", "label": "Decode pool",
+                     "facts": [pool(m, "decode_workers") for m in disaggregated]})
     if together:
         facts = []
         for m in together:
@@ -350,6 +402,7 @@ def measured_comparison(data: dict[str, Any] | None, policies: list[str], seed: 
     out = {"equivalent": facts["equivalent"], "suggested": facts["suggested"], "measured": False}
     if not data:
         return out
+    policies = valid_policies(data, policies)
     try:
         base_scenario = Scenario.from_dict(data, max_requests=None)
     except ScenarioError:

@@ -105,35 +105,18 @@ def sweeps_visible_to(user: Any) -> QuerySet[Sweep]:
 # --- reads shared by several entry points ----------------------------------
 
 
-def queue_places(runs: list[EmulatorRun]) -> dict[int, int]:
-    """The place of each queued run among all runs waiting for a worker (1: next),
-    in the order they were handed to the workers (their ids)."""
-    waiting = [r.pk for r in runs if r.status == RunStatus.QUEUED]
-    if not waiting:
-        return {}
-    queued = list(EmulatorRun.objects.filter(status=RunStatus.QUEUED, pk__lte=max(waiting))
-                  .order_by("pk").values_list("pk", flat=True))
-    place = {pk: i + 1 for i, pk in enumerate(queued)}
-    return {pk: place[pk] for pk in waiting if pk in place}
-
-
-def queue_place(run: EmulatorRun) -> int | None:
-    """The place of ``run`` among the runs waiting for a worker; None once it is not waiting."""
-    return queue_places([run]).get(run.pk)
-
-
 def recent_runs_for(user: Any, *, limit: int = 10) -> list[EmulatorRun]:
     """The latest single runs (not sweep points) ``user`` may watch, newest first,
-    each queued one with its ``queue_place``."""
+    each queued one with its ``queue_position`` (None for the others)."""
     runs = list(
         runs_visible_to(user)
         .filter(sweep__isnull=True)
         .select_related("session", "session__doc")
         .order_by("-id")[:limit]
     )
-    places = queue_places(runs)
+    places = run_queue_positions() if any(r.status == RunStatus.QUEUED for r in runs) else {}
     for run in runs:
-        run.queue_place = places.get(run.pk)  # type: ignore[attr-defined]
+        run.queue_position = places.get(run.pk) if run.status == RunStatus.QUEUED else None  # type: ignore[attr-defined]
     return runs
 
 
@@ -163,3 +146,26 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
     """Points of a sweep whose run is final, out of all its points."""
     statuses = list(sweep.runs.values_list("status", flat=True))
     return {"done": sum(1 for s in statuses if s in FINAL_STATUSES), "total": len(statuses)}
+
+
+def run_queue_positions() -> dict[int, int]:
+    """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
+    from reviewer.run_queue import queue_positions
+
+    return queue_positions()
+
+
+def doc_reanchoring(doc: Any) -> dict[str, Any]:
+    """How far moving the doc's open findings onto its latest revision got: status, done, total."""
+    latest = doc.latest_revision()
+    if latest is None:
+        return {"status": "done", "done": 0, "total": 0}
+    return {"status": latest.reanchor_status, "done": latest.reanchor_done, "total": latest.reanchor_total}
+
+
+def pending_revision_number(doc_id: int) -> int | None:
+    """The newest revision of the doc whose findings are still being moved onto it, if any."""
+    from reviewer.models.review import DocRevision, ReanchorStatus
+
+    return (DocRevision.objects.filter(doc_id=doc_id, reanchor_status=ReanchorStatus.PENDING)
+            .order_by("-number").values_list("number", flat=True).first())

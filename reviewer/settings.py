@@ -270,12 +270,19 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600)}
+# Re-anchoring a revised doc's findings runs in workers of its own queue
+# (serve starts one), so it never waits behind runs nor takes a run's slot.
+DOCS_QUEUE = "docs"
+CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE}}
+REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
 # The beat process (one per deployment; serve starts it) sends the reaper of
 # stalled runs and sweeps; expired sends are dropped rather than piled up.
 REAP_EVERY_S = 10.0
 CELERY_BEAT_SCHEDULE = {
     "reap-stalled": {"task": "reviewer.reap_stalled", "schedule": REAP_EVERY_S,
                      "options": {"expires": REAP_EVERY_S}},
+    "dispatch-runs": {"task": "reviewer.dispatch_runs", "schedule": REAP_EVERY_S,
+                      "options": {"expires": REAP_EVERY_S}},
 }
 
 REST_FRAMEWORK = {
@@ -324,6 +331,9 @@ SPECTACULAR_SETTINGS = {
 # emulator's own; the web app passes this setting wherever it validates a scenario
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
+# Runs the workers play at once; the dispatcher hands queued runs to the broker
+# only for free slots, fairly between users. 0: the sum the live workers announce.
+RUN_SLOTS = env_int("RUN_SLOTS", 0)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
 # Wall time a paced run holds a worker (duration_s / speed), per run, per user
 # and for everyone's queued and running runs together; simulated requests too.

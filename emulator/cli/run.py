@@ -20,6 +20,8 @@ from emulator.cli import calibrate as cli_calibrate
 from emulator.cli import numbers as cli_numbers
 from emulator.cli import place as cli_place
 from emulator.cli import trace_stats as cli_trace_stats
+from emulator.cli.pools_text import pool_table
+from emulator.cli.prefix_text import format_prefix
 from emulator.scenario import ScenarioError, load_scenario
 from emulator.scenario.presets import PRESETS
 from emulator.sim.engine import Engine
@@ -207,6 +209,13 @@ def format_summary(name: str, s: Summary) -> str:
         lines.append(row(model[:10], o))
     if s.token_level:
         lines.append(_token_table(s))
+    if s.prefix:
+        lines.append(format_prefix(s))
+    if s.autoscale is not None:
+        lines.extend(autoscale_lines(s.autoscale))
+    pools = pool_table(s)
+    if pools is not None:
+        lines.append(pools)
     lines.append(
         f"wasted batches: {s.wasted_batches:,}; retries offered: {s.retried:,}; "
         f"books balance: {'yes' if s.balanced() else 'NO'}"
@@ -231,6 +240,51 @@ def _token_table(s: Summary) -> str:
             f"{o.output_tokens_per_s:>11,.0f}{o.preemptions:>11,}{good:>12}"
         )
     return "\n".join(lines)
+
+
+#: Scale events the summary lists (the rest are in ``--json``).
+MAX_SCALE_ROWS = 40
+
+
+def autoscale_lines(auto: dict[str, Any]) -> list[str]:
+    """The autoscaler's part of the summary: totals, then its scale decisions (a run
+    of blocked looks in one row; readiness and parking are counted, not listed)."""
+    c = auto["workers_end"]
+    lines = [
+        f"autoscaler ({auto['model']}, {auto['metric']}, target {auto['target']:g}): "
+        f"{auto['scaled_up']} up, {auto['scaled_down']} down, {auto['blocked']} blocked; "
+        f"peak {auto['peak_workers']} workers, {auto['worker_s']:,.0f} worker-seconds; at the end "
+        f"{c['active']} active, {c['warming']} warming, {c['draining']} draining, "
+        f"{c['parked']} parked, {c['dead']} dead",
+    ]
+    rows: list[tuple[str, str, str, str, str]] = []
+    run: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if run:
+            first, last = run[0]["t_s"], run[-1]["t_s"]
+            when = f"{first:,.0f}" if len(run) == 1 else f"{first:,.0f}-{last:,.0f}"
+            times = "" if len(run) == 1 else f" ({len(run)} looks)"
+            rows.append((when, "blocked", "-", "-", run[0]["reason"] + times))
+            run.clear()
+
+    for e in auto["events"]:
+        if e["direction"] in ("ready", "parked"):
+            continue
+        if e["direction"] == "blocked":
+            run.append(e)
+            continue
+        flush()
+        where = "-" if e.get("host", -1) < 0 else f"{e['host']}:{e['first_unit']}"
+        rows.append((f"{e['t_s']:,.0f}", e["direction"], str(e["worker"]), where, e["reason"]))
+    flush()
+    if rows:
+        lines.append(f"{'t_s':>10}  {'scale':<8}{'worker':>7}  {'host:unit':<10}reason")
+        for when, direction, worker, where, reason in rows[:MAX_SCALE_ROWS]:
+            lines.append(f"{when:>10}  {direction:<8}{worker:>7}  {where:<10}{reason}")
+        if len(rows) > MAX_SCALE_ROWS:
+            lines.append(f"... {len(rows) - MAX_SCALE_ROWS} more scale events (see --json)")
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from emulator.scenario import prefix_checks
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTO_KV,
@@ -167,6 +169,7 @@ _TOP = (
     "faults",
     "slo",
     "hardware",
+    "autoscaler",
 )
 
 
@@ -217,9 +220,21 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                     "remove it, or set worker.max_batched_tokens for the step's token budget",
                 )
     _check_trace_models(traffic, models)
+    prefix_checks.check_scenario(
+        models, {n: _resolved(worker, m) for n, m in models.items()}, dispatcher, traffic
+    )
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
+    check_disaggregated(models, batching, dispatcher, hosts)
+    for name, m in models.items():
+        if m.disaggregated is not None and _resolved(worker, m).prefix_cache:
+            where = "worker" if "prefix_cache" not in dict(m.worker_overrides) else f"models.{name}.worker"
+            raise ScenarioError(
+                f"{where}.prefix_cache",
+                f"prefix caching is not modelled on a disaggregated model ({name})",
+                f"set prefix_cache = false for {name}, or remove [models.{name}.disaggregated]",
+            )
     scenario = Scenario(
         name=top.text("name", "scenario"),
         duration_s=duration_s,
@@ -236,6 +251,19 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         slo=_slo(top.raw("slo", {})),
         hardware=hardware,
     )
+    if top.has("autoscaler"):
+        from emulator.scenario.autoscale_checks import parse_autoscaler
+
+        scenario = scenario.replace(
+            autoscaler=parse_autoscaler(top.raw("autoscaler"), models, batching, hosts)
+        )
+        scaled = scenario.autoscaler.model if scenario.autoscaler is not None else None
+        if scaled is not None and models[scaled].disaggregated is not None:
+            raise ScenarioError(
+                "autoscaler.model",
+                f"{scaled} is disaggregated, and the autoscaler does not scale prefill and decode pools",
+                f"remove [autoscaler], or [models.{scaled}.disaggregated]",
+            )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
     if max_requests is not None:
@@ -352,6 +380,8 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
                 "output_tokens_cv",
                 "worker",
                 "arch",
+                "prefixes",
+                "disaggregated",
             ),
         )
         share = t.number("share", low=0.0)
@@ -367,6 +397,15 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
             output_tokens_cv=t.number("output_tokens_cv", 0.0, low=0.0),
             worker_overrides=_worker_overrides(t.raw("worker", {}), f"{path}.worker", worker),
             arch=_arch(t.raw("arch"), f"{path}.arch") if t.has("arch") else None,
+            prefixes=(
+                prefix_checks.prefixes(t.raw("prefixes"), f"{path}.prefixes")
+                if t.has("prefixes") else None
+            ),
+            disaggregated=(
+                parse_disaggregated(t.raw("disaggregated"), f"{path}.disaggregated")
+                if t.has("disaggregated")
+                else None
+            ),
         )
     total = sum(m.share for m in models.values())
     if abs(total - 1.0) > 1e-6:
@@ -384,6 +423,7 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
         standby=t.choice("standby", STANDBYS, "cold"),
         failover_s=t.number("failover_s", 3.0, low=0.0),
         health_check_s=t.number("health_check_s", 5.0, positive=True),
+        scorers=prefix_checks.scorers(t.raw("scorers"), t.key("scorers")) if t.has("scorers") else (),
     )
 
 
@@ -425,6 +465,7 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "step_model": t.choice("step_model", STEP_MODELS, base.step_model),
         "mbu": _efficiency(t, "mbu", base.mbu),
         "mfu": _efficiency(t, "mfu", base.mfu),
+        **prefix_checks.worker_keys(t, base),
     }
 
 
@@ -662,7 +703,7 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
         raise ScenarioError("hosts", "needs at least one [[hosts]] table")
     groups: list[HostGroup] = []
     for gi, body in enumerate(raw):
-        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers"))
+        t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers", "pool"))
         count = t.integer("count", 1, low=1)
         units = t.integer("units", low=1)
         spelled = t.raw("workers", [])
@@ -704,7 +745,8 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
                     )
                 taken[unit] = spelling
             slots.append(WorkerSlot(model=model, first_unit=first))
-        groups.append(HostGroup(count=count, units=units, workers=tuple(slots)))
+        pool = parse_pool(t.raw("pool"), t.key("pool")) if t.has("pool") else None
+        groups.append(HostGroup(count=count, units=units, workers=tuple(slots), pool=pool))
         total = sum(g.count for g in groups)
         if total > MAX_HOSTS:
             raise ScenarioError(

@@ -26,6 +26,12 @@ overrides in ``[models.NAME.worker]``, trace replay in ``[traffic]`` (``trace``,
 left at their defaults are not written back by ``to_dict``, so a scenario of the
 seed's kind reads back exactly as it was written.
 
+``[autoscaler]`` (``AutoscalerSpec``) scales one continuous-batching model's workers;
+see docs/autoscaling.md.
+Disaggregated serving adds ``[models.NAME.disaggregated]`` (``DisaggSpec``) and a
+``pool`` key on ``[[hosts]]`` groups, read and checked by ``emulator.scenario.pools``;
+both are written back only when set.
+
 Errors are ``ScenarioError``: one line naming the key path and the fix.
 """
 
@@ -50,6 +56,13 @@ STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
 STEP_MODELS = ("linear", "roofline")
+#: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
+#: it uses when none are given: the prefix-cache score counts more than the queue.
+SCORERS = ("prefix", "queue", "kv_free")
+DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
+#: What ``[autoscaler] metric`` may read: waiting requests per active worker, the
+#: KV cache in use (a fraction), running sequences per active worker.
+AUTOSCALE_METRICS = ("queue", "kv", "running")
 #: ``kv_cache_tokens = "auto"`` as held in a WorkerSpec: resolved per model by
 #: ``Scenario.worker_for`` from its arch and the hardware (a real capacity is >= 1).
 AUTO_KV = 0
@@ -187,6 +200,18 @@ class ArchSpec:
 
 
 @dataclass(frozen=True)
+class PrefixSpec:
+    """Shared prompt prefixes of a model's requests (``[models.NAME.prefixes]``): each
+    request draws one of ``groups`` prefixes by a Zipf law of exponent ``zipf_s`` (group
+    k, from 1, with weight 1 / k^zipf_s), and the first ``prefix_tokens`` of its prompt
+    are that group's."""
+
+    groups: int
+    prefix_tokens: int
+    zipf_s: float = 1.1
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model: its share of the traffic, its worker size and its request sizes.
 
@@ -204,6 +229,29 @@ class ModelSpec:
     output_tokens_cv: float = 0.0
     worker_overrides: tuple[tuple[str, Any], ...] = ()
     arch: ArchSpec | None = None  # its shape, for kv_cache_tokens = "auto" and the roofline
+    prefixes: PrefixSpec | None = None  # shared prompt prefixes (None: every prompt its own)
+    #: Prefill and decode on separate pools of workers (``[models.NAME.disaggregated]``).
+    disaggregated: DisaggSpec | None = None
+
+
+@dataclass(frozen=True)
+class DisaggSpec:
+    """A model split into a prefill pool and a decode pool (``[models.NAME.disaggregated]``).
+
+    ``prefill_workers`` and ``decode_workers`` name pools: the workers of host groups
+    whose ``pool`` key is that name. A request whose prompt has at most
+    ``decider_threshold_tokens`` tokens skips the prefill pool and is served whole by a
+    decode worker; any other prefills in the prefill pool and its KV moves to a decode
+    worker over a link of ``kv_transfer_gb_s`` (GB/s, each decode worker's own). The
+    KV's size comes from the model's arch, or ``kv_bytes_per_token`` given here.
+    See ``emulator.sim.workers.disaggregated``.
+    """
+
+    prefill_workers: str
+    decode_workers: str
+    kv_transfer_gb_s: float = 50.0
+    decider_threshold_tokens: int = 0
+    kv_bytes_per_token: float | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +265,8 @@ class DispatcherSpec:
     standby: str = "cold"
     failover_s: float = 3.0
     health_check_s: float = 5.0
+    #: Under ``policy = "weighted"``: (scorer, weight) pairs of ``[dispatcher.scorers]``.
+    scorers: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,6 +301,11 @@ class WorkerSpec:
     step_model: str = "linear"  # "linear" (the formula above) | "roofline"
     mbu: float = 1.0  # memory-bandwidth utilisation the roofline assumes (1: a floor)
     mfu: float = 1.0  # FLOPs utilisation the roofline assumes (1: a floor)
+    #: Keep the KV blocks of shared prompt prefixes after use (continuous batching):
+    #: a request whose prefix is cached skips prefilling it. ``block_tokens`` is the
+    #: size of a KV block; only whole blocks are cached.
+    prefix_cache: bool = False
+    block_tokens: int = 16
 
 
 @dataclass(frozen=True)
@@ -303,6 +358,8 @@ class HostGroup:
     count: int
     units: int
     workers: tuple[WorkerSlot, ...]
+    #: The named pool the group's workers of a disaggregated model belong to (None: none).
+    pool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -316,6 +373,28 @@ class Fault:
     def command(self) -> str:
         """The live-command spelling, e.g. ``kill host:2``."""
         return f"{self.action} {self.target}"
+
+
+@dataclass(frozen=True)
+class AutoscalerSpec:
+    """``[autoscaler]``: one model's worker count follows a metric, as a Kubernetes HPA
+    does: every ``interval_s`` the desired count is ceil(active workers x metric /
+    target), clamped to [min_workers, max_workers] (a scale-down goes only as far as
+    the highest count wanted over the last ``stabilization_s``); a new worker takes free units of a
+    live host and serves ``warmup_s`` later (it loads its weights first); a worker
+    scaled down takes no new requests and gives its units back once its requests are
+    done. ``cooldown_s`` separates two scale actions. See ``emulator.sim.autoscaler``.
+    """
+
+    model: str
+    metric: str
+    target: float
+    min_workers: int
+    max_workers: int
+    interval_s: float = 15.0
+    warmup_s: float = 60.0
+    cooldown_s: float = 0.0
+    stabilization_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -336,6 +415,7 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     slo: SloSpec = field(default_factory=SloSpec)
     hardware: HardwareSpec | None = None
+    autoscaler: AutoscalerSpec | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], max_requests: int | None | object = ...) -> Scenario:
@@ -359,8 +439,9 @@ class Scenario:
             "traffic": _without_defaults(self.traffic, _NEW_TRAFFIC),
             "models": {name: _model_dict(m) for name, m in self.models.items()},
             "dispatcher": {
-                **_fields(d),
+                **{k: v for k, v in _fields(d).items() if k != "scorers"},
                 "close_after_s": "never" if d.close_after_s is None else d.close_after_s,
+                **({"scorers": dict(d.scorers)} if d.scorers else {}),
             },
             "worker": _worker_dict(self.worker),
             "client": {
@@ -369,12 +450,18 @@ class Scenario:
             },
             "gateway": _fields(self.gateway),
             "hosts": [
-                {"count": h.count, "units": h.units, "workers": [w.spelling() for w in h.workers]}
+                {
+                    "count": h.count,
+                    "units": h.units,
+                    "workers": [w.spelling() for w in h.workers],
+                    **({"pool": h.pool} if h.pool is not None else {}),
+                }
                 for h in self.hosts
             ],
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
             **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s"))} if self.slo.any() else {}),
             **({"hardware": _set_fields(self.hardware)} if self.hardware is not None else {}),
+            **({"autoscaler": _fields(self.autoscaler)} if self.autoscaler is not None else {}),
         }
 
     def to_toml(self) -> str:
@@ -491,6 +578,8 @@ _NEW_WORKER = (
     "step_model",
     "mbu",
     "mfu",
+    "prefix_cache",
+    "block_tokens",
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
 
@@ -525,12 +614,16 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
     out = {
         k: v
         for k, v in _without_defaults(m, _NEW_MODEL).items()
-        if k not in ("name", "worker_overrides", "arch")
+        if k not in ("name", "worker_overrides", "arch", "prefixes", "disaggregated")
     }
     if m.worker_overrides:
         out["worker"] = _auto_spelling(dict(m.worker_overrides))
     if m.arch is not None:
         out["arch"] = _set_fields(m.arch)
+    if m.prefixes is not None:
+        out["prefixes"] = _fields(m.prefixes)
+    if m.disaggregated is not None:
+        out["disaggregated"] = _set_fields(m.disaggregated)
     return out
 
 

@@ -10,7 +10,10 @@ Two formats, told apart by the file's extension (``.csv``; ``.jsonl``, ``.ndjson
   integer nanoseconds, so arrival gaps carry no float rounding from absolute times.
 * JSONL, one object a line: ``{"arrival_s": 0.5, "prompt_tokens": 100,
   "output_tokens": 20, "model": "chat"}``; ``model`` is optional but must then be on
-  every line or on none.
+  every line or on none. A line may also name its shared prompt prefix:
+  ``"prefix_id": "system-a", "prefix_tokens": 800`` (an id is a string or a whole
+  number; the first ``prefix_tokens`` of the prompt are that prefix's, so at most
+  ``prompt_tokens``). Lines without them have no shared prefix.
 
 Arrivals are made relative to the first row (the first is 0.0) and must not go
 backwards; equal times are fine. A token count of 0 is read as 1 (a request that
@@ -41,7 +44,7 @@ import numpy as np
 from emulator.scenario.errors import ScenarioError
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-JSONL_KEYS = ("arrival_s", "prompt_tokens", "output_tokens", "model")
+JSONL_KEYS = ("arrival_s", "prompt_tokens", "output_tokens", "model", "prefix_id", "prefix_tokens")
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 _TIMESTAMP = re.compile(
@@ -73,6 +76,10 @@ class Trace:
     output_tokens: np.ndarray  # int64 >= 1
     model: tuple[str, ...] | None
     raised_to_one: int = 0
+    #: Per row, its shared prefix (ids numbered from 0 in order of first appearance; -1:
+    #: none) and that prefix's tokens (0: none); None when no row names a prefix.
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -210,6 +217,10 @@ def write_jsonl(trace: Trace, path: str | Path) -> None:
             }
             if trace.model is not None:
                 row["model"] = trace.model[i]
+            groups, shared = trace.prefix_group, trace.prefix_tokens
+            if groups is not None and shared is not None and groups[i] >= 0:
+                row["prefix_id"] = int(groups[i])
+                row["prefix_tokens"] = int(shared[i])
             f.write(json.dumps(row) + "\n")
 
 
@@ -333,6 +344,9 @@ def _read_jsonl(name: str, lines: Iterator[tuple[int, str]], max_rows: int | Non
     prompts: list[int] = []
     outputs: list[int] = []
     models: list[str] = []
+    groups: list[int] = []
+    shared: list[int] = []
+    ids: dict[object, int] = {}
     raised = 0
     first_line = 0
     previous_line = 0
@@ -391,6 +405,9 @@ def _read_jsonl(name: str, lines: Iterator[tuple[int, str]], max_rows: int | Non
                     'write it as a string, like "chat"',
                 )
             models.append(model)
+        group, tokens = _json_prefix(where, row, prompt, ids)
+        groups.append(group)
+        shared.append(tokens)
         if not arrivals:
             first_line = lineno
         arrivals.append(float(arrival))
@@ -402,7 +419,44 @@ def _read_jsonl(name: str, lines: Iterator[tuple[int, str]], max_rows: int | Non
     if not arrivals:
         raise _empty(name)
     arrival_s = np.array(arrivals, dtype=np.float64) - arrivals[0]
-    return _trace(name, arrival_s, prompts, outputs, tuple(models) if models else None, raised)
+    trace = _trace(name, arrival_s, prompts, outputs, tuple(models) if models else None, raised)
+    if not ids:
+        return trace
+    group_col, tokens_col = np.array(groups, dtype=np.int64), np.array(shared, dtype=np.int64)
+    group_col.flags.writeable = tokens_col.flags.writeable = False
+    return Trace(
+        trace.name, trace.arrival_s, trace.prompt_tokens, trace.output_tokens, trace.model,
+        trace.raised_to_one, prefix_group=group_col, prefix_tokens=tokens_col,
+    )
+
+
+def _json_prefix(where: str, row: dict, prompt: int, ids: dict[object, int]) -> tuple[int, int]:
+    """A line's shared prefix: (its id's number, its tokens), or (-1, 0) for none."""
+    has_id, has_tokens = "prefix_id" in row, "prefix_tokens" in row
+    if not has_id and not has_tokens:
+        return -1, 0
+    if has_id != has_tokens:
+        given, lacking = ("prefix_id", "prefix_tokens") if has_id else ("prefix_tokens", "prefix_id")
+        raise TraceError(
+            where, f'has "{given}" but lacks "{lacking}"', "give both prefix_id and prefix_tokens, or neither"
+        )
+    ident = row["prefix_id"]
+    if isinstance(ident, float) and ident.is_integer():
+        ident = int(ident)
+    if isinstance(ident, bool) or not (isinstance(ident, int) or isinstance(ident, str) and ident):
+        raise TraceError(
+            where, f"prefix_id {json.dumps(ident)} is not an id", 'give a string or a whole number, like "system-a"'
+        )
+    tokens, _ = _json_tokens(where, "prefix_tokens", row["prefix_tokens"])
+    if row["prefix_tokens"] == 0:
+        raise TraceError(where, "prefix_tokens is 0", "give the prefix's tokens (1 or more), or drop prefix_id")
+    if tokens > prompt:
+        raise TraceError(
+            where, f"prefix_tokens {tokens} is more than prompt_tokens {prompt}",
+            "the prefix is the first part of the prompt: give at most prompt_tokens",
+        )
+    key = (type(ident).__name__, ident)
+    return ids.setdefault(key, len(ids)), tokens
 
 
 def _json_tokens(where: str, key: str, value: object) -> tuple[int, int]:

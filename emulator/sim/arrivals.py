@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulator.scenario import Scenario
+from emulator.sim.prefixes import PrefixDraw
 from emulator.sim.renewal import GammaRenewal, operational_grid, times_from_epochs
 
 
@@ -36,6 +37,15 @@ class Arrivals:
     ctr: np.ndarray
     admitted: np.ndarray
     output: np.ndarray
+    #: Each attempt's shared-prefix group (-1: none) and prefix tokens (0: none).
+    group: np.ndarray = None  # type: ignore[assignment]  # filled by __post_init__
+    prefix: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.group is None:
+            self.group = np.full(self.time.size, -1, dtype=np.int64)
+        if self.prefix is None:
+            self.prefix = np.zeros(self.time.size, dtype=np.int64)
 
     def select(self, mask: np.ndarray | slice) -> Arrivals:
         """The attempts picked by ``mask`` (a boolean mask, an index array or a slice)."""
@@ -43,7 +53,7 @@ class Arrivals:
 
 
 #: The fields of ``Arrivals``, in order.
-FIELDS = ("time", "model", "tokens", "key", "attempt", "ctr", "admitted", "output")
+FIELDS = ("time", "model", "tokens", "key", "attempt", "ctr", "admitted", "output", "group", "prefix")
 
 
 def chunk_length(scenario: Scenario) -> float:
@@ -64,6 +74,7 @@ class ArrivalSource:
         rng: np.random.Generator,
         output_rng: np.random.Generator | None = None,
         gap_rng: np.random.Generator | None = None,
+        prefix_rng: np.random.Generator | None = None,
     ) -> None:
         self.traffic = scenario.traffic
         # Gamma gaps come from a stream of their own, so Poisson runs draw exactly as
@@ -83,6 +94,11 @@ class ArrivalSource:
         self.output = np.array([m.output_tokens for m in models], dtype=np.int64)
         self.output_cv = np.array([m.output_tokens_cv for m in models])
         self.replay: Arrivals | None = None
+        self.prefix: PrefixDraw | None = None
+        if any(m.prefixes is not None for m in models):
+            self.prefix = PrefixDraw(
+                scenario, prefix_rng or np.random.default_rng(0), _trace_groups(scenario)
+            )
         if scenario.traffic.trace is not None:
             self.replay = self._replay(scenario)
         gw = scenario.gateway
@@ -120,7 +136,7 @@ class ArrivalSource:
         else:
             model = np.zeros(n, dtype=np.int64)
         zeros = np.zeros(n, dtype=np.int64)
-        return Arrivals(
+        replay = Arrivals(
             time=times,
             model=model,
             tokens=trace.prompt_tokens[rows].astype(np.int64),
@@ -130,6 +146,14 @@ class ArrivalSource:
             admitted=np.ones(n, dtype=bool),
             output=trace.output_tokens[rows].astype(np.int64),
         )
+        if trace.prefix_group is not None and trace.prefix_tokens is not None:
+            replay.group = trace.prefix_group[rows].astype(np.int64)
+            replay.prefix = trace.prefix_tokens[rows].astype(np.int64)
+        if self.prefix is not None:
+            bare = np.flatnonzero(replay.group < 0)  # rows that name no prefix draw one
+            group, prefix = self.prefix.draw(replay.model[bare], replay.tokens[bare])
+            replay.group[bare], replay.prefix[bare] = group, prefix
+        return replay
 
     def _replayed(self, t0: float, t1: float) -> Arrivals:
         """The trace's requests arriving in ``[t0, t1)``, with gateway keys drawn when a
@@ -217,16 +241,25 @@ class ArrivalSource:
         if self.tokens_cv.any() and n:
             tokens = self._varied_tokens(model)
         key = rng.integers(0, self.keys, n) if self.limit else np.zeros(n, dtype=np.int64)
-        return Arrivals(
-            time=times,
-            model=model,
-            tokens=tokens,
-            key=key,
-            attempt=np.zeros(n, dtype=np.int16),
-            ctr=np.zeros(n, dtype=np.int64),
-            admitted=np.ones(n, dtype=bool),
-            output=self._outputs(model),
+        return self._prefixed(
+            Arrivals(
+                time=times,
+                model=model,
+                tokens=tokens,
+                key=key,
+                attempt=np.zeros(n, dtype=np.int16),
+                ctr=np.zeros(n, dtype=np.int64),
+                admitted=np.ones(n, dtype=bool),
+                output=self._outputs(model),
+            )
         )
+
+    def _prefixed(self, arr: Arrivals) -> Arrivals:
+        """``arr`` with the prefix groups of its fresh requests drawn (models with
+        prefixes only; their own stream)."""
+        if self.prefix is not None and arr.time.size:
+            arr.group, arr.prefix = self.prefix.draw(arr.model, arr.tokens)
+        return arr
 
     # -- retries -------------------------------------------------------------------
     def add_retries(
@@ -237,9 +270,11 @@ class ArrivalSource:
         key: np.ndarray,
         attempt: np.ndarray,
         output: np.ndarray | None = None,
+        group: np.ndarray | None = None,
+        prefix: np.ndarray | None = None,
     ) -> None:
         """Queue re-sends (``attempt`` already counts this one; a re-sent request keeps
-        its sizes) for their chunk."""
+        its sizes and its prefix) for their chunk."""
         if time.size == 0:
             return
         n = time.size
@@ -257,6 +292,8 @@ class ArrivalSource:
                     if output is None
                     else output.astype(np.int64)
                 ),
+                group=np.full(n, -1, dtype=np.int64) if group is None else group.astype(np.int64),
+                prefix=np.zeros(n, dtype=np.int64) if prefix is None else prefix.astype(np.int64),
             )
         )
 
@@ -319,7 +356,7 @@ class ArrivalSource:
                 tokens = self._varied_tokens(np.full(n, m))
             zeros = np.zeros(n, dtype=np.int64)
             out.append(
-                Arrivals(
+                self._prefixed(Arrivals(
                     time=times,
                     model=np.full(n, m, dtype=np.int64),
                     tokens=tokens,
@@ -332,7 +369,7 @@ class ArrivalSource:
                         if self.output_cv[m] == 0
                         else self._outputs(np.full(n, m, dtype=np.int64))
                     ),
-                )
+                ))
             )
         return out
 
@@ -390,6 +427,16 @@ class ArrivalSource:
         """Give back rate-limit slots of admitted attempts that were withdrawn."""
         if self.limit and ctr.size:
             self.counts -= np.bincount(ctr, minlength=self.counts.size)
+
+
+def _trace_groups(scenario: Scenario) -> int:
+    """How many prefix ids the scenario's trace names (drawn groups are numbered after)."""
+    if scenario.traffic.trace is None:
+        return 0
+    from emulator.scenario.traces import load_trace
+
+    groups = load_trace(scenario.traffic.trace).prefix_group
+    return int(groups.max()) + 1 if groups is not None and groups.size else 0
 
 
 def _concat(parts: list[Arrivals]) -> Arrivals:

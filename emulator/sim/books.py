@@ -207,6 +207,8 @@ class ModelBooks:
                     st.key[lo:hi][again],
                     att[again] + 1,
                     st.output[lo:hi][again],
+                    st.group[lo:hi][again],
+                    st.prefix[lo:hi][again],
                 )
         self.swept = hi + b
 

@@ -39,6 +39,8 @@ import numpy as np
 from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario.checks import check_target
 from emulator.sim.arrivals import ArrivalSource, chunk_length
+from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
+from emulator.sim.autoscaler import Autoscaler
 from emulator.sim.books import Counts
 from emulator.sim.dispatcher import Dispatcher
 from emulator.sim.events import (
@@ -57,6 +59,7 @@ from emulator.sim.policies import policy_class
 from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
 from emulator.sim.router import Router
 from emulator.sim.workers import WORKER_MODELS, ContinuousWorkers
+from emulator.sim.workers.disaggregated import DisaggregatedWorkers
 
 #: A model's request store is compacted once it holds more rows than this.
 COMPACT_ROWS = 50_000
@@ -73,12 +76,12 @@ class Engine:
         self.wall_s = 0.0
         # spawn(n) children are prefix-stable: a new stream goes at the end, so the
         # draws of the earlier ones (and the golden results) do not move.
-        arrivals_rng, self.service_rng, self.policy_rng, output_rng, gap_rng = (
+        arrivals_rng, self.service_rng, self.policy_rng, output_rng, gap_rng, prefix_rng = (
             np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(self.seed).spawn(5)
+            for s in np.random.SeedSequence(self.seed).spawn(6)
         )
         self.queue = EventQueue()
-        self.source = ArrivalSource(scenario, arrivals_rng, output_rng, gap_rng)
+        self.source = ArrivalSource(scenario, arrivals_rng, output_rng, gap_rng, prefix_rng)
         self.names = list(scenario.models)
         self.fleet = Fleet(scenario)
         batching = [scenario.batching_of(n) for n in self.names]
@@ -94,30 +97,37 @@ class Engine:
             for i, n in enumerate(self.names)
         ]
         #: One worker model per batching mode in use, serving the models that use it.
+        split = any(m.disaggregated is not None for m in scenario.models.values())
         self.worker_models = {
-            mode: WORKER_MODELS[mode](self, [i for i, b in enumerate(batching) if b == mode])
+            mode: (DisaggregatedWorkers if split and mode == "continuous" else WORKER_MODELS[mode])(
+                self, [i for i, b in enumerate(batching) if b == mode]
+            )
             for mode in dict.fromkeys(batching)
         }
         self.workers = self.worker_models[batching[0]]  # the (first) worker model
         policy = policy_class(scenario.dispatcher.policy)
         for d, mode in zip(self.disp, batching, strict=True):
             d.worker_model = self.worker_models[mode]
-            d.policy = policy(self, d)
+            wm = d.worker_model
+            d.policy = wm.routing(d, policy) if isinstance(wm, DisaggregatedWorkers) else policy(self, d)
             if mode != "static":
                 d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
         self.token_level = "continuous" in self.worker_models
+        self.frame_events: list[str] = []
+        #: The autoscaler of ``[autoscaler]`` (None without one).
+        self.autoscaler = Autoscaler(self, scenario.autoscaler) if scenario.autoscaler else None
         worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.frame_keys)
         self.frame_keys = (
             *COUNT_KEYS,
             "queue_depth",
             *worker_keys,
+            *(AUTOSCALE_KEYS if self.autoscaler else ()),
             *STAT_KEYS,
             *(TOKEN_KEYS if self.token_level else ()),
         )
         span = chunk_length(scenario)
         self.chunks_per_s = round(1.0 / span)
         self.chunk_end_s = 0.0
-        self.frame_events: list[str] = []
         queue = self.queue
         queue.on(ARRIVALS, self._on_chunk)
         queue.on(BATCH_CLOSE, Dispatcher.close_due)
@@ -248,10 +258,34 @@ class Engine:
             fleet.output_tokens_per_s = tokens[0] / now if now > 0 else 0.0
             fleet.slo_goodput = _goodput(fleet.slo_met, fleet, self.scenario.slo.any())
         fleet.per_model = per_model
+        self._prefix_summary(fleet)
         fleet.sim_s = now
         fleet.wall_s = self.wall_s
         fleet.events = self.queue.processed
+        if self.autoscaler is not None:
+            fleet.autoscale = self.autoscaler.summary()
         return fleet
+
+    def _prefix_summary(self, fleet: Summary) -> None:
+        """Prefix hit rates (fleet, per model, per worker) and prefill tokens saved."""
+        cw = self.worker_models.get("continuous")
+        if not isinstance(cw, ContinuousWorkers) or not cw.prefix_on:
+            return
+        for d in self.disp:
+            out = fleet.per_model[d.name]
+            if isinstance(d, Router):
+                out.prefix = True
+                out.prefix_tokens_seen, out.prefill_tokens_saved = cw.prefix_totals(d.index)
+                fleet.prefix_tokens_seen += out.prefix_tokens_seen
+                fleet.prefill_tokens_saved += out.prefill_tokens_saved
+                if out.prefix_tokens_seen:
+                    out.prefix_hit_rate = out.prefill_tokens_saved / out.prefix_tokens_seen
+        fleet.prefix = True
+        if fleet.prefix_tokens_seen:
+            fleet.prefix_hit_rate = fleet.prefill_tokens_saved / fleet.prefix_tokens_seen
+        fleet.prefix_hit_rate_by_worker = [
+            cw.worker_prefix_rate(w) if w in cw.workers else None for w in range(len(self.fleet))
+        ]
 
     # -- arrivals --------------------------------------------------------------------
     def _on_chunk(self, k: int, _: Any) -> None:
@@ -286,25 +320,31 @@ class Engine:
         if kind == "host":
             h = int(rest)
             fleet.host_alive[h] = 0 if action == "kill" else 1
-            for w in fleet.host_workers[h]:
+            for w in list(fleet.host_workers[h]):
                 self._kill_worker(w) if action == "kill" else self._restore_worker(w)
         elif kind == "worker":
             name, _, index = rest.partition(":")
             w = self.disp[self.names.index(name)].workers[int(index)]
             if action == "kill":
                 self._kill_worker(w)
-            elif fleet.host_alive[fleet.host[w]]:
+            elif fleet.host[w] >= 0 and fleet.host_alive[fleet.host[w]]:
                 self._restore_worker(w)
         else:
             d = self.disp[self.names.index(rest)]
             d.fail() if action == "kill" else d.end_failover()
 
     def _kill_worker(self, w: int) -> None:
+        scaler = self.autoscaler
+        if scaler is not None and w in scaler.phase and scaler.kill(w):
+            return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.kill(w):
             d.policy.worker_died(w)
 
     def _restore_worker(self, w: int) -> None:
+        scaler = self.autoscaler
+        if scaler is not None and w in scaler.phase and scaler.restore(w):
+            return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.restore(w):
             d.policy.worker_restored(w)
@@ -338,6 +378,8 @@ class Engine:
         out.slo_met = counts.slo_met
         out.slo_goodput = _goodput(counts.slo_met, out, self.scenario.slo.any())
         out.shed_oversized = d.shed_oversized
+        if isinstance(workers, DisaggregatedWorkers):
+            out.pools = workers.pool_summary(d.index, out.tpot_s) or {}
 
     # -- frames ----------------------------------------------------------------------
     def _token_frame(self, m: dict[str, list[Any]], d: Dispatcher | Router, counts: Counts) -> None:
@@ -374,6 +416,9 @@ class Engine:
             for key in worker_keys:
                 if key not in figures:
                     m[key].append(None)  # a figure of another worker model
+            if self.autoscaler is not None:
+                for key, value in self.autoscaler.frame_figures(d.index).items():
+                    m[key].append(value)
             p50, p95, p99 = frame_percentiles(lat)
             m["p50_s"].append(p50)
             m["p95_s"].append(p95)
@@ -383,7 +428,7 @@ class Engine:
                 self._token_frame(m, d, counts)
         for wm in self.worker_models.values():
             wm.frame_done()
-        w_kv = w_running = None
+        w_kv = w_running = w_prefix = None
         continuous = self.worker_models.get("continuous")
         if isinstance(continuous, ContinuousWorkers):
             w_kv, w_running = [], []
@@ -393,6 +438,11 @@ class Engine:
                 )
                 w_kv.append(kv)
                 w_running.append(running)
+            if continuous.prefix_on:
+                w_prefix = [
+                    continuous.worker_prefix_frame(w) if w in continuous.workers else None
+                    for w in range(len(self.fleet))
+                ]
         self._frames.append(
             Frame(
                 i=i,
@@ -405,6 +455,9 @@ class Engine:
                 events=self.frame_events,
                 w_kv=w_kv,
                 w_running=w_running,
+                w_prefix_hit=w_prefix,
+                w_host=self.fleet.host.tolist() if self.autoscaler else None,
+                w_first_unit=self.fleet.first_unit.tolist() if self.autoscaler else None,
             )
         )
         self.frame_events = []

@@ -53,6 +53,12 @@ STEP_END = EventKind("step end", 1)
 #: A request reaches its model's router (payload: the router, an event version); after
 #: the steps that end at the same instant, so a worker's step ends before it routes.
 REQUEST_ARRIVAL = EventKind("request arrival", 2)
+#: A worker the autoscaler added has loaded its weights and serves from now (payload:
+#: the worker, its warm-up version).
+WORKER_READY = EventKind("worker ready", 1)
+#: The autoscaler reads its metric and scales (payload: none); after the steps and
+#: readiness at the same instant, so it sees the workers as they are then.
+AUTOSCALE = EventKind("autoscale", 2)
 #: A metrics frame closes the interval that ends at its time (payload: frame index).
 FRAME = EventKind("frame", 3)
 

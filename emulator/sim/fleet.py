@@ -5,11 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from emulator.scenario import Scenario
-from emulator.sim.results import IDLE
+from emulator.sim.results import IDLE, PARKED
 
 
 class Fleet:
-    """Hosts and workers in layout order (hosts expanded in file order)."""
+    """Hosts and workers in layout order (hosts expanded in file order).
+
+    With an ``[autoscaler]``, the autoscaled model also gets its spare slots, up to
+    ``max_workers``, after the hosts' workers: parked, on no host (``host`` -1) until
+    the autoscaler places one on free units (``place``) and after it parks it again
+    (``unplace``).
+    """
 
     def __init__(self, scenario: Scenario) -> None:
         names = list(scenario.models)
@@ -29,6 +35,15 @@ class Fleet:
                 first.append(slot.first_unit)
                 units.append(scenario.models[slot.model].worker_units)
             self.host_workers.append(ids)
+        spare = 0
+        if scenario.autoscaler is not None:
+            scaled = scenario.autoscaler.model
+            spare = scenario.autoscaler.max_workers - scenario.worker_count(scaled)
+            for _ in range(spare):
+                model.append(names.index(scaled))
+                host.append(-1)
+                first.append(-1)
+                units.append(scenario.models[scaled].worker_units)
         self.model = np.array(model, dtype=np.int64)
         self.host = np.array(host, dtype=np.int64)
         self.first_unit = np.array(first, dtype=np.int64)
@@ -36,6 +51,8 @@ class Fleet:
         n = len(model)
         #: Each worker's state (IDLE, BUSY, DEAD), kept by the worker model.
         self.state = np.full(n, IDLE, dtype=np.int8)
+        if spare:
+            self.state[n - spare :] = PARKED
         #: Work waiting at each worker (the static model: batches in its private queue).
         self.backlog = np.zeros(n, dtype=np.int32)
         self.host_alive = np.ones(len(self.host_units), dtype=np.int8)
@@ -43,6 +60,18 @@ class Fleet:
 
     def __len__(self) -> int:
         return len(self.model_list)
+
+    def place(self, w: int, h: int, first_unit: int) -> None:
+        """Put worker ``w`` (on no host) on host ``h`` from ``first_unit``."""
+        self.host[w], self.first_unit[w] = h, first_unit
+        self.host_workers[h].append(w)
+
+    def unplace(self, w: int) -> None:
+        """Take worker ``w`` off its host: its units are free again."""
+        h = int(self.host[w])
+        if h >= 0:
+            self.host_workers[h].remove(w)
+        self.host[w] = self.first_unit[w] = -1
 
     def layout(self, names: list[str]) -> dict[str, object]:
         """The static layout, JSON-safe."""

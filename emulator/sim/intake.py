@@ -74,10 +74,12 @@ class Intake(ModelBooks, ABC):
         """Take this model's share of an arrival chunk (not yet offered)."""
         ok = arr.admitted
         if ok.all():
-            self.store.append(arr.time, arr.tokens, arr.attempt, arr.key, arr.ctr, arr.output)
+            self.store.append(
+                arr.time, arr.tokens, arr.attempt, arr.key, arr.ctr, arr.output, arr.group, arr.prefix
+            )
         else:
             a = arr.select(ok)
-            self.store.append(a.time, a.tokens, a.attempt, a.key, a.ctr, a.output)
+            self.store.append(a.time, a.tokens, a.attempt, a.key, a.ctr, a.output, a.group, a.prefix)
             shed = arr.select(~ok)
             if self.gw_shed is not None and self.gw_pos < self.gw_shed.time.size:
                 rest = self.gw_shed.select(np.arange(self.gw_pos, self.gw_shed.time.size))
@@ -107,6 +109,8 @@ class Intake(ModelBooks, ABC):
                     gs.key[lo:j][again],
                     att[again] + 1,
                     gs.output[lo:j][again],
+                    gs.group[lo:j][again],
+                    gs.prefix[lo:j][again],
                 )
 
     def compact(self, compact_rows: int) -> None:
@@ -134,7 +138,7 @@ class Intake(ModelBooks, ABC):
         self.source.release(st.ctr[lo:hi][~retry])
         kept = tuple(
             getattr(st, f)[lo:hi][retry].copy()
-            for f in ("arrival", "tokens", "attempt", "key", "ctr", "output")
+            for f in ("arrival", "tokens", "attempt", "key", "ctr", "output", "group", "prefix")
         )
         st.truncate(self.ingested)
         gs = self.gw_shed
@@ -146,7 +150,7 @@ class Intake(ModelBooks, ABC):
     def merge_redrawn(self, fresh: Arrivals, kept: tuple[np.ndarray, ...]) -> None:
         """Merge the arrivals drawn again at the new rate (all models' ``fresh``) with the
         retries ``withdraw_fresh`` kept."""
-        arrival, tokens, attempt, key, ctr, output = kept
+        arrival, tokens, attempt, key, ctr, output, group, prefix = kept
         mine = fresh.select(fresh.model == self.index)
         adm = mine.select(mine.admitted)
         t_all = np.concatenate([arrival, adm.time])
@@ -158,6 +162,8 @@ class Intake(ModelBooks, ABC):
             np.concatenate([key, adm.key])[order],
             np.concatenate([ctr, adm.ctr])[order],
             np.concatenate([output, adm.output])[order],
+            np.concatenate([group, adm.group])[order],
+            np.concatenate([prefix, adm.prefix])[order],
         )
         shed = mine.select(~mine.admitted)
         if shed.time.size:

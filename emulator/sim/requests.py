@@ -22,6 +22,8 @@ _FIELDS = (
     ("key", np.int32),
     ("ctr", np.int32),  # the gateway rate-limit counter the request was counted on
     ("outcome", np.int8),
+    ("group", np.int32),  # its shared-prefix group (-1: none)
+    ("prefix", np.int32),  # its shared prefix's tokens (0: none)
 )
 
 
@@ -41,6 +43,8 @@ class RequestStore:
         self.key: np.ndarray
         self.ctr: np.ndarray
         self.outcome: np.ndarray
+        self.group: np.ndarray
+        self.prefix: np.ndarray
 
     def __len__(self) -> int:
         return self.end - self.base
@@ -64,6 +68,8 @@ class RequestStore:
         key: np.ndarray,
         ctr: np.ndarray,
         output: np.ndarray | int = 1,
+        group: np.ndarray | int = -1,
+        prefix: np.ndarray | int = 0,
     ) -> None:
         """Append attempts (already in time order, all later than the stored ones)."""
         n = arrival.size
@@ -81,6 +87,8 @@ class RequestStore:
         self.key[lo:hi] = key
         self.ctr[lo:hi] = ctr
         self.outcome[lo:hi] = PENDING
+        self.group[lo:hi] = group
+        self.prefix[lo:hi] = prefix
         self.end += n
 
     def truncate(self, new_end: int) -> None:

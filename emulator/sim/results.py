@@ -27,6 +27,9 @@ TOKEN_KEYS = (
 )
 
 IDLE, BUSY, DEAD = 0, 1, 2
+#: States of autoscaled workers: loading weights (placed, not serving), and parked (a
+#: slot of the autoscaler's holding no units).
+WARMING, PARKED = 3, 4
 
 
 @dataclass
@@ -37,7 +40,9 @@ class Frame:
     ``m`` maps each per-model key to a list (one value per model, in ``models`` order);
     ``w_state`` (0 idle, 1 busy, 2 dead) and ``w_backlog`` (work queued: batches, or
     waiting requests under continuous batching) are per worker in layout order;
-    ``h_alive`` is 1/0 per host. With continuous batching, ``w_kv`` (KV cache in use, a
+    ``h_alive`` is 1/0 per host. With an autoscaler, ``w_state`` may also be 3
+    (warming) or 4 (parked), and ``w_host`` and ``w_first_unit`` say where each worker
+    is now (-1: on no host). With continuous batching, ``w_kv`` (KV cache in use, a
     fraction) and ``w_running`` (running sequences) are per worker too (None for the
     workers of static models; absent when no model batches continuously).
     """
@@ -52,6 +57,11 @@ class Frame:
     events: list[str] = field(default_factory=list)
     w_kv: list[float | None] | None = None
     w_running: list[int | None] | None = None
+    #: Per worker, its prefix hit rate over the frame (None: nothing looked up, or a
+    #: static worker); None unless a model has shared prefixes or a prefix cache.
+    w_prefix_hit: list[float | None] | None = None
+    w_host: list[int] | None = None
+    w_first_unit: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe, compact form sent to browsers and stored with a run."""
@@ -59,6 +69,11 @@ class Frame:
         if self.w_kv is not None:
             w["kv"] = list(self.w_kv)
             w["running"] = list(self.w_running or [])
+        if self.w_prefix_hit is not None:
+            w["prefix_hit"] = list(self.w_prefix_hit)
+        if self.w_host is not None:
+            w["host"] = list(self.w_host)
+            w["first_unit"] = list(self.w_first_unit or [])
         return {
             "i": self.i,
             "t_s": self.t_s,
@@ -83,6 +98,9 @@ class Frame:
             events=list(data.get("events", [])),
             w_kv=list(data["w"]["kv"]) if "kv" in data["w"] else None,
             w_running=list(data["w"]["running"]) if "running" in data["w"] else None,
+            w_prefix_hit=list(data["w"]["prefix_hit"]) if "prefix_hit" in data["w"] else None,
+            w_host=list(data["w"]["host"]) if "host" in data["w"] else None,
+            w_first_unit=list(data["w"]["first_unit"]) if "first_unit" in data["w"] else None,
         )
 
 
@@ -99,6 +117,10 @@ class Outcomes:
     like ``latency_s``, over delivered requests), ``output_tokens_per_s``,
     ``preemptions``, ``slo_goodput`` (the fraction of finished requests that met every
     SLO; None without SLOs) and ``shed_oversized`` (requests no worker's KV could hold).
+
+    With shared prefixes or a prefix cache (``prefix``): ``prefix_tokens_seen`` (prefix
+    tokens looked up at admissions), ``prefill_tokens_saved`` (those found cached, so
+    not prefilled) and ``prefix_hit_rate`` (saved / seen; None when nothing was seen).
     """
 
     offered: int = 0
@@ -120,6 +142,13 @@ class Outcomes:
     slo_met: int = 0
     slo_goodput: float | None = None
     shed_oversized: int = 0
+    prefix: bool = False
+    prefix_tokens_seen: int = 0
+    prefill_tokens_saved: int = 0
+    prefix_hit_rate: float | None = None
+    #: A disaggregated model's pool figures (``DisaggregatedWorkers.pool_summary``):
+    #: prefill and decode TTFT, decode TPOT, transfers, stranded requests; else empty.
+    pools: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -147,6 +176,15 @@ class Outcomes:
             "served_qps": self.served_qps,
             "latency_s": dict(self.latency_s),
             **(self._token_dict() if self.token_level else {}),
+            **(self._prefix_dict() if self.prefix else {}),
+            **({"pools": dict(self.pools)} if self.pools else {}),
+        }
+
+    def _prefix_dict(self) -> dict[str, Any]:
+        return {
+            "prefix_tokens_seen": self.prefix_tokens_seen,
+            "prefill_tokens_saved": self.prefill_tokens_saved,
+            "prefix_hit_rate": self.prefix_hit_rate,
         }
 
     def _token_dict(self) -> dict[str, Any]:
@@ -175,6 +213,8 @@ _TOTALS = (
     "preemptions",
     "slo_met",
     "shed_oversized",
+    "prefix_tokens_seen",
+    "prefill_tokens_saved",
 )
 
 
@@ -183,17 +223,27 @@ class Summary(Outcomes):
     """A run's totals (fleet-wide), the same per model, and the run's own figures."""
 
     per_model: dict[str, Outcomes] = field(default_factory=dict)
+    #: With ``prefix``: each worker's prefix hit rate over the run, in layout order
+    #: (None: nothing looked up, or a static worker).
+    prefix_hit_rate_by_worker: list[float | None] = field(default_factory=list)
     sim_s: float = 0.0
     wall_s: float = 0.0
     events: int = 0
+    #: With an autoscaler: its model, scale events, worker counts and worker-seconds
+    #: (``emulator.sim.autoscaler.Autoscaler.summary``); None without one.
+    autoscale: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: totals, ``per_model``, ``sim_s``, ``wall_s``, ``events``."""
         out = super().to_dict()
         out["per_model"] = {name: o.to_dict() for name, o in self.per_model.items()}
+        if self.prefix:
+            out["prefix_hit_rate_by_worker"] = list(self.prefix_hit_rate_by_worker)
         out["sim_s"] = self.sim_s
         out["wall_s"] = self.wall_s
         out["events"] = self.events
+        if self.autoscale is not None:
+            out["autoscale"] = self.autoscale
         return out
 
     @classmethod
@@ -203,7 +253,8 @@ class Summary(Outcomes):
         keys = [
             k
             for k in Outcomes.__dataclass_fields__
-            if k not in stats and k not in ("token_level", "slo_goodput")
+            if k not in stats
+            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -212,12 +263,17 @@ class Summary(Outcomes):
                 **{k: dict(d.get(k, {})) for k in stats},
                 "token_level": "ttft_s" in d,
                 "slo_goodput": d.get("slo_goodput"),
+                "prefix": "prefix_hit_rate" in d,
+                "prefix_hit_rate": d.get("prefix_hit_rate"),
+                "pools": dict(d.get("pools", {})),
             }
 
         return cls(
             **outcomes(data),
             per_model={n: Outcomes(**outcomes(d)) for n, d in data.get("per_model", {}).items()},
+            prefix_hit_rate_by_worker=list(data.get("prefix_hit_rate_by_worker", [])),
             sim_s=float(data.get("sim_s", 0.0)),
             wall_s=float(data.get("wall_s", 0.0)),
             events=int(data.get("events", 0)),
+            autoscale=data.get("autoscale"),
         )

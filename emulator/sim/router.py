@@ -134,6 +134,8 @@ class Router(Intake):
                 st.key[lo - b : hi - b][again],
                 att[again] + 1,
                 st.output[lo - b : hi - b][again],
+                st.group[lo - b : hi - b][again],
+                st.prefix[lo - b : hi - b][again],
             )
 
     # -- the held queue --------------------------------------------------------------

@@ -71,13 +71,21 @@ class DesignDocSerializer(serializers.ModelSerializer):
         help_text="The revision your edit started from; a newer one answers 409.",
     )
     orphaned_findings = serializers.SerializerMethodField()
+    reanchoring = serializers.SerializerMethodField(
+        help_text="Moving the open findings onto the latest revision: status (pending, done, superseded), "
+                  "done and total findings. While pending, findings not moved yet have anchor_pending."
+    )
 
     class Meta:
         model = DesignDoc
         fields = [
             "id", "title", "body", "body_html", "owner", "revision", "base_revision",
-            "orphaned_findings", "created_at", "updated_at",
+            "orphaned_findings", "reanchoring", "created_at", "updated_at",
         ]
+
+    @extend_schema_field(serializers.DictField())
+    def get_reanchoring(self, obj: DesignDoc) -> dict[str, Any]:
+        return selectors.doc_reanchoring(obj)
 
     def get_owner(self, obj: DesignDoc) -> str:
         return obj.owner.get_username()

@@ -96,6 +96,14 @@ class DesignDoc(models.Model):
         return self.revisions.order_by("-number").first()
 
 
+class ReanchorStatus(models.TextChoices):
+    """Where moving a doc's findings onto a new revision stands."""
+
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+    SUPERSEDED = "superseded", "Superseded"
+
+
 class DocRevision(models.Model):
     """One saved state of a doc. Findings point at the revision they were made on."""
 
@@ -107,6 +115,13 @@ class DocRevision(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Moving the doc's open findings onto this revision (a background task; see
+    # services.review.reanchor_revision): pending until done, or superseded by
+    # a newer revision that takes the findings over.
+    reanchor_status = models.CharField(max_length=10, choices=ReanchorStatus.choices, default=ReanchorStatus.DONE)
+    reanchor_total = models.PositiveIntegerField(default=0, help_text="Open findings to move onto this revision.")
+    reanchor_done = models.PositiveIntegerField(default=0, help_text="Of those, the ones handled so far.")
+    reanchor_beat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the re-anchoring.")
 
     class Meta:
         ordering = ["doc", "number"]

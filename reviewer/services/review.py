@@ -11,14 +11,17 @@ the transaction commits.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Final
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
 from reviewer import realtime
 from reviewer.anchoring import Anchor, reanchor
@@ -30,6 +33,7 @@ from reviewer.models.review import (
     FindingStatus,
     FleetConfig,
     FleetConfigVersion,
+    ReanchorStatus,
     ReviewPass,
     ReviewSession,
 )
@@ -45,6 +49,8 @@ from reviewer.services.findings import (
     resolve_anchor,
     set_anchor,
 )
+
+log = logging.getLogger(__name__)
 
 # --- fleet configs ---------------------------------------------------------
 
@@ -104,11 +110,17 @@ def fleet_config_save(
 
 @dataclass
 class ReviseResult:
-    """What a doc revision did to the findings anchored on the doc."""
+    """What a doc revision did to the findings anchored on the doc.
+
+    ``pending``: the findings are being moved in the background; ``moved``
+    and ``orphaned`` are then empty, and the revision's ``reanchor_status``
+    says when it is done.
+    """
 
     revision: DocRevision
     moved: list[Finding] = field(default_factory=list)
     orphaned: list[Finding] = field(default_factory=list)
+    pending: bool = False
 
 
 # Findings re-anchored per transaction when a doc is revised: a doc with
@@ -148,29 +160,125 @@ def doc_revise(
     cannot be placed in the new text are marked orphaned (and keep their
     anchor on the revision they were made on).
 
-    The revision is saved in one transaction; the findings move in later ones
-    of ``REANCHOR_BATCH`` each, so other writers wait for one batch at most. A
-    finding is always anchored on the revision it names, so a reader between
-    batches sees each finding whole; a newer revision saved meanwhile takes
-    over the findings not yet moved.
+    The revision is saved in one transaction. Moving the findings (searching
+    each quote in the new text) is :func:`reanchor_revision`: with
+    ``REANCHOR_IN_BACKGROUND`` it runs in a Celery worker once the revision is
+    committed, and the result comes back with ``pending`` set (the revision's
+    ``reanchor_status`` says when it is done); otherwise, or with
+    ``CELERY_TASK_ALWAYS_EAGER``, it runs here before returning.
     """
     saved = _save_revision(doc=doc, author=author, title=title, body=body, base_revision=base_revision)
     if isinstance(saved, ReviseResult):
         return saved
-    revision, previous = saved
+    revision = saved
+    if revision.reanchor_status != ReanchorStatus.PENDING:
+        return ReviseResult(revision=revision)
+    if reanchor_in_background():
+        _send_reanchor_task(revision.pk)
+        return ReviseResult(revision=revision, pending=True)
+    return reanchor_revision(revision_id=revision.pk)
+
+
+def reanchor_in_background() -> bool:
+    """Whether revisions are re-anchored by a Celery task (not in the caller's process)."""
+    return bool(settings.REANCHOR_IN_BACKGROUND) and not getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False)
+
+
+def _send_reanchor_task(revision_id: int) -> None:
+    """Hand the re-anchoring to a worker once the current transaction commits, off the request path."""
+    from reviewer.services.runs import submit_off_request_path
+
+    def send() -> None:
+        from reviewer.tasks import reanchor_revision as task
+
+        try:
+            task.apply_async(args=[revision_id])
+        except Exception:
+            # The revision stays pending; reanchors_resume hands it over again.
+            log.warning("could not hand the re-anchoring of revision %s to the broker", revision_id,
+                        exc_info=True)
+
+    transaction.on_commit(lambda: submit_off_request_path(send))
+
+
+def reanchor_revision(*, revision_id: int) -> ReviseResult:
+    """Move the doc's open findings onto revision ``revision_id``; idempotent.
+
+    Findings already on it (an earlier attempt moved them) are left alone, so
+    a task retried after its worker died carries on where it stopped. Progress
+    is stored on the revision and published to the doc's sessions after each
+    batch; a newer revision saved meanwhile takes the rest over.
+    """
+    revision = DocRevision.objects.get(pk=revision_id)
     result = ReviseResult(revision=revision)
+    if revision.reanchor_status != ReanchorStatus.PENDING:
+        return result
+    previous = DocRevision.objects.filter(doc_id=revision.doc_id, number__lt=revision.number).order_by(
+        "-number").first()
     if previous is None or revision.body == previous.body:
         _move_unchanged(revision, result)
     else:
         _reanchor(revision, result)
+    status = ReanchorStatus.SUPERSEDED if _superseded(revision) else ReanchorStatus.DONE
+    with transaction.atomic():
+        DocRevision.objects.filter(pk=revision.pk, reanchor_status=ReanchorStatus.PENDING).update(
+            reanchor_status=status, reanchor_beat_at=timezone.now())
+        revision.refresh_from_db()
+        _publish_reanchoring(revision)
     return result
+
+
+def _progress(revision: DocRevision, done: int) -> None:
+    """Record (inside the batch's transaction) and publish how many findings were handled."""
+    DocRevision.objects.filter(pk=revision.pk).update(reanchor_done=done, reanchor_beat_at=timezone.now())
+    revision.reanchor_done = done
+    _publish_reanchoring(revision)
+
+
+def _publish_reanchoring(revision: DocRevision) -> None:
+    if not reanchor_in_background():
+        return  # the edit waits for the findings to move, and its answer says so
+    data = {"doc": revision.doc_id, "revision": revision.number, **reanchoring_representation(revision)}
+    for session_id in ReviewSession.objects.filter(doc_id=revision.doc_id).values_list("pk", flat=True):
+        realtime.session_event(session_id, "doc.reanchoring", data)
+
+
+def reanchoring_representation(revision: DocRevision | None) -> dict[str, Any]:
+    """How far moving the findings onto ``revision`` got: status, done, total."""
+    if revision is None:
+        return {"status": ReanchorStatus.DONE.value, "done": 0, "total": 0}
+    return {"status": revision.reanchor_status, "done": revision.reanchor_done, "total": revision.reanchor_total}
+
+
+# A revision pending this long without progress lost its task: it is handed over again.
+REANCHOR_STALLED_AFTER_S = 60.0
+
+
+def reanchors_resume(*, stalled_after_s: float = REANCHOR_STALLED_AFTER_S) -> list[int]:
+    """Hand re-anchorings that made no progress for ``stalled_after_s`` to a worker again; their ids.
+
+    The task is idempotent, so one that was only slow and runs twice moves
+    nothing twice. Called by the workers' watchdog and the beat.
+    """
+    if not reanchor_in_background():
+        return []
+    cutoff = timezone.now() - timedelta(seconds=stalled_after_s)
+    stalled = list(DocRevision.objects.filter(reanchor_status=ReanchorStatus.PENDING).filter(
+        Q(reanchor_beat_at__lt=cutoff) | Q(reanchor_beat_at__isnull=True, created_at__lt=cutoff)
+    ).values_list("pk", flat=True))
+    for revision_id in stalled:
+        DocRevision.objects.filter(pk=revision_id).update(reanchor_beat_at=timezone.now())
+        _send_reanchor_task(revision_id)
+    if stalled:
+        log.warning("re-anchoring of revisions %s made no progress; handed to a worker again", stalled)
+    return stalled
 
 
 @transaction.atomic
 def _save_revision(
     *, doc: DesignDoc, author: User | None, title: str | None, body: str | None, base_revision: int | None
-) -> ReviseResult | tuple[DocRevision, DocRevision | None]:
-    """The new revision and the one before it; a ReviseResult when nothing changed."""
+) -> ReviseResult | DocRevision:
+    """The new revision (pending re-anchoring when findings must move); a ReviseResult when nothing changed."""
     doc = DesignDoc.objects.select_for_update().get(pk=doc.pk)
     latest = doc.latest_revision()
     latest_number = latest.number if latest else 0
@@ -189,10 +297,14 @@ def _save_revision(
                                              "keeps (DOC_REVISIONS_MAX); start a new doc")
     doc.title, doc.body = new_title, new_body
     doc.save()
-    revision = DocRevision.objects.create(
-        doc=doc, number=latest_number + 1, title=new_title, body=new_body, author=author
-    )
-    return revision, latest
+    revision = DocRevision(doc=doc, number=latest_number + 1, title=new_title, body=new_body, author=author)
+    if latest is not None:
+        # Every open finding on an older revision moves (or, if its quote is gone, is orphaned).
+        revision.reanchor_total = _older_open_findings(revision).count()
+    if revision.reanchor_total:
+        revision.reanchor_status = ReanchorStatus.PENDING
+    revision.save()
+    return revision
 
 
 def _batches(ids: list[int]) -> Iterator[list[int]]:
@@ -215,10 +327,14 @@ def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
     """Place each open finding's quote in the new text, a batch at a time.
 
     The search (the slow part) runs outside any transaction; each batch's
-    writes then take one short transaction, skipping a finding changed
-    meanwhile (its next revision moves it).
+    writes then take one short transaction (one UPDATE for the batch),
+    skipping a finding changed meanwhile (its next revision moves it). The
+    viewers are told after the commit, so the write lock is never held while
+    the findings are serialized for them.
     """
     ids = list(_older_open_findings(revision).exclude(anchor_exact="").order_by("pk").values_list("pk", flat=True))
+    # Findings without a quote need no search; on a retry, the ones moved already are gone from ids.
+    done = max(0, revision.reanchor_total - len(ids))
     for batch in _batches(ids):
         if _superseded(revision):
             return
@@ -228,9 +344,17 @@ def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
             if _superseded(revision):
                 return
             current = dict(Finding.objects.select_for_update().filter(pk__in=batch).values_list("pk", "version"))
-            for finding, placed in placements:
-                if current.get(finding.pk) == finding.version:
-                    _apply_placement(finding, revision, placed, result)
+            changed = [finding for finding, placed in placements if current.get(finding.pk) == finding.version
+                       and _apply_placement(finding, revision, placed, result)]
+            Finding.objects.bulk_update(changed, MOVED_FIELDS)
+            done += len(batch)
+            _progress(revision, done)
+        _publish_updated(changed)
+
+
+# What moving a finding changes (bulk updates set updated_at themselves).
+MOVED_FIELDS = ["revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
+                "orphaned", "version", "updated_at"]
 
 
 def _placement(finding: Finding, revision: DocRevision) -> Any:
@@ -247,36 +371,52 @@ def _placement(finding: Finding, revision: DocRevision) -> Any:
     return reanchor(anchor, finding.revision.body, revision.body)
 
 
-def _apply_placement(finding: Finding, revision: DocRevision, placed: Any, result: ReviseResult) -> None:
+def _apply_placement(finding: Finding, revision: DocRevision, placed: Any, result: ReviseResult) -> bool:
+    """Change the finding in memory; True when it must be saved (and its viewers told)."""
     if placed is None:
-        if not finding.orphaned:
-            finding.orphaned = True
-            finding.version += 1
-            finding.save(update_fields=["orphaned", "version", "updated_at"])
-            publish_finding(finding, "finding.updated")
         result.orphaned.append(finding)
-        return
-    set_anchor(finding, revision, placed.anchor)
-    finding.orphaned = False
+        if finding.orphaned:
+            return False
+        finding.orphaned = True
+    else:
+        set_anchor(finding, revision, placed.anchor)
+        finding.orphaned = False
+        result.moved.append(finding)
     finding.version += 1
-    finding.save()
-    publish_finding(finding, "finding.updated")
-    result.moved.append(finding)
+    finding.updated_at = timezone.now()
+    return True
+
+
+def _publish_updated(findings: list[Finding]) -> None:
+    """Send each changed finding to its session's viewers (serialized together, after the commit)."""
+    if not findings:
+        return
+    from reviewer.representations import FindingSerializer
+
+    fresh = (Finding.objects.filter(pk__in=[f.pk for f in findings]).select_related("author", "revision")
+             .annotate(reply_total=Count("replies")).order_by("pk"))
+    for finding, data in zip(fresh, FindingSerializer(fresh, many=True).data, strict=True):
+        realtime.session_event(finding.session_id, "finding.updated", {"finding": dict(data)})
 
 
 def _move_unchanged(revision: DocRevision, result: ReviseResult) -> None:
     """Only the title changed: open, placed findings move without searching, a batch at a time."""
     ids = list(_older_open_findings(revision).filter(orphaned=False).order_by("pk").values_list("pk", flat=True))
+    done = max(0, revision.reanchor_total - len(ids))
     for batch in _batches(ids):
         with transaction.atomic():
             if _superseded(revision):
                 return
-            for finding in _older_open_findings(revision).select_for_update().filter(pk__in=batch):
+            changed = list(_older_open_findings(revision).select_for_update().filter(pk__in=batch))
+            for finding in changed:
                 finding.revision = revision
                 finding.version += 1
-                finding.save(update_fields=["revision", "version", "updated_at"])
-                publish_finding(finding, "finding.updated")
+                finding.updated_at = timezone.now()
                 result.moved.append(finding)
+            Finding.objects.bulk_update(changed, ["revision", "version", "updated_at"])
+            done += len(batch)
+            _progress(revision, done)
+        _publish_updated(changed)
 
 
 # --- sessions --------------------------------------------------------------

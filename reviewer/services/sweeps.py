@@ -1,9 +1,12 @@
 """Sweeps: one scenario run at speed max for each value of one key.
 
-The runs go out as a Celery group with a chord whose callback gathers their
-summaries into a curve (p99 latency and ok-rate against the value) and answers
-"the smallest value that meets p99 <= target". The group spreads over every
-worker there is, which is how sweeps scale past one machine.
+The points are runs of the sweep's owner, queued like any other run: the
+dispatcher hands them to free worker slots fairly between users (see
+:mod:`reviewer.run_queue`), spread over every worker there is, which is how
+sweeps scale past one machine. When the last point ends, its worker gathers
+the summaries into a curve (p99 latency and ok-rate against the value) and
+answers "the smallest value that meets p99 <= target"; the watchdog finishes
+a sweep whose last worker died first.
 """
 
 from __future__ import annotations
@@ -108,6 +111,16 @@ def sweep_start(
     return sweep
 
 
+def sweep_finish_if_ended(*, sweep_id: int) -> bool:
+    """Finish the sweep when none of its points is queued or running; True if it was finished now."""
+    if EmulatorRun.objects.filter(sweep_id=sweep_id).exclude(status__in=FINAL_STATUSES).exists():
+        return False
+    if Sweep.objects.filter(pk=sweep_id, status__in=FINAL_STATUSES).exists():
+        return False
+    sweep_finish(sweep_id=sweep_id)
+    return True
+
+
 @transaction.atomic
 def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
     """Cancel a sweep: its queued points at once, its running points at their next step."""
@@ -127,13 +140,10 @@ def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
 
 
 def enqueue_sweep(sweep_id: int, run_ids: list[int], soft: float, hard: float) -> None:
-    """Send the runs as a group with a chord that finishes the sweep."""
-    from celery import chord
+    """The points wait for worker slots like other runs: ask for a dispatch (called on commit)."""
+    from reviewer.services.dispatch import dispatch_soon
 
-    from reviewer.tasks import run_emulation, sweep_finish
-
-    header = [run_emulation.si(run_id).set(soft_time_limit=soft, time_limit=hard) for run_id in run_ids]
-    chord(header)(sweep_finish.si(sweep_id))
+    dispatch_soon()
 
 
 def ok_rate(summary: dict[str, Any]) -> float | None:
@@ -239,8 +249,9 @@ def sweep_finish(*, sweep_id: int) -> Sweep:
 def sweeps_finish_stalled() -> list[int]:
     """Finish every sweep whose runs are all final but which is not; return their ids.
 
-    The chord's callback is lost when a worker dies holding it; the watchdog
-    and the periodic reaper call this so such a sweep still gets its curve.
+    A worker that dies after its point ended but before finishing the sweep
+    leaves it so; the watchdog and the periodic reaper call this so such a
+    sweep still gets its curve.
     """
     unfinished = Sweep.objects.exclude(status__in=FINAL_STATUSES).exclude(
         runs__status__in=[s for s in RunStatus if s not in FINAL_STATUSES]

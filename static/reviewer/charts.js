@@ -32,7 +32,9 @@ export function valueAxes(chart) {
   return out;
 }
 
-const MARKER_COLOUR = { kill: "#b42318", restore: "#027a48" };
+const MARKER_COLOUR = { kill: "#b42318", restore: "#027a48", scale: "#6d28d9" };
+// A marker's label on the chart: an event's first words ("scale up chat"); the whole line on hover.
+const LABEL_WORDS = 3;
 
 /** Shapes and annotations: SLO line, event markers, and the stop note. */
 export function decorations(chart, { slo = {}, markers = [], stop = null }) {
@@ -49,8 +51,10 @@ export function decorations(chart, { slo = {}, markers = [], stop = null }) {
     const colour = MARKER_COLOUR[m.label.split(" ")[0]] || "#6b7280";
     shapes.push({ type: "line", xref: "x", x0: m.t, x1: m.t, yref: "paper", y0: 0, y1: 1,
       line: { color: colour, width: 1.5, dash: "dot" }, name: "event" });
+    const words = m.label.split(" ");
     annotations.push({ xref: "x", x: m.t, yref: "paper", y: 1 - 0.12 * (i % 3), xanchor: "left",
-      text: m.label, showarrow: false, font: { size: 9, color: colour }, bgcolor: "rgba(255,255,255,0.7)" });
+      text: words.slice(0, LABEL_WORDS).join(" "), hovertext: m.label, showarrow: false,
+      font: { size: 9, color: colour }, bgcolor: "rgba(255,255,255,0.7)" });
   });
   if (stop && chart.stops_without_completions) {
     annotations.push({ xref: "x", x: stop.t, yref: "paper", y: 0.5, xanchor: "left",

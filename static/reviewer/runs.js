@@ -147,7 +147,7 @@ export function initRuns(ctx) {
       const runs = await apiList(`${ctx.config.urls.runs}?session=${ctx.config.sessionId}`);
       earlier.replaceChildren(el("option", { value: "" }, "Open an earlier run…"),
         ...runs.filter((r) => r.sweep == null).map((r) => el("option", { value: r.id },
-          `run ${r.id} · ${r.status}${r.queue_place ? ` (place ${r.queue_place} in the queue)` : ""} · seed ${r.seed} · ${changedKeysText(r.overrides)}`)));
+          `run ${r.id} · ${r.status}${r.queue_position ? ` (place ${r.queue_position} in the queue)` : ""} · seed ${r.seed} · ${changedKeysText(r.overrides)}`)));
     } catch (err) {
       ctx.say(`Could not list earlier runs: ${err.message}`);
     }

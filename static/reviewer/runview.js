@@ -238,7 +238,7 @@ export class RunView {
     try {
       const run = await api(fill(this.ctx.config.urls.run, this.runId));
       if (run.id !== this.runId) return;
-      this.showQueuePlace(run.status === QUEUED ? run.queue_place : null);
+      this.showQueuePlace(run.status === QUEUED ? run.queue_position : null);
       if (run.status !== QUEUED) return;
     } catch (err) {
       this.showQueuePlace(null);
@@ -250,7 +250,7 @@ export class RunView {
     const wasQueued = this.run && this.run.status === QUEUED && this.queueTimer;
     if (this.run) this.run.status = status;
     if (status === QUEUED && !wasQueued) {
-      this.showQueuePlace(this.run && this.run.queue_place);
+      this.showQueuePlace(this.run && this.run.queue_position);
       this.queueTimer = setTimeout(() => this.pollQueue(), QUEUE_POLL_MS);
     } else if (status !== QUEUED) {
       clearTimeout(this.queueTimer);
@@ -398,6 +398,10 @@ export class RunView {
       P.extendTraces(chart.div, { x: y.map(() => x), y }, y.map((_, i) => i), MAX_POINTS);
     }
     const last = frames[frames.length - 1];
+    // An autoscaled fleet places and parks workers as it runs: its frames say where each one is.
+    if (last.w.host && last.w.first_unit) {
+      this.grid = unitGrid({ ...this.layout, workers: { ...this.layout.workers, host: last.w.host, first_unit: last.w.first_unit } });
+    }
     P.restyle(this.heatmapDiv, heatmapTrace(this.grid, last, { restyle: true }), [0]);
     if (!this.kvDiv.hidden) P.restyle(this.kvDiv, kvHeatmapTrace(this.grid, last, { restyle: true }), [0]);
     this.heatmapDiv.dataset.frame = String(last.i);

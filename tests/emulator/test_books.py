@@ -26,6 +26,9 @@ SHORT = {
     "continuous-comfortable": 60,
     "kv-preemption-storm": 60,
     "roofline-70b-h100": 60,
+    "prefix-heavy-chat": 60,
+    "autoscaled-diurnal": 3600,
+    "disagg-decode-undersized": 120,
 }
 
 
@@ -38,7 +41,10 @@ def _assert_books(engine: Engine, frames: list[Frame] | None = None) -> None:
     for key in ("offered", "ok", "shed", "lost", "timed_out", "orphaned"):
         assert sum(sum(f.m[key]) for f in frames) == getattr(summary, key), key
     last = frames[-1].m
-    present = ("queue_depth", "backlog", "in_service", "waiting", "running")
+    present = (
+        "queue_depth", "backlog", "in_service", "waiting", "running", "kv_transfers",
+        "handoffs_waiting",
+    )
     in_system_now = sum(v or 0 for key in present for v in last.get(key, []))
     # Requests physically present include those already counted as timed out.
     assert summary.in_system_end <= in_system_now

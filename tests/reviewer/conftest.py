@@ -119,6 +119,12 @@ def celery_workers(redis_url: str, django_db_setup: Any, django_db_blocker: Any)
         _purge_queue()
 
 
+@pytest.fixture(autouse=True)
+def _reanchor_in_process(settings: Any) -> None:
+    """Revisions re-anchor their findings before returning, as with eager tasks; the task's own tests turn it on."""
+    settings.REANCHOR_IN_BACKGROUND = False
+
+
 @pytest.fixture(scope="module")
 def celery_worker_process(celery_workers: CeleryWorkers) -> str:
     """One real Celery worker for the module; its node name."""

@@ -19,6 +19,7 @@ from reviewer.scenario_view import (
     policy_equivalence,
     run_facts,
     trace_path,
+    valid_policies,
 )
 
 POLICIES = list(POLICY_REGISTRY)
@@ -47,8 +48,8 @@ def test_it_calls_the_policies_alike_under_constant_batch_time_and_the_emulator_
 
 def test_it_says_the_policies_can_differ_under_variable_batch_time_and_the_emulator_agrees() -> None:
     data = _preset("round-robin-vs-pull")  # lognormal, cv 0.5
-    assert policy_equivalence(data, POLICIES) is None
-    runs = [_summary(data, [f'dispatcher.policy="{p}"']) for p in POLICIES]
+    assert policy_equivalence(data, valid_policies(data, POLICIES)) is None
+    runs = [_summary(data, [f'dispatcher.policy="{p}"']) for p in valid_policies(data, POLICIES)]
     assert runs[0] != runs[1] or runs[0] != runs[2]
 
 
@@ -65,7 +66,7 @@ def test_policies_alike_until_a_scheduled_fault_part_after_it() -> None:
 
 def test_least_loaded_is_not_called_alike_and_can_differ() -> None:
     data = _preset("dispatcher-failover")
-    alike = policy_equivalence(data, POLICIES)
+    alike = policy_equivalence(data, valid_policies(data, POLICIES))
     assert alike is not None and "least_loaded" not in alike["policies"] and "least_loaded can still differ" in alike["why"]
     runs = [_summary(data, [f'dispatcher.policy="{p}"', "faults=[]"], 60) for p in ("round_robin", "least_loaded")]
     assert runs[0] != runs[1]
@@ -103,8 +104,11 @@ def test_the_measured_suggestion_differs_visibly_from_the_doc_as_written() -> No
 
 
 def test_measured_advice_finds_every_policy_alike_on_a_quiet_constant_fleet() -> None:
-    advice = measured_comparison(_preset("low-traffic-no-close"), POLICIES)
-    assert sorted(advice["equivalent"]["policies"]) == sorted(POLICIES)
+    data = _preset("low-traffic-no-close")
+    advice = measured_comparison(data, POLICIES)
+    # Every policy a statically batched fleet can use (the cache-aware ones route continuous batching only).
+    assert sorted(advice["equivalent"]["policies"]) == sorted(valid_policies(data, POLICIES)) == sorted(
+        ["least_loaded", "pull", "round_robin"])
     assert "identical runs" in advice["equivalent"]["why"]
     assert advice["suggested"] is not None and not advice["suggested"]["label"].startswith("policy")
 
@@ -161,7 +165,7 @@ def test_a_disaggregated_model_has_prefill_and_decode_pools_and_the_kv_transfer(
         "client", "gateway", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
     facts = {h["key"]: h["facts"] for h in hops}
     assert facts["prefill_pool"] == ["chat: 1 workers"] and facts["decode_pool"] == ["chat: 3 workers"]
-    assert facts["kv_transfer"] == ["chat: kv_transfer_s 0.02"]
+    assert facts["kv_transfer"] == ["chat: kv_transfer_s 0.02"]  # a key not known here is shown as it is
     # A table without both pool sizes is not read as a split.
     data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1}
     assert "worker" in _keys(data) and "prefill_pool" not in _keys(data)
@@ -175,3 +179,18 @@ def test_every_hop_of_a_drawn_path_is_one_a_finding_can_be_filed_on() -> None:
     for path in (trace_path(data), trace_path(_preset("doc-as-written"))):
         assert {h["key"] for h in path} <= set(TraceHop.values)
     assert trace_path(None) == []
+
+
+def test_only_the_policies_a_fleet_can_run_are_offered() -> None:
+    static = break_controls(_preset("doc-as-written"), POLICIES)["controls"][0]
+    assert {o["label"] for o in static["options"]} == {"pull", "least_loaded"}
+    continuous = break_controls(_preset("continuous-comfortable"), POLICIES)["controls"][0]
+    assert {o["label"] for o in continuous["options"]} == set(POLICIES) - {"round_robin"}
+
+
+def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
+    hops = {h["key"]: h["facts"] for h in trace_path(_preset("disagg-decode-undersized"))}
+    assert "worker" not in hops and "dispatcher" not in hops
+    assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
+    assert hops["decode_pool"] == ['chat: 1 workers (pool "decode")']
+    assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: prompts < 256 tokens stay on decode"]

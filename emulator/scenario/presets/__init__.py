@@ -36,6 +36,15 @@ PRESETS: dict[str, str] = {
     "roofline-70b-h100": "Llama-2-70B on 4-GPU H100 workers at 24 QPS, step times from the "
     "roofline (mbu 0.6, mfu 0.5) and a KV cache sized from the GPUs' memory: TTFT about 80 ms "
     "and TPOT about 28 ms at the median, inside their SLOs",
+    "prefix-heavy-chat": "a chat fleet whose prompts share long preambles, with a prefix cache "
+    "on each worker, routed round-robin: about 55% of prefix tokens hit and TTFT climbs to "
+    "seconds; compare --set dispatcher.policy=prefix_aware for about 93% and 50 ms",
+    "autoscaled-diurnal": "a day of chat traffic (0 to 12 QPS and back) on 2-GPU workers that an "
+    "autoscaler adds and removes on running requests per worker, with 3-minute cold starts: "
+    "scaled to zero at night, the first requests after a quiet spell time out",
+    "disagg-decode-undersized": "a 70B chat model split into three prefill workers and one "
+    "decode worker at 16 QPS: handoffs wait for KV room on the decode worker, the prefill "
+    "workers hold their KV meanwhile and their queues grow; compare --set hosts[1].count=3",
 }
 
 

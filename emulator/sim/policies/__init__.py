@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
 from emulator.sim.policies.least_loaded import LeastLoaded
+from emulator.sim.policies.prefix_aware import PrefixAware
 from emulator.sim.policies.pull import Pull
 from emulator.sim.policies.round_robin import RoundRobin
+from emulator.sim.policies.weighted import Weighted
 
 #: Registered policies by name, in the order validation lists them.
 POLICY_REGISTRY: dict[str, type[DispatchPolicy]] = {}
@@ -34,7 +36,7 @@ def policy_class(name: str) -> type[DispatchPolicy]:
     return POLICY_REGISTRY[name]
 
 
-for _cls in (RoundRobin, Pull, LeastLoaded):
+for _cls in (RoundRobin, Pull, LeastLoaded, PrefixAware, Weighted):
     register_policy(_cls)
 
 __all__ = [

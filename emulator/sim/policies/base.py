@@ -80,7 +80,8 @@ class PushPolicy(DispatchPolicy):
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)
-        self.rotation: list[int] = list(dispatcher.workers)
+        # Workers not serving at the start (an autoscaler's parked slots) are left out.
+        self.rotation: list[int] = [w for w in dispatcher.workers if self.workers.is_alive(w)]
 
     @abstractmethod
     def pick(self, work: Any) -> int:

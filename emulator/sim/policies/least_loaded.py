@@ -28,6 +28,9 @@ class LeastLoaded(PushPolicy):
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)
         self.outstanding = np.zeros(len(dispatcher.workers))
+        for local, w in enumerate(dispatcher.workers):
+            if not self.workers.is_alive(w):  # an autoscaler's parked slot
+                self.outstanding[local] = np.inf
 
     def pick(self, work: Any) -> int:
         local = int(np.argmin(self.outstanding))

@@ -30,10 +30,11 @@ class Pull(DispatchPolicy):
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)
-        self.idle: deque[int] = deque(dispatcher.workers)
+        serving = [w for w in dispatcher.workers if self.workers.is_alive(w)]
+        self.idle: deque[int] = deque(serving)
         #: Idle workers as a heap of indexes, when the lowest index goes first.
         self.lowest_first = self.workers.idle_lowest_first
-        self.idle_heap: list[int] = sorted(dispatcher.workers) if self.lowest_first else []
+        self.idle_heap: list[int] = sorted(serving) if self.lowest_first else []
         if self.lowest_first:
             self.offer = self._offer_lowest  # type: ignore[method-assign]
         #: Puts an idle worker back: bound once, as it runs once per batch.

@@ -23,6 +23,11 @@ has work, runs steps back to back. At the start of a step at time t:
 6. At its end each member of D generates a token, and so does each request whose
    prefill completed in it; a request with all its output tokens completes.
 
+With ``worker.prefix_cache`` a worker also keeps shared-prefix KV blocks in the same
+budget (``prefix_cache.py``): a request's cached prefix is neither reserved nor
+prefilled again (its progress starts after it), and unpinned cached blocks are evicted
+before a step preempts or an admission blocks.
+
 Speed: a step with no prefill and no admission starts a *stretch* of decode-only steps
 that is one event, not one per step. Within it |D| = n is fixed and every context grows
 by one per step, so step j lasts a + b (C + n (j - 1)) (a = base + decode_seq_s n,
@@ -59,8 +64,10 @@ from typing import TYPE_CHECKING, Any
 from emulator.scenario import Scenario, WorkerSpec
 from emulator.sim.events import STEP_END
 from emulator.sim.requests import OK, ORPHANED
-from emulator.sim.results import BUSY, DEAD, IDLE
+from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
 from emulator.sim.workers.base import WorkerModel
+from emulator.sim.workers.prefix_cache import PrefixCache
+from emulator.sim.workers.prefix_figures import PrefixFigures
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
@@ -92,6 +99,8 @@ class Seq:
     at: int = 0  # 0 gone, 1 waiting, 2 running
     join: int = -1  # the decode clock when it started decoding (-1: not decoding)
     order: int = 0  # a tie-breaker for heaps, unique per worker
+    group: int = -1  # its shared-prefix group (-1: none)
+    prefix: int = 0  # the tokens of its prompt that are the group's
 
 
 @dataclass(slots=True, eq=False)
@@ -119,6 +128,7 @@ class Worker:
     chunks: list[tuple[Seq, int]] = field(default_factory=list)
     serial: int = 0
     busy: bool = False  # as last written to the fleet's state array
+    draining: bool = False  # scaled down: takes no new requests, parks once empty
     shown_waiting: int = 0  # as last written to the fleet's backlog array
     # A stretch: n decoding requests, a and b of the step time, C, and its length.
     n: int = 0
@@ -132,10 +142,27 @@ class Worker:
     r_weights: float = 0.0
     r_kv: float = 0.0
     r_token: float = 0.0
+    # Prefix caching (``worker.prefix_cache``): the cache, the tokens its blocks hold,
+    # and prefix tokens looked up and found cached at admissions (totals, and at the
+    # last frame).
+    cache: PrefixCache | None = None
+    cached: int = 0
+    prefix_seen: int = 0
+    prefix_hit: int = 0
+    frame_seen: int = 0
+    frame_hit: int = 0
+    # Disaggregated serving (``emulator.sim.workers.disaggregated``): a prefill-pool
+    # worker hands each prefilled request off; a decode worker takes handoffs in
+    # (``incoming``: no KV reserved yet) and admits them once their KV arrived
+    # (``landed``: reserved, joining at the next step start).
+    hands_off: bool = False
+    incoming: deque[Seq] = field(default_factory=deque)
+    landed: list[Seq] = field(default_factory=list)
 
     def kv_used(self) -> int:
-        """KV tokens held now (a running step's reservations included)."""
-        return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead)
+        """KV tokens held now (a running step's reservations and cached prefix blocks
+        included)."""
+        return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead) + self.cached
 
     def tokens_of(self, s: Seq) -> int:
         """Output tokens ``s`` has generated (steps done)."""
@@ -196,7 +223,7 @@ def _roofline_step(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
     return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens)
 
 
-class ContinuousWorkers(WorkerModel):
+class ContinuousWorkers(PrefixFigures, WorkerModel):
     """Iteration-level batching with a KV cache; see the module docstring."""
 
     name = "continuous"
@@ -229,6 +256,8 @@ class ContinuousWorkers(WorkerModel):
                 if roof is not None:
                     wk.roofline = True
                     wk.r_weights, wk.r_kv, wk.r_token = roof
+                if spec.prefix_cache:
+                    wk.cache = PrefixCache(spec.block_tokens)
         n_models = len(names)
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
@@ -237,9 +266,11 @@ class ContinuousWorkers(WorkerModel):
         self._last_frame_s = 0.0
         self.alive = [0] * n_models
         for wk in self.workers.values():
-            self.alive[wk.model] += 1
+            if self.fleet.state[wk.index] <= BUSY:  # an autoscaler's spare slots wait parked
+                self.alive[wk.model] += 1
         self.queue.on(STEP_END, self._on_step_end)
         self._schedule_end = self.queue.scheduler(STEP_END)
+        self.init_prefix_figures(scenario, n_models)
 
     @staticmethod
     def _costs(scenario: Scenario, name: str) -> tuple[WorkerSpec, tuple[float, float, float] | None]:
@@ -253,12 +284,13 @@ class ContinuousWorkers(WorkerModel):
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
-        return bool(self.fleet.state[w] != DEAD)
+        # A worker warming up, parked or draining is not one to route to.
+        return bool(self.fleet.state[w] <= BUSY) and not self.workers[w].draining
 
     def assign(self, w: int, work: int) -> None:
         wk = self.workers[w]
         d = wk.router
-        if self.fleet.state[w] == DEAD:
+        if self.fleet.state[w] > BUSY:  # dead (or not serving): the request is lost
             d.lose(work, work + 1, self.queue.now_s)
             return
         seq = self._seq(wk, d, work)
@@ -282,25 +314,35 @@ class ContinuousWorkers(WorkerModel):
         if not d.closed:
             return
         st = d.store
-        need = int(st.tokens[d.closed[0] - st.base])
+        i = d.closed[0] - st.base
+        need = int(st.tokens[i])
+        group, prefix = int(st.group[i]), int(st.prefix[i])
         now = self.queue.now_s
         best: Worker | None = None
         best_t = _INF
         for w in d.workers:
             wk = self.workers[w]
-            if wk.phase == _STEP and wk.t_end < best_t:
-                best, best_t = None, wk.t_end  # it looks at its next step start anyway
+            if wk.draining:
+                continue
+            if wk.phase == _STEP and now < wk.t_end < best_t:
+                # It looks at its next step start anyway (one whose step ends now is
+                # the worker starting its next step, which has just looked).
+                best, best_t = None, wk.t_end
             elif wk.phase == _STRETCH and wk.n < wk.spec.max_num_seqs:
                 k = min(_first_step_ending_at_or_after(wk, now), wk.steps)
                 free = wk.spec.kv_cache_tokens - (wk.kv_used() + wk.n * k)
+                room = need
+                if wk.cache is not None:  # its cached prefix and the blocks it may evict
+                    room -= self._hit(wk, group, prefix, need)
+                    free += wk.cache.evictable(group)
                 t = wk.stretch_end(k)
-                if free >= need and t < best_t:
+                if free >= room and t < best_t:
                     best, best_t = wk, t
         if best is not None:
             self._cut(best)
 
     def kill(self, w: int) -> bool:
-        if self.fleet.state[w] == DEAD:
+        if self.fleet.state[w] > BUSY:  # dead already, or not serving
             return False
         wk = self.workers[w]
         d = self._router(wk.model)
@@ -316,7 +358,9 @@ class ContinuousWorkers(WorkerModel):
         wk.finishing.clear()
         wk.deadlines.clear()
         wk.chunks = []
-        wk.n_dec = wk.dec_base = wk.kv_prefill = wk.ahead = 0
+        wk.n_dec = wk.dec_base = wk.kv_prefill = wk.ahead = wk.cached = 0
+        if wk.cache is not None:
+            wk.cache.clear()
         wk.version += 1
         wk.phase = 0
         wk.busy = False
@@ -351,7 +395,7 @@ class ContinuousWorkers(WorkerModel):
         tokens = self.tokens_out[model]
         for w in d.workers:
             wk = self.workers[w]
-            if self.fleet.state[w] == DEAD:
+            if self.fleet.state[w] > BUSY:  # dead, warming up or parked
                 continue
             capacity += wk.spec.kv_cache_tokens
             running += len(wk.running)
@@ -375,7 +419,35 @@ class ContinuousWorkers(WorkerModel):
         }
         self._frame_preemptions[model] = self.preemptions[model]
         self._frame_tokens[model] = tokens
+        if self.prefix_on:
+            self.add_prefix_figures(model, out)
         return out
+
+    # -- the autoscaler's hooks (emulator.sim.autoscaler) ------------------------------
+    def activate(self, w: int) -> None:
+        """Worker ``w`` (warming up or parked) serves from now, idle."""
+        self.fleet.state[w] = IDLE
+        wk = self.workers[w]
+        wk.draining = False
+        wk.version += 1
+        self.alive[wk.model] += 1
+
+    def drain(self, w: int) -> bool:
+        """Worker ``w`` takes no new requests; True if it has none left (park it now)."""
+        wk = self.workers[w]
+        wk.draining = True
+        return not wk.running and not wk.waiting
+
+    def park(self, w: int) -> None:
+        """Worker ``w`` (alive and empty, or dead) stops: its slot waits parked."""
+        wk = self.workers[w]
+        wk.draining = False
+        if self.fleet.state[w] <= BUSY:
+            self.alive[wk.model] -= 1
+        wk.version += 1
+        wk.phase = 0
+        wk.busy = False
+        self.fleet.state[w] = PARKED
 
     def frame_done(self) -> None:
         self._last_frame_s = self.queue.now_s
@@ -406,21 +478,50 @@ class ContinuousWorkers(WorkerModel):
         st, i = d.store, row - d.store.base
         prompt = st.tokens.item(i)
         wk.serial += 1
-        seq = Seq(row, prompt, st.output.item(i), _INF, d.epoch, prompt, order=wk.serial)
+        seq = Seq(
+            row, prompt, st.output.item(i), _INF, d.epoch, prompt, order=wk.serial,
+            group=st.group.item(i), prefix=st.prefix.item(i),
+        )
         if self.timeout is not None:
             seq.deadline = st.arrival.item(i) + self.timeout
             heapq.heappush(wk.deadlines, (seq.deadline, seq.order, seq))
         return seq
 
-    def _admit(self, wk: Worker, seq: Seq, chunks: list[tuple[Seq, int]], budget: int) -> int:
+    def _admit(
+        self, wk: Worker, seq: Seq, chunks: list[tuple[Seq, int]], budget: int, hit: int = 0
+    ) -> int:
+        """``seq`` starts running; ``hit`` of its prefill target is cached prefix, read
+        in place and not computed."""
         seq.at = 2
-        seq.kv = seq.target
-        wk.kv_prefill += seq.target
+        seq.kv = seq.target - hit
+        seq.progress = hit
+        wk.kv_prefill += seq.kv
         wk.running.append(seq)
         wk.prefilling.append(seq)
-        c = min(seq.target, budget)
+        c = min(seq.kv, budget)
         chunks.append((seq, c))
+        if seq.group >= 0:
+            wk.prefix_seen += seq.prefix
+            wk.prefix_hit += hit
+            if wk.cache is not None:
+                wk.cache.pin(seq.group)
         return budget - c
+
+    def _hit(self, wk: Worker, group: int, prefix: int, target: int) -> int:
+        """Prefill tokens a request finds in ``wk``'s prefix cache."""
+        cache = wk.cache
+        return cache.hit(group, prefix, target) if cache is not None and group >= 0 else 0
+
+    def _room(self, wk: Worker, need: int, keep: int = -1, partial: bool = False) -> int:
+        """Evict unpinned prefix blocks (not ``keep``'s) for ``need`` more tokens: only
+        if that is enough, or as many as there are with ``partial``. Returns the tokens
+        freed."""
+        cache = wk.cache
+        if cache is None or not partial and cache.evictable(keep) < need:
+            return 0
+        freed = cache.evict(need, keep)
+        wk.cached -= freed
+        return freed
 
     def _join(self, wk: Worker, s: Seq) -> None:
         """``s`` finished its prefill (at a step end): it decodes from now on."""
@@ -444,6 +545,8 @@ class ContinuousWorkers(WorkerModel):
             wk.waiting.remove(s)
         elif s.at == 2:
             wk.running.remove(s)
+            if wk.cache is not None and s.group >= 0:
+                wk.cache.unpin(s.group)
             if s.join >= 0:
                 self._leave(wk, s)
             else:
@@ -466,6 +569,25 @@ class ContinuousWorkers(WorkerModel):
                 self._drop(wk, s)
                 d.policy.work_done(wk.index)
 
+    # -- disaggregated serving: the hooks ``DisaggregatedWorkers`` fills in ------------
+    def _take_landed(self, wk: Worker) -> None:
+        """Requests whose KV arrived from a prefill worker join the running set; each
+        still has its last prompt position to run (a chunk of one token), which
+        gives its first token. Their KV was reserved when the transfer began."""
+        for s in wk.landed:
+            s.at = 2
+            wk.running.append(s)
+            wk.prefilling.append(s)
+        wk.landed.clear()
+
+    def _pull(self, wk: Worker, t: float) -> None:
+        """Reserve KV for the requests handed to ``wk`` and start their transfers."""
+        raise NotImplementedError("only a disaggregated fleet hands requests off")
+
+    def _hand_off(self, wk: Worker, s: Seq, t: float) -> None:
+        """``s`` finished its prefill on a prefill-pool worker at ``t``."""
+        raise NotImplementedError("only a disaggregated fleet hands requests off")
+
     # -- steps -----------------------------------------------------------------------
     def _start_step(self, wk: Worker, t: float) -> None:
         """Start worker ``wk``'s next step at ``t`` (steps 0-5 of the module docstring),
@@ -474,10 +596,18 @@ class ContinuousWorkers(WorkerModel):
         d = wk.router
         if wk.deadlines and wk.deadlines[0][0] <= t:
             self._drop_expired(wk, t, d)
+        if wk.landed:
+            self._take_landed(wk)
         # 1. Preempt while the decoders' next tokens do not fit, then reserve them.
         total = spec.kv_cache_tokens
-        while total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock) < wk.n_dec:
+        while total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached) < wk.n_dec:
+            if wk.cached:  # evict unpinned cached blocks before preempting anything
+                free = total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached)
+                if self._room(wk, wk.n_dec - free, partial=True):
+                    continue
             victim = running.pop()
+            if wk.cache is not None and victim.group >= 0:
+                wk.cache.unpin(victim.group)
             if victim.join >= 0:
                 self._leave(wk, victim)
             else:
@@ -500,25 +630,43 @@ class ContinuousWorkers(WorkerModel):
             c = min(s.target - s.progress, budget)
             chunks.append((s, c))
             budget -= c
+        if wk.incoming:
+            self._pull(wk, t)
         # 4. Admission: own queue first, then (pull) the dispatcher's.
         blocked = False
         if waiting:
             free = total - wk.kv_used()
             while waiting and budget > 0 and len(running) < spec.max_num_seqs:
                 head = waiting[0]
-                if free < head.target:
-                    blocked = True
-                    break
+                hit = self._hit(wk, head.group, head.prefix, head.target) if wk.cache else 0
+                need = head.target - hit
+                if free < need:
+                    freed = self._room(wk, need - free, head.group) if wk.cached else 0
+                    if not freed:
+                        blocked = True
+                        break
+                    free += freed
                 waiting.popleft()
-                free -= head.target
-                budget = self._admit(wk, head, chunks, budget)
-        if not blocked and d.closed and not d.paused and d.policy.workers_take_held:
+                free -= need
+                budget = self._admit(wk, head, chunks, budget, hit)
+        if (
+            not blocked
+            and d.closed
+            and not d.paused
+            and d.policy.workers_take_held
+            and not wk.draining
+        ):
             d.drop_expired(t)
             while d.closed and budget > 0 and len(running) < spec.max_num_seqs:
-                need = int(d.store.tokens[d.closed[0] - d.store.base])
-                if total - wk.kv_used() < need:
+                i = d.closed[0] - d.store.base
+                need = int(d.store.tokens[i])
+                group = int(d.store.group[i])
+                hit = self._hit(wk, group, int(d.store.prefix[i]), need) if wk.cache else 0
+                need -= hit
+                free = total - wk.kv_used()
+                if free < need and not (wk.cached and self._room(wk, need - free, group)):
                     break
-                budget = self._admit(wk, self._seq(wk, d, d.take_held()), chunks, budget)
+                budget = self._admit(wk, self._seq(wk, d, d.take_held()), chunks, budget, hit)
             if d.closed:
                 self.work_held(wk.model)
         if len(waiting) != wk.shown_waiting:  # numpy writes cost: only on a change
@@ -528,6 +676,9 @@ class ContinuousWorkers(WorkerModel):
             wk.chunks = []
             wk.busy = False
             self.fleet.state[wk.index] = IDLE
+            if wk.draining:
+                self.sim.autoscaler.drained(wk.index)  # type: ignore[union-attr]
+                return
             d.policy.worker_idle(wk.index)
             return
         if not wk.busy:
@@ -578,7 +729,7 @@ class ContinuousWorkers(WorkerModel):
             heapq.heappop(finishing)
         steps = finish - wk.clock
         # Step j needs the decoders' KV before step 1 plus n j tokens to fit.
-        steps = min(steps, (spec.kv_cache_tokens - wk.kv_prefill - wk.dec_base) // n - wk.clock)
+        steps = min(steps, (spec.kv_cache_tokens - wk.kv_prefill - wk.dec_base - wk.cached) // n - wk.clock)
         deadlines = wk.deadlines
         while deadlines and not deadlines[0][2].at:
             heapq.heappop(deadlines)
@@ -615,6 +766,15 @@ class ContinuousWorkers(WorkerModel):
             for s, c in wk.chunks:
                 s.progress += c
                 if s.progress == s.target:
+                    if wk.hands_off:
+                        self._hand_off(wk, s, t)
+                        continue
+                    if wk.cache is not None and s.group >= 0:
+                        moved = wk.cache.insert(s.group, s.prefix)
+                        if moved:  # its prefix's new whole blocks move to the cache
+                            s.kv -= moved
+                            wk.kv_prefill -= moved
+                            wk.cached += moved
                     s.generated += 1
                     produced += 1
                     if s.first_token_s < 0:

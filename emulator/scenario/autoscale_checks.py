@@ -1,0 +1,150 @@
+"""Reading and checking ``[autoscaler]`` (see ``AutoscalerSpec``).
+
+Every mistake is one ``ScenarioError`` naming the key and the fix: a model that does
+not exist or batches statically, an unknown metric, a target, interval, warm-up,
+cooldown or stabilization window out of range, ``min_workers`` above ``max_workers``, bounds that disagree
+with the workers the hosts start with, and a ``max_workers`` the hosts' free units
+cannot place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emulator.scenario.errors import ScenarioError
+from emulator.scenario.specs import AUTOSCALE_METRICS, AutoscalerSpec, HostGroup, ModelSpec
+
+#: The keys of ``[autoscaler]``, in the order the docs list them.
+AUTOSCALER_KEYS = tuple(AutoscalerSpec.__dataclass_fields__)
+
+
+def parse_autoscaler(
+    raw: Any,
+    models: dict[str, ModelSpec],
+    batching: dict[str, str],
+    hosts: tuple[HostGroup, ...],
+) -> AutoscalerSpec:
+    """``[autoscaler]`` as a checked ``AutoscalerSpec`` (raises ScenarioError)."""
+    from emulator.scenario.checks import _show, _Table
+
+    t = _Table(raw, "autoscaler", AUTOSCALER_KEYS)
+    if t.has("model"):
+        model = t.text("model")
+        if model not in models:
+            raise ScenarioError(
+                t.key("model"), f'"{model}" names no model', f"models are {', '.join(models)}"
+            )
+    elif len(models) == 1:
+        model = next(iter(models))
+    else:
+        raise ScenarioError(
+            t.key("model"),
+            "missing: the scenario has several models",
+            f"name the model to scale, one of {', '.join(models)}",
+        )
+    if batching[model] != "continuous":
+        raise ScenarioError(
+            "autoscaler",
+            f"model {model} batches statically; the autoscaler scales continuous-batching workers",
+            f'set worker.batching = "continuous" (or models.{model}.worker.batching), or remove [autoscaler]',
+        )
+    if not t.has("metric"):
+        raise ScenarioError(
+            t.key("metric"), "missing", f"choose one of {', '.join(AUTOSCALE_METRICS)}"
+        )
+    metric = t.text("metric")
+    if metric not in AUTOSCALE_METRICS:
+        raise ScenarioError(
+            t.key("metric"),
+            f'"{metric}" is not a metric the autoscaler reads',
+            f"choose one of {', '.join(AUTOSCALE_METRICS)} (waiting requests per worker, "
+            "KV cache in use, running requests per worker)",
+        )
+    target = t.number("target")
+    if target <= 0:
+        raise ScenarioError(
+            t.key("target"),
+            f"must be greater than 0, not {_show(target)}",
+            "give the metric's value per worker to aim at, e.g. 4 waiting requests or 0.7 of the KV cache",
+        )
+    if metric == "kv" and target > 1:
+        raise ScenarioError(
+            t.key("target"),
+            f"{_show(target)} is more than 1, and the kv metric is the fraction of the KV cache in use",
+            "give a fraction such as 0.7",
+        )
+    initial = sum(g.count * sum(1 for w in g.workers if w.model == model) for g in hosts)
+    low = t.integer("min_workers", min(initial, 1), low=0)
+    high = t.integer("max_workers", low=1)
+    if low > high:
+        raise ScenarioError(
+            t.key("min_workers"),
+            f"{low} is more than max_workers ({high})",
+            "lower min_workers or raise max_workers",
+        )
+    if initial < low:
+        raise ScenarioError(
+            t.key("min_workers"),
+            f"{low} is more than the {initial} {model} workers the hosts start with",
+            f"place at least {low} {model} workers in [[hosts]] or lower min_workers",
+        )
+    if initial > high:
+        raise ScenarioError(
+            t.key("max_workers"),
+            f"{high} is fewer than the {initial} {model} workers the hosts start with",
+            f"raise max_workers to at least {initial} or place fewer {model} workers",
+        )
+    placeable = initial + _free_places(hosts, models, model)
+    if high > placeable:
+        raise ScenarioError(
+            t.key("max_workers"),
+            f"{high} is more than the hosts can place: {initial} {model} workers now and room "
+            f"for {placeable - initial} more of {models[model].worker_units} adjacent units",
+            f"lower max_workers to {placeable} or add hosts with free units",
+        )
+    interval = t.number("interval_s", 15.0)
+    if interval <= 0:
+        raise ScenarioError(
+            t.key("interval_s"),
+            f"must be greater than 0, not {_show(interval)}",
+            "give the seconds between two looks at the metric, e.g. 15",
+        )
+    warmup, cooldown = t.number("warmup_s", 60.0), t.number("cooldown_s", 0.0)
+    stabilization = t.number("stabilization_s", 0.0)
+    for key, value in (("warmup_s", warmup), ("cooldown_s", cooldown), ("stabilization_s", stabilization)):
+        if value < 0:
+            raise ScenarioError(
+                t.key(key), f"must be 0 or more, not {_show(value)}", "give a number of seconds, 0 or more"
+            )
+    return AutoscalerSpec(
+        model=model,
+        metric=metric,
+        target=target,
+        min_workers=low,
+        max_workers=high,
+        interval_s=interval,
+        warmup_s=warmup,
+        cooldown_s=cooldown,
+        stabilization_s=stabilization,
+    )
+
+
+def _free_places(hosts: tuple[HostGroup, ...], models: dict[str, ModelSpec], model: str) -> int:
+    """How many more ``model`` workers fit in the free runs of adjacent units the hosts
+    leave, each host as the file lays it out."""
+    size = models[model].worker_units
+    total = 0
+    for g in hosts:
+        taken = [False] * g.units
+        for slot in g.workers:
+            for u in range(slot.first_unit, slot.first_unit + models[slot.model].worker_units):
+                taken[u] = True
+        run = fits = 0
+        for busy in (*taken, True):
+            if busy:
+                fits += run // size
+                run = 0
+            else:
+                run += 1
+        total += g.count * fits
+    return total

@@ -1,0 +1,180 @@
+"""Disaggregated serving in the scenario: ``[models.NAME.disaggregated]`` and the named
+worker pools of ``[[hosts]]`` groups (``pool = "prefill"``), read and checked.
+
+A host group's ``pool`` names the pool its workers belong to; a disaggregated model
+names two of them, one for prefill and one for decode. Every check raises a one-line
+``ScenarioError`` naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from emulator.scenario.errors import ScenarioError
+from emulator.scenario.specs import DisaggSpec, DispatcherSpec, HostGroup, ModelSpec, Scenario
+
+_POOL = re.compile(r"^[A-Za-z0-9_-]+$")
+#: Dispatch policies that route within a pool (``pull`` shares one held queue per model).
+POOL_POLICIES = ("round_robin", "least_loaded")
+_KEYS = tuple(DisaggSpec.__dataclass_fields__)
+
+
+def kv_bytes_per_token(model: ModelSpec) -> float | None:
+    """Bytes of one token's KV for ``model``: ``kv_bytes_per_token`` of its
+    disaggregated table, else 2 (K and V) x layers x KV heads x head dim x bytes per
+    value from its arch (None: neither is given)."""
+    spec = model.disaggregated
+    if spec is not None and spec.kv_bytes_per_token is not None:
+        return spec.kv_bytes_per_token
+    if model.arch is None:
+        return None
+    shape = model.arch.shape()
+    return float(2 * shape.layers * shape.kv_heads * shape.head_dim * model.arch.dtype_bytes)
+
+
+def worker_pools(scenario: Scenario) -> list[str | None]:
+    """Each worker's pool (its host group's ``pool``), in layout order."""
+    out: list[str | None] = []
+    for group in scenario.hosts:
+        for _ in range(group.count):
+            out.extend(group.pool for _ in group.workers)
+    return out
+
+
+def parse_disaggregated(raw: Any, path: str) -> DisaggSpec:
+    """``[models.NAME.disaggregated]``, its keys checked one by one."""
+    from emulator.scenario.checks import _show, _Table
+
+    t = _Table(raw, path, _KEYS)
+    if not t.has("prefill_workers") or not t.has("decode_workers"):
+        missing = "prefill_workers" if not t.has("prefill_workers") else "decode_workers"
+        if t.has("decider_threshold_tokens"):
+            raise ScenarioError(
+                t.key("decider_threshold_tokens"),
+                f"a decider needs the model split into pools, but {missing} is missing",
+                'add prefill_workers = "prefill" and decode_workers = "decode" (pools of '
+                "[[hosts]] groups), or remove decider_threshold_tokens",
+            )
+        raise ScenarioError(
+            t.key(missing), "missing", f'name the pool, e.g. {missing} = "{missing.split("_")[0]}"'
+        )
+    names = {}
+    for key in ("prefill_workers", "decode_workers"):
+        name = t.text(key)
+        if not _POOL.match(name):
+            raise ScenarioError(
+                t.key(key), f"{_show(name)} is not a usable pool name", "use letters, digits, _ and - only"
+            )
+        names[key] = name
+    if names["prefill_workers"] == names["decode_workers"]:
+        raise ScenarioError(
+            t.key("decode_workers"),
+            f'"{names["decode_workers"]}" is also the prefill pool',
+            "give decode its own pool: a host group with another pool name",
+        )
+    speed = t.number("kv_transfer_gb_s", 50.0)
+    if speed <= 0:
+        raise ScenarioError(
+            t.key("kv_transfer_gb_s"),
+            f"must be greater than 0, not {_show(speed)}",
+            "give the link's speed in GB/s, e.g. 50",
+        )
+    per_token = None
+    if t.has("kv_bytes_per_token"):
+        per_token = t.number("kv_bytes_per_token")
+        if per_token <= 0:
+            raise ScenarioError(
+                t.key("kv_bytes_per_token"),
+                f"must be greater than 0, not {_show(per_token)}",
+                "give the bytes of one token's KV (2 x layers x KV heads x head dim x dtype bytes)",
+            )
+    return DisaggSpec(
+        prefill_workers=names["prefill_workers"],
+        decode_workers=names["decode_workers"],
+        kv_transfer_gb_s=speed,
+        decider_threshold_tokens=t.integer("decider_threshold_tokens", 0, low=0),
+        kv_bytes_per_token=per_token,
+    )
+
+
+def parse_pool(raw: Any, path: str) -> str:
+    """A host group's ``pool`` key."""
+    from emulator.scenario.checks import _show
+
+    if not isinstance(raw, str) or not _POOL.match(raw):
+        raise ScenarioError(
+            path, f"{_show(raw)} is not a usable pool name", 'write it like pool = "prefill"'
+        )
+    return raw
+
+
+def check_disaggregated(
+    models: dict[str, ModelSpec],
+    batching: dict[str, str],
+    dispatcher: DispatcherSpec,
+    hosts: tuple[HostGroup, ...],
+) -> None:
+    """The checks that need the whole scenario: batching, policy, KV size and pools."""
+    split = {name: m for name, m in models.items() if m.disaggregated is not None}
+    for name, m in split.items():
+        path = f"models.{name}.disaggregated"
+        if batching[name] != "continuous":
+            raise ScenarioError(
+                path,
+                f"applies to continuous batching, but model {name} batches statically",
+                f'set batching = "continuous" in [worker] or [models.{name}.worker], or remove the table',
+            )
+        if kv_bytes_per_token(m) is None:
+            raise ScenarioError(
+                f"{path}.kv_bytes_per_token",
+                "missing: the KV transfer's time needs the bytes of one token's KV",
+                f'add [models.{name}.arch] (e.g. model = "Llama-2-70B") or give kv_bytes_per_token',
+            )
+    if split and dispatcher.policy not in POOL_POLICIES:
+        first = next(iter(split))
+        raise ScenarioError(
+            "dispatcher.policy",
+            f'"{dispatcher.policy}" does not route within pools (model {first} is disaggregated)',
+            f"use one of {', '.join(POOL_POLICIES)}",
+        )
+    provided: dict[str, set[str]] = {}  # pool -> the models whose workers it carries
+    for gi, group in enumerate(hosts):
+        carried = {slot.model for slot in group.workers}
+        if group.pool is None:
+            for model in sorted(carried & set(split)):
+                raise ScenarioError(
+                    f"hosts[{gi}]",
+                    f"carries {model} workers but names no pool, and {model} is disaggregated",
+                    f'add pool = "{split[model].disaggregated.prefill_workers}" or '  # type: ignore[union-attr]
+                    f'pool = "{split[model].disaggregated.decode_workers}"',  # type: ignore[union-attr]
+                )
+            continue
+        if not carried & set(split):
+            raise ScenarioError(
+                f"hosts[{gi}].pool",
+                f'"{group.pool}" is a pool, but the group carries no worker of a disaggregated model',
+                "remove pool, or name it in a model's [models.NAME.disaggregated]",
+            )
+        provided.setdefault(group.pool, set()).update(carried)
+    for name, m in split.items():
+        spec = m.disaggregated
+        assert spec is not None
+        for key in ("prefill_workers", "decode_workers"):
+            pool = getattr(spec, key)
+            if name not in provided.get(pool, set()):
+                known = ", ".join(sorted(p for p, ms in provided.items() if name in ms)) or "none"
+                raise ScenarioError(
+                    f"models.{name}.disaggregated.{key}",
+                    f'"{pool}" is a pool no host group provides with {name} workers '
+                    f"(its pools: {known})",
+                    f'set pool = "{pool}" on a [[hosts]] group carrying {name} workers',
+                )
+        for pool, carried in provided.items():
+            if name in carried and pool not in (spec.prefill_workers, spec.decode_workers):
+                raise ScenarioError(
+                    f"models.{name}.disaggregated",
+                    f'{name} has workers in pool "{pool}", which is neither its prefill nor its '
+                    "decode pool",
+                    f'rename that group\'s pool to "{spec.prefill_workers}" or "{spec.decode_workers}"',
+                )

@@ -1,0 +1,478 @@
+"""Disaggregated prefill and decode: a model's workers split into a prefill pool and a
+decode pool (``[models.NAME.disaggregated]``), on top of the ``continuous`` worker model.
+
+A request's path, as llm-d's scheduler and vLLM's KV connectors run it:
+
+1. The router's decider: a prompt of at most ``decider_threshold_tokens`` tokens skips
+   the prefill pool and is routed to a decode worker, which serves it whole. Any other
+   is routed to a prefill worker (by the dispatch policy, within the pool).
+2. The prefill worker prefills it as a continuous worker does. At the end of the step
+   that completes the prompt it has the request's first token (the *prefill TTFT*);
+   the request leaves its running set, but the worker keeps the prompt's KV, which
+   still counts against its cache.
+3. The request is handed to a decode worker (the dispatch policy, within the decode
+   pool). The decode worker takes handoffs in arrival order at its step starts (and
+   at once when asleep): it reserves KV for the whole prompt only when its free KV
+   holds it (and its running requests plus reserved transfers are below
+   ``max_num_seqs``); a head that does not fit blocks those behind it, and the
+   prefill worker holds the KV all that time, so an undersized decode pool backs up
+   into the prefill pool's caches and from there into its waiting queues.
+4. The transfer takes prompt tokens x KV bytes per token / ``kv_transfer_gb_s``. Each
+   decode worker's link moves one transfer at a time, in the order they were
+   reserved. When it ends the prefill worker frees the KV.
+5. At the decode worker's next step start the request joins its running set with
+   its last prompt position still to run (one prefill token), as vLLM recomputes it
+   to get logits: that step's end is the first token the client sees. It then
+   decodes as any request.
+
+So the client's TTFT (``ttft_s``, what SLOs are held to) is prefill TTFT + the wait
+for room on a decode worker + the transfer + one decode step; at light load the
+transfer adds exactly its time to it. TPOT is all the decode pool's. Frames add the
+prefill TTFT, the *decode TTFT* (from the prefill worker's token to the client's first
+token), transfers in flight, handoffs waiting for room, the prefill pool's backlog
+and stranded requests.
+
+Faults: a prefill worker's death loses its requests, and the requests whose KV it was
+holding for a transfer (queued or moving) are *stranded*: lost with it. A decode
+worker's death loses its running and waiting requests and the handoffs routed to it;
+their prefill workers free the KV. A handoff routed to a decode worker that died
+since the last health check is lost.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from emulator.scenario.pools import kv_bytes_per_token, worker_pools
+from emulator.sim.events import EventKind
+from emulator.sim.histogram import LatencyHistogram, frame_percentiles
+from emulator.sim.policies.base import DispatchPolicy, PushPolicy
+from emulator.sim.results import DEAD
+from emulator.sim.workers.continuous import _STRETCH, ContinuousWorkers, Seq, Worker
+
+if TYPE_CHECKING:
+    from emulator.sim.engine import Engine
+    from emulator.sim.intake import Intake as Dispatcher
+    from emulator.sim.router import Router
+
+#: A KV transfer lands on its decode worker (payload: the handoff, its version).
+KV_TRANSFER_END = EventKind("kv transfer end", 1)
+#: A sleeping worker looks at what a handoff brought it (payload: the worker, None):
+#: after the other events of the instant, so that every request a prefill step
+#: hands to it is there when it starts.
+WORKER_WAKE = EventKind("worker wake", 1)
+
+# ``Seq.at`` beyond the continuous model's 0 gone, 1 waiting, 2 running:
+HELD = 3  # prefill side: prefilled, its KV held for the transfer
+QUEUED = 4  # decode side: routed to a decode worker, no KV reserved yet
+MOVING = 5  # decode side: KV reserved, the transfer under way
+LANDED = 6  # decode side: KV arrived, joining at the worker's next step start
+
+
+@dataclass(slots=True, eq=False)
+class Handoff:
+    """One request moving from a prefill worker to a decode worker."""
+
+    src: Worker
+    dst: Worker
+    ps: Seq  # the request at the prefill worker
+    ds: Seq  # the request at the decode worker
+    token_s: float  # when the prefill worker produced its token
+    seconds: float  # the transfer's length on the link
+    version: int = 0  # bumped when cancelled: its KV_TRANSFER_END is stale
+
+
+class _PoolView:
+    """What a dispatch policy sees of its dispatcher, narrowed to one pool's workers."""
+
+    def __init__(self, dispatcher: Dispatcher, workers: list[int]) -> None:
+        self._dispatcher = dispatcher
+        self.workers = workers
+        self.worker_model = dispatcher.worker_model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dispatcher, name)
+
+
+class PoolRouting(DispatchPolicy):
+    """A disaggregated model's routing: the decider, then the scenario's policy within
+    the prefill pool for arrivals and within the decode pool for handoffs."""
+
+    name: ClassVar[str] = "pools"
+    health_checked = True
+    counts_done = True
+
+    def __init__(
+        self, sim: Engine, dispatcher: Dispatcher, inner: type[DispatchPolicy],
+        prefill: list[int], decode: list[int], threshold: int,
+    ) -> None:
+        super().__init__(sim, dispatcher)
+        self.prefill = inner(sim, _PoolView(dispatcher, prefill))  # type: ignore[arg-type]
+        self.decode = inner(sim, _PoolView(dispatcher, decode))  # type: ignore[arg-type]
+        self.of = {**{w: self.prefill for w in prefill}, **{w: self.decode for w in decode}}
+        self.threshold = threshold
+        self.skipped = 0  # requests the decider sent straight to the decode pool
+
+    def offer(self, work: Any) -> bool:
+        st = self.dispatcher.store
+        if st.tokens.item(work - st.base) <= self.threshold:
+            self.skipped += 1
+            return self.decode.offer(work)
+        return self.prefill.offer(work)
+
+    def pick_decode(self) -> int | None:
+        """The decode worker a handoff goes to (None: none believed alive)."""
+        policy = self.decode
+        assert isinstance(policy, PushPolicy), "validation allows pushing policies only"
+        return policy.pick(None) if policy.rotation else None
+
+    def work_done(self, w: int) -> None:
+        self.of[w].work_done(w)
+
+    def worker_idle(self, w: int) -> None:
+        self.of[w].worker_idle(w)
+
+    def worker_died(self, w: int) -> None:
+        self.of[w].worker_died(w)
+
+    def worker_restored(self, w: int) -> None:
+        self.of[w].worker_restored(w)
+
+    def health_check(self) -> None:
+        self.prefill.health_check()
+        self.decode.health_check()
+
+
+@dataclass(slots=True, eq=False)
+class _ModelPools:
+    """A disaggregated model's pools and its figures."""
+
+    prefill: list[int]
+    decode: list[int]
+    seconds_per_token: float  # KV bytes per token / link bytes per second
+    stranded: int = 0
+    transfers: int = 0  # transfers completed
+    handoffs_lost: int = 0  # routed to a dead decode worker, or with none alive
+    frame_stranded: int = 0
+    prefill_ttft: list[float] | None = None  # this frame's values
+    decode_ttft: list[float] | None = None
+    transfer: list[float] | None = None
+    hist_prefill: LatencyHistogram | None = None
+    hist_decode: LatencyHistogram | None = None
+    hist_transfer: LatencyHistogram | None = None
+
+
+class DisaggregatedWorkers(ContinuousWorkers):
+    """The continuous worker model with prefill and decode pools; see the module
+    docstring. The engine uses it instead of ``ContinuousWorkers`` when a model is
+    disaggregated; the other continuous models run in it unchanged."""
+
+    # (The base's keys are typed as its exact tuple; these extend them.)
+    frame_keys = (  # type: ignore[assignment]
+        *ContinuousWorkers.frame_keys,
+        "prefill_ttft_p50_s",
+        "prefill_ttft_p95_s",
+        "decode_ttft_p50_s",
+        "decode_ttft_p95_s",
+        "kv_transfers",
+        "handoffs_waiting",
+        "prefill_backlog",
+        "stranded",
+    )
+
+    def __init__(self, sim: Engine, models: list[int]) -> None:
+        super().__init__(sim, models)
+        scenario = sim.scenario
+        names = list(scenario.models)
+        pools = worker_pools(scenario)
+        self.pools: dict[int, _ModelPools] = {}
+        for m, name in enumerate(names):
+            spec = scenario.models[name]
+            split = spec.disaggregated
+            if split is None or m not in models:
+                continue
+            mine = [w for w, wm in enumerate(self.fleet.model_list) if wm == m]
+            per_token = kv_bytes_per_token(spec)
+            assert per_token is not None, "validation requires the KV's size"
+            self.pools[m] = _ModelPools(
+                prefill=[w for w in mine if pools[w] == split.prefill_workers],
+                decode=[w for w in mine if pools[w] == split.decode_workers],
+                seconds_per_token=per_token / (split.kv_transfer_gb_s * 1e9),
+                prefill_ttft=[], decode_ttft=[], transfer=[], hist_prefill=LatencyHistogram(),
+                hist_decode=LatencyHistogram(), hist_transfer=LatencyHistogram(),
+            )
+            for w in self.pools[m].prefill:
+                self.workers[w].hands_off = True
+        self.moves: dict[Seq, Handoff] = {}  # by either side's Seq
+        self.link_free: dict[int, float] = {}  # when each decode worker's link is free
+        self.reserved: dict[int, int] = {}  # transfers a decode worker reserved KV for
+        self.queue.on(KV_TRANSFER_END, self._on_transfer_end)
+        self.queue.on(WORKER_WAKE, self._on_wake)
+
+    def routing(self, d: Dispatcher, inner: type[DispatchPolicy]) -> DispatchPolicy:
+        """The policy of model ``d``: pool routing for a disaggregated one."""
+        pools = self.pools.get(d.index)
+        if pools is None:
+            return inner(self.sim, d)
+        split = self.sim.scenario.models[d.name].disaggregated
+        assert split is not None
+        return PoolRouting(
+            self.sim, d, inner, pools.prefill, pools.decode, split.decider_threshold_tokens
+        )
+
+    # -- the handoff -----------------------------------------------------------------
+    def _hand_off(self, wk: Worker, s: Seq, t: float) -> None:
+        d = wk.router
+        pools = self.pools[wk.model]
+        s.first_token_s = t
+        wk.running.remove(s)
+        wk.prefilling.remove(s)
+        s.at = HELD  # its KV stays in wk.kv_prefill until the transfer ends
+        arrival = d.store.arrival.item(s.row - d.store.base)
+        assert pools.prefill_ttft is not None
+        pools.prefill_ttft.append(t - arrival)
+        routing = d.policy
+        assert isinstance(routing, PoolRouting)
+        w = routing.pick_decode()
+        if w is None or self.fleet.state[w] == DEAD:
+            # Nowhere to go: the request is lost and the prefill worker frees its KV.
+            pools.handoffs_lost += 1
+            d.lose(s.row, s.row + 1, t)
+            self._release(wk, s, t)
+            return
+        dst = self.workers[w]
+        dst.serial += 1
+        ds = Seq(s.row, s.prompt, s.output, s.deadline, s.epoch, s.prompt,
+                 progress=s.prompt - 1, at=QUEUED, order=dst.serial)
+        if ds.deadline < float("inf"):
+            heapq.heappush(dst.deadlines, (ds.deadline, ds.order, ds))
+        mv = Handoff(wk, dst, s, ds, t, s.prompt * pools.seconds_per_token)
+        self.moves[s] = self.moves[ds] = mv
+        dst.incoming.append(ds)
+        self._wake(dst, t)
+
+    def _pull(self, wk: Worker, t: float) -> None:
+        total, limit = wk.spec.kv_cache_tokens, wk.spec.max_num_seqs
+        incoming = wk.incoming
+        while incoming:
+            ds = incoming[0]
+            reserved = self.reserved.get(wk.index, 0)
+            if total - wk.kv_used() < ds.prompt or len(wk.running) + reserved >= limit:
+                break
+            incoming.popleft()
+            ds.kv = ds.prompt
+            wk.kv_prefill += ds.prompt
+            ds.at = MOVING
+            self.reserved[wk.index] = reserved + 1
+            mv = self.moves[ds]
+            start = max(t, self.link_free.get(wk.index, 0.0))
+            end = self.link_free[wk.index] = start + mv.seconds
+            self.queue.schedule(end, KV_TRANSFER_END, mv, mv.version)
+
+    def _on_transfer_end(self, mv: Handoff, version: int) -> None:
+        if version != mv.version:
+            return  # cancelled: a fault or a client that gave up
+        t = self.queue.now_s
+        pools = self.pools[mv.src.model]
+        pools.transfers += 1
+        assert pools.transfer is not None
+        pools.transfer.append(mv.seconds)
+        del self.moves[mv.ps]
+        self._release(mv.src, mv.ps, t)
+        dst, ds = mv.dst, mv.ds
+        self.reserved[dst.index] -= 1
+        ds.at = LANDED
+        dst.landed.append(ds)
+        self._wake(dst, t)
+
+    def _release(self, wk: Worker, s: Seq, t: float) -> None:
+        """The prefill worker ``wk`` frees the KV it held for ``s``; ``s`` left it."""
+        wk.kv_prefill -= s.kv
+        s.kv = 0
+        s.at = 0
+        wk.router.policy.work_done(wk.index)
+        if wk.waiting:
+            self._wake(wk, t)
+
+    def _wake(self, wk: Worker, t: float, keep: Worker | None = None) -> None:
+        """``wk`` has something new to look at: if asleep, it starts a step at this
+        instant once the events already due have run (``WORKER_WAKE``); else at its
+        next step start (a decode stretch is cut at the end of the step in progress).
+        ``keep`` is a worker in the middle of its own step start (or death): left alone."""
+        if wk is keep or self.fleet.state[wk.index] == DEAD:
+            return
+        if wk.phase == 0:
+            self.queue.schedule(t, WORKER_WAKE, wk, None)
+        elif wk.phase == _STRETCH:
+            self._cut(wk)
+
+    def _on_wake(self, wk: Worker, _: Any) -> None:
+        if wk.phase == 0 and self.fleet.state[wk.index] != DEAD:
+            self._start_step(wk, self.queue.now_s)
+
+    def _cancel(self, mv: Handoff, t: float, keep: Worker | None = None) -> None:
+        """Undo handoff ``mv`` on both sides (each side's policy hears of it, except
+        ``keep``'s, whose caller tells it)."""
+        mv.version += 1
+        self.moves.pop(mv.ps, None)
+        self.moves.pop(mv.ds, None)
+        src, dst, ps, ds = mv.src, mv.dst, mv.ps, mv.ds
+        if ps.at == HELD:
+            src.kv_prefill -= ps.kv
+            ps.kv = 0
+            ps.at = 0
+            if src is not keep:
+                src.router.policy.work_done(src.index)
+            if src.waiting:
+                self._wake(src, t, keep)
+        if ds.at == QUEUED:
+            dst.incoming.remove(ds)
+        elif ds.at in (MOVING, LANDED):
+            dst.kv_prefill -= ds.kv
+            if ds.at == MOVING:
+                self.reserved[dst.index] -= 1
+            else:
+                dst.landed.remove(ds)
+        if ds.at in (QUEUED, MOVING, LANDED):
+            ds.kv = 0
+            ds.at = 0
+            if dst is not keep:
+                dst.router.policy.work_done(dst.index)
+            if dst.incoming:
+                self._wake(dst, t, keep)
+
+    # -- the continuous model's paths, with handoffs in them ----------------------------
+    def _drop(self, wk: Worker, s: Seq) -> None:
+        mv = self.moves.get(s)
+        if mv is None:
+            super()._drop(wk, s)
+        elif s.at in (HELD, QUEUED, MOVING, LANDED):
+            self._cancel(mv, self.queue.now_s, keep=wk)
+        else:  # running at its decode worker
+            del self.moves[s]
+            super()._drop(wk, s)
+
+    def _complete(self, wk: Worker, s: Seq, t: float, d: Router) -> None:
+        mv = self.moves.pop(s, None)
+        if mv is not None:
+            pools = self.pools[wk.model]
+            assert pools.decode_ttft is not None
+            pools.decode_ttft.append(s.first_token_s - mv.token_s)
+        super()._complete(wk, s, t, d)
+
+    def kill(self, w: int) -> bool:
+        if self.fleet.state[w] == DEAD:
+            return False
+        wk = self.workers[w]
+        now = self.queue.now_s
+        d = wk.router
+        pools = self.pools.get(wk.model)
+        touched = [mv for mv in dict.fromkeys(self.moves.values()) if wk in (mv.src, mv.dst)]
+        for mv in touched:
+            if mv.src is wk and mv.ps.at == HELD:
+                assert pools is not None
+                pools.stranded += 1
+                pools.frame_stranded += 1
+                d.lose(mv.ps.row, mv.ps.row + 1, now)
+                self._cancel(mv, now, keep=wk)
+            elif mv.dst is wk and mv.ds.at in (QUEUED, MOVING, LANDED):
+                d.lose(mv.ds.row, mv.ds.row + 1, now)
+                self._cancel(mv, now, keep=wk)
+            elif mv.dst is wk:  # running or waiting there: the continuous model loses it
+                self.moves.pop(mv.ps, None)
+                self.moves.pop(mv.ds, None)
+        wk.incoming.clear()
+        wk.landed.clear()
+        self.reserved.pop(w, None)
+        self.link_free.pop(w, None)
+        return super().kill(w)
+
+    def oldest_row(self, model: int) -> int | None:
+        low = super().oldest_row(model)
+        for mv in self.moves.values():
+            if mv.src.model == model and (low is None or mv.ps.row < low):
+                low = mv.ps.row
+        return low
+
+    # -- figures ---------------------------------------------------------------------
+    def frame_figures(self, model: int) -> dict[str, Any]:
+        out = super().frame_figures(model)
+        pools = self.pools.get(model)
+        if pools is None:
+            return {**out, **dict.fromkeys(self.frame_keys[len(ContinuousWorkers.frame_keys):])}
+        assert pools.prefill_ttft is not None and pools.decode_ttft is not None
+        assert pools.hist_prefill is not None and pools.hist_decode is not None
+        pre, dec = np.array(pools.prefill_ttft), np.array(pools.decode_ttft)
+        pools.hist_prefill.add(pre)
+        pools.hist_decode.add(dec)
+        assert pools.hist_transfer is not None and pools.transfer is not None
+        pools.hist_transfer.add(np.array(pools.transfer))
+        pools.prefill_ttft, pools.decode_ttft, pools.transfer = [], [], []
+        p50, p95, _ = frame_percentiles(pre)
+        d50, d95, _ = frame_percentiles(dec)
+        moving, waiting, backlog = self._in_flight(model)
+        out.update(
+            prefill_ttft_p50_s=p50,
+            prefill_ttft_p95_s=p95,
+            decode_ttft_p50_s=d50,
+            decode_ttft_p95_s=d95,
+            kv_transfers=moving,
+            handoffs_waiting=waiting,
+            prefill_backlog=backlog,
+            stranded=pools.frame_stranded,
+        )
+        pools.frame_stranded = 0
+        return out
+
+    def _in_flight(self, model: int) -> tuple[int, int, int]:
+        """``model``'s transfers under way (or landed, not yet taken in), handoffs
+        waiting for room on a decode worker, and the prefill pool's backlog: its
+        waiting requests plus those handoffs (prefilled, their KV still held)."""
+        moving = waiting = 0
+        for mv in dict.fromkeys(self.moves.values()):
+            if mv.src.model == model:
+                moving += mv.ds.at in (MOVING, LANDED)
+                waiting += mv.ds.at == QUEUED
+        pools = self.pools[model]
+        queued = sum(
+            len(self.workers[w].waiting) for w in pools.prefill if self.fleet.state[w] != DEAD
+        )
+        return moving, waiting, queued + waiting
+
+    def pool_summary(self, model: int, tpot_s: dict[str, float | None]) -> dict[str, Any] | None:
+        """A disaggregated model's figures for the run summary (None: not one)."""
+        pools = self.pools.get(model)
+        if pools is None:
+            return None
+        assert pools.hist_prefill is not None and pools.hist_decode is not None
+        assert pools.hist_transfer is not None
+        prefill, decode, transfer = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
+        prefill.merge(pools.hist_prefill)
+        decode.merge(pools.hist_decode)
+        transfer.merge(pools.hist_transfer)
+        prefill.add(np.array(pools.prefill_ttft or [], dtype=np.float64))
+        decode.add(np.array(pools.decode_ttft or [], dtype=np.float64))
+        transfer.add(np.array(pools.transfer or [], dtype=np.float64))
+        routing = self.sim.disp[model].policy
+        split = self.sim.scenario.models[self.sim.names[model]].disaggregated
+        assert isinstance(routing, PoolRouting) and split is not None
+        moving, waiting, backlog = self._in_flight(model)
+        return {
+            "prefill_pool": split.prefill_workers,
+            "decode_pool": split.decode_workers,
+            "prefill_ttft_s": prefill.stats(),
+            "decode_ttft_s": decode.stats(),
+            "decode_tpot_s": dict(tpot_s),
+            "transfer_s": transfer.stats(),
+            "transfers": pools.transfers,
+            "transfers_in_flight_end": moving,
+            "handoffs_waiting_end": waiting,
+            "prefill_backlog_end": backlog,
+            "stranded": pools.stranded,
+            "handoffs_lost": pools.handoffs_lost,
+            "skipped_prefill": routing.skipped,
+        }

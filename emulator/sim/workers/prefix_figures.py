@@ -1,0 +1,106 @@
+"""What the ``continuous`` worker model tells about shared prefixes: the figures of
+frames and the summary (prefix hit rate and prefill tokens saved, per model and per
+worker), and the views of a worker that prefix-aware routing reads.
+
+The hit rate is the share of the prefix tokens looked up at admissions (a request
+readmitted after a preemption looks its prefix up again) that were found cached; the
+prefill tokens saved are those found, since a hit is not computed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from emulator.scenario import Scenario
+    from emulator.sim.workers.continuous import Worker
+
+#: Per-model frame figures added when a model has shared prefixes or a prefix cache.
+PREFIX_FRAME_KEYS = ("prefix_hit_rate", "prefill_tokens_saved")
+
+
+def _rate(hit: int, seen: int) -> float | None:
+    return hit / seen if seen else None
+
+
+class PrefixFigures:
+    """A mixin of ``ContinuousWorkers`` (it holds ``workers``)."""
+
+    workers: dict[int, Worker]
+    frame_keys: ClassVar[tuple[str, ...]]
+
+    def init_prefix_figures(self, scenario: Scenario, n_models: int) -> None:
+        """Add the prefix figures to frames if any model has prefixes or a cache."""
+        trace_prefixes = False
+        if scenario.traffic.trace is not None:
+            from emulator.scenario.traces import load_trace
+
+            trace_prefixes = load_trace(scenario.traffic.trace).prefix_group is not None
+        self.prefix_on = trace_prefixes or any(
+            m.prefixes is not None or scenario.worker_for(name).prefix_cache
+            for name, m in scenario.models.items()
+        )
+        if self.prefix_on:
+            # This fleet's frames carry more keys than the class's: an instance value.
+            object.__setattr__(self, "frame_keys", (*type(self).frame_keys, *PREFIX_FRAME_KEYS))
+        self._prefix_mark = [(0, 0)] * n_models  # (seen, hit) at the last frame
+
+    # -- figures ---------------------------------------------------------------------
+    def prefix_totals(self, model: int) -> tuple[int, int]:
+        """Prefix tokens ``model``'s workers looked up and found cached, so far."""
+        seen = hit = 0
+        for wk in self.workers.values():
+            if wk.model == model:
+                seen += wk.prefix_seen
+                hit += wk.prefix_hit
+        return seen, hit
+
+    def add_prefix_figures(self, model: int, out: dict[str, Any]) -> None:
+        """The frame's prefix figures of ``model``: hit rate and tokens saved in it."""
+        seen, hit = self.prefix_totals(model)
+        seen0, hit0 = self._prefix_mark[model]
+        out["prefix_hit_rate"] = _rate(hit - hit0, seen - seen0)
+        out["prefill_tokens_saved"] = hit - hit0
+        self._prefix_mark[model] = (seen, hit)
+
+    def worker_prefix_frame(self, w: int) -> float | None:
+        """Worker ``w``'s prefix hit rate over the frame (None: nothing looked up)."""
+        wk = self.workers[w]
+        rate = _rate(wk.prefix_hit - wk.frame_hit, wk.prefix_seen - wk.frame_seen)
+        wk.frame_seen, wk.frame_hit = wk.prefix_seen, wk.prefix_hit
+        return rate
+
+    def worker_prefix_rate(self, w: int) -> float | None:
+        """Worker ``w``'s prefix hit rate over the run so far."""
+        wk = self.workers[w]
+        return _rate(wk.prefix_hit, wk.prefix_seen)
+
+    # -- what routing reads ------------------------------------------------------------
+    def prefix_fraction(self, w: int, group: int, prefix: int, prompt: int) -> float:
+        """The share of a request's prefix that worker ``w`` holds cached now."""
+        wk = self.workers[w]
+        if wk.cache is None or group < 0 or prefix <= 0:
+            return 0.0
+        return wk.cache.hit(group, prefix, prompt) / prefix
+
+    def load(self, w: int) -> int:
+        """Requests at worker ``w``: waiting and running."""
+        wk = self.workers[w]
+        return len(wk.waiting) + len(wk.running)
+
+    def waiting_at(self, w: int) -> int:
+        """Requests waiting at worker ``w`` (not admitted yet)."""
+        return len(self.workers[w].waiting)
+
+    def kv_busy(self, w: int) -> float:
+        """The share of worker ``w``'s KV that running requests and pinned prefix blocks
+        hold now (unpinned cached blocks are free to take)."""
+        from emulator.sim.workers.continuous import _STRETCH
+
+        wk = self.workers[w]
+        used = wk.kv_used()
+        if wk.phase == _STRETCH:  # the steps of the stretch done by now
+            used += wk.n * wk.steps_by(self.queue.now_s)  # type: ignore[attr-defined]
+        if wk.cache is not None:
+            used -= wk.cache.evictable()
+        return max(0.0, min(1.0, used / wk.spec.kv_cache_tokens))

@@ -1,0 +1,143 @@
+"""Disaggregated scenarios: every new key gets a one-line error naming it and the fix,
+pools read back as written, and scenarios without pools read back unchanged."""
+
+from __future__ import annotations
+
+import pytest
+from scenarios import EXAMPLE
+
+from emulator import ScenarioError, load_scenario
+from emulator.scenario import Scenario
+from emulator.scenario.pools import kv_bytes_per_token, worker_pools
+from emulator.scenario.presets import load_preset
+
+BASE = load_preset("disagg-decode-undersized")
+
+# (override, expected key path, text the message must contain, text of the fix)
+MISTAKES = [
+    ('models.chat.disaggregated.decode_workers="dec"', "models.chat.disaggregated.decode_workers",
+     '"dec" is a pool no host group provides', 'set pool = "dec" on a [[hosts]] group'),
+    ('models.chat.disaggregated.prefill_workers="decode"',
+     "models.chat.disaggregated.decode_workers", "is also the prefill pool", "its own pool"),
+    ("models.chat.disaggregated.kv_transfer_gb_s=0", "models.chat.disaggregated.kv_transfer_gb_s",
+     "must be greater than 0, not 0", "GB/s"),
+    ("models.chat.disaggregated.kv_transfer_gb_s=-3", "models.chat.disaggregated.kv_transfer_gb_s",
+     "must be greater than 0", "GB/s"),
+    ("models.chat.disaggregated.decider_threshold_tokens=-1",
+     "models.chat.disaggregated.decider_threshold_tokens", "must be at least 0", None),
+    ("models.chat.disaggregated.kv_bytes_per_token=0",
+     "models.chat.disaggregated.kv_bytes_per_token", "must be greater than 0", "bytes"),
+    ("models.chat.disaggregated.speed=2", "models.chat.disaggregated.speed", "unknown key",
+     "known keys here"),
+    ('models.chat.worker.batching="static"', "models.chat.disaggregated",
+     "applies to continuous batching", 'set batching = "continuous"'),
+    ('dispatcher.policy="pull"', "dispatcher.policy", "does not route within pools",
+     "round_robin, least_loaded"),
+    ('hosts[1].pool="prefill"', "models.chat.disaggregated.decode_workers",
+     '"decode" is a pool no host group provides', 'set pool = "decode"'),
+    ('hosts[0].pool="p q"', "hosts[0].pool", "not a usable pool name", 'pool = "prefill"'),
+    ('hosts[1].pool="spare"', "models.chat.disaggregated.decode_workers",
+     "no host group provides", "set pool"),
+]
+
+
+@pytest.mark.parametrize(("override", "path", "text", "fix"), MISTAKES)
+def test_it_names_each_key_and_its_fix_in_one_line(
+    override: str, path: str, text: str, fix: str | None
+) -> None:
+    with pytest.raises(ScenarioError) as err:
+        BASE.with_overrides([override])
+    message = str(err.value)
+    assert "\n" not in message and err.value.path == path, message
+    assert text in message, message
+    if fix is not None:
+        assert err.value.fix is not None and fix in err.value.fix, message
+
+
+def _data() -> dict:
+    return BASE.to_dict()
+
+
+def test_a_decider_without_pools_is_refused_with_its_fix() -> None:
+    data = _data()
+    data["models"]["chat"]["disaggregated"] = {"decider_threshold_tokens": 100}
+    with pytest.raises(ScenarioError) as err:
+        load_scenario_from(data)
+    assert err.value.path == "models.chat.disaggregated.decider_threshold_tokens"
+    assert "needs the model split into pools" in str(err.value)
+    assert "prefill_workers" in (err.value.fix or "")
+
+
+def test_a_model_without_kv_size_is_refused_with_its_fix() -> None:
+    data = _data()
+    del data["models"]["chat"]["arch"]
+    with pytest.raises(ScenarioError) as err:
+        load_scenario_from(data)
+    assert err.value.path == "models.chat.disaggregated.kv_bytes_per_token"
+    assert "[models.chat.arch]" in (err.value.fix or "")
+    data["models"]["chat"]["disaggregated"]["kv_bytes_per_token"] = 1000.0
+    assert kv_bytes_per_token(load_scenario_from(data).models["chat"]) == 1000.0
+
+
+def test_a_group_of_a_split_model_without_a_pool_is_refused() -> None:
+    data = _data()
+    del data["hosts"][0]["pool"]
+    with pytest.raises(ScenarioError) as err:
+        load_scenario_from(data)
+    assert err.value.path == "hosts[0]" and 'add pool = "prefill"' in str(err.value)
+
+
+def test_a_pool_on_a_group_of_a_model_that_is_not_split_is_refused() -> None:
+    text = EXAMPLE.read_text().replace("[[hosts]]\n", '[[hosts]]\npool = "prefill"\n', 1)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(text, max_requests=None)
+    assert err.value.path == "hosts[0].pool" and "remove pool" in str(err.value)
+
+
+def test_a_third_pool_of_a_split_model_is_refused() -> None:
+    data = _data()
+    data["hosts"].append({"count": 1, "units": 4, "workers": ["chat@0"], "pool": "spare"})
+    with pytest.raises(ScenarioError) as err:
+        load_scenario_from(data)
+    assert err.value.path == "models.chat.disaggregated" and '"spare"' in str(err.value)
+
+
+def test_it_reads_pools_back_as_written() -> None:
+    again = load_scenario(BASE.to_toml())
+    assert again == BASE
+    assert [h.pool for h in again.hosts] == ["prefill", "decode"]
+    assert worker_pools(again) == ["prefill"] * 3 + ["decode"]
+    spec = again.models["chat"].disaggregated
+    assert spec is not None and spec.decider_threshold_tokens == 256
+    assert kv_bytes_per_token(again.models["chat"]) == 327_680  # Llama-2-70B's
+    assert BASE.with_overrides(["hosts[1].count=3"]).worker_count("chat") == 6
+
+
+def test_the_docs_example_loads_unchanged_without_pools() -> None:
+    s = load_scenario(EXAMPLE.read_text(), max_requests=None)
+    data = s.to_dict()
+    assert all("pool" not in h for h in data["hosts"])
+    assert all("disaggregated" not in m for m in data["models"].values())
+    assert load_scenario(s.to_toml(), max_requests=None) == s
+
+
+def load_scenario_from(data: dict) -> Scenario:
+    return Scenario.from_dict(data, max_requests=None)
+
+
+def test_a_prefix_cache_on_a_split_model_is_refused_with_its_fix() -> None:
+    with pytest.raises(ScenarioError) as err:
+        BASE.with_overrides(["worker.prefix_cache=true"])
+    assert err.value.path == "worker.prefix_cache", str(err.value)
+    assert "not modelled on a disaggregated model" in str(err.value)
+    assert err.value.fix is not None and "prefix_cache = false" in err.value.fix
+
+
+def test_an_autoscaler_on_a_split_model_is_refused_with_its_fix() -> None:
+    data = _data()
+    data["autoscaler"] = {"model": "chat", "metric": "running", "target": 8,
+                          "min_workers": 1, "max_workers": 4}
+    with pytest.raises(ScenarioError) as err:
+        load_scenario_from(data)
+    assert err.value.path == "autoscaler.model", str(err.value)
+    assert "does not scale prefill and decode pools" in str(err.value)
