@@ -264,7 +264,7 @@ def _transfer_facts(model: str, pools: dict[str, Any]) -> list[str]:
             lines.append(f"{model}: {value:g} GB/s a decode worker" if isinstance(value, int | float)
                          else f"{model}: {key} {value}")
         elif key == "decider_threshold_tokens":
-            lines.append(f"{model}: prompts < {value} tokens stay on decode")
+            lines.append(f"{model}: < {value}-token prompts on decode")
         else:
             lines.append(f"{model}: {key} {value}")
     return lines or [f"{model}: prefill to decode"]
@@ -318,8 +318,9 @@ def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
         def pool(m: str, side: str) -> str:
             size = split[m][side]  # type: ignore[index]
             if isinstance(size, str):  # a pool name: the host groups with pool = NAME
-                return f"{m}: {_pool_workers(data, m, size)} workers (pool \"{size}\")"
-            return f"{m}: {size} workers"
+                n = _pool_workers(data, m, size)
+                return f"{m}: {n} worker{'' if n == 1 else 's'} (pool \"{size}\")"
+            return f"{m}: {size} worker{'' if size == 1 else 's'}"
 
         hops.append({"key": "prefill_pool", "label": "Prefill pool",
                      "facts": [pool(m, "prefill_workers") for m in disaggregated]})

@@ -306,3 +306,29 @@ def test_a_run_waiting_for_the_worker_shows_its_place_in_the_queue(
     )
     wait_for(lambda: not EmulatorRun.objects.exclude(status__in=["done", "cancelled", "failed"]).exists(),
              timeout_s=40, what="both runs to end")
+
+
+def test_the_trace_of_a_disaggregated_fleet_shows_its_pools_and_the_kv_transfer(
+    dashboard: LiveServer, transactional_db: Any, django_user_model: Any, signed_in: Any
+) -> None:
+    from pathlib import Path
+
+    from conftest import PASSWORD
+
+    from reviewer.services import review as services
+
+    preset = Path(__file__).resolve().parents[2] / "emulator" / "scenario" / "presets" / "disagg-decode-undersized.toml"
+    alice = django_user_model.objects.create_user("alice", password=PASSWORD)
+    doc = services.doc_create(owner=alice, title="Split serving", body="Prefill and decode on separate workers.")
+    fleet = services.fleet_config_create(owner=alice, name="split fleet", toml=preset.read_text(), doc=doc)
+    session = services.session_create(owner=alice, doc=doc, fleet_config=fleet)
+
+    page = signed_in("alice")
+    page.goto(f"{dashboard.url}/sessions/{session.pk}/#trace")
+    page.wait_for_selector(".trace-svg .hop[data-hop=kv_transfer]")
+    hops = page.evaluate("[...document.querySelectorAll('.trace-svg .hop')].map((g) => g.dataset.hop)")
+    assert hops == ["client", "gateway", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
+    assert "50 GB/s a decode worker" in page.text_content(".trace-svg .hop[data-hop=kv_transfer]")
+    assert '3 workers (pool "prefill")' in page.text_content(".trace-svg .hop[data-hop=prefill_pool]")
+    assert overflow(page) <= 0
+    page.locator("#trace-panel").screenshot(path=str(screenshot_path("trace-disaggregated-1280")))

@@ -164,7 +164,7 @@ def test_a_disaggregated_model_has_prefill_and_decode_pools_and_the_kv_transfer(
     assert [h["key"] for h in hops] == [
         "client", "gateway", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
     facts = {h["key"]: h["facts"] for h in hops}
-    assert facts["prefill_pool"] == ["chat: 1 workers"] and facts["decode_pool"] == ["chat: 3 workers"]
+    assert facts["prefill_pool"] == ["chat: 1 worker"] and facts["decode_pool"] == ["chat: 3 workers"]
     assert facts["kv_transfer"] == ["chat: kv_transfer_s 0.02"]  # a key not known here is shown as it is
     # A table without both pool sizes is not read as a split.
     data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1}
@@ -192,5 +192,5 @@ def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
     hops = {h["key"]: h["facts"] for h in trace_path(_preset("disagg-decode-undersized"))}
     assert "worker" not in hops and "dispatcher" not in hops
     assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
-    assert hops["decode_pool"] == ['chat: 1 workers (pool "decode")']
-    assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: prompts < 256 tokens stay on decode"]
+    assert hops["decode_pool"] == ['chat: 1 worker (pool "decode")']
+    assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: < 256-token prompts on decode"]
