@@ -28,7 +28,7 @@ from reviewer.models.review import (
     FleetConfig,
     ReviewSession,
 )
-from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, Sweep
+from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, RunStatus, Sweep
 
 M = TypeVar("M", bound=Model)
 
@@ -106,13 +106,18 @@ def sweeps_visible_to(user: Any) -> QuerySet[Sweep]:
 
 
 def recent_runs_for(user: Any, *, limit: int = 10) -> list[EmulatorRun]:
-    """The latest single runs (not sweep points) ``user`` may watch, newest first."""
-    return list(
+    """The latest single runs (not sweep points) ``user`` may watch, newest first,
+    each queued one with its ``queue_position`` (None for the others)."""
+    runs = list(
         runs_visible_to(user)
         .filter(sweep__isnull=True)
         .select_related("session", "session__doc")
         .order_by("-id")[:limit]
     )
+    places = run_queue_positions() if any(r.status == RunStatus.QUEUED for r in runs) else {}
+    for run in runs:
+        run.queue_position = places.get(run.pk) if run.status == RunStatus.QUEUED else None  # type: ignore[attr-defined]
+    return runs
 
 
 def frames_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[dict[str, Any]]:

@@ -51,6 +51,11 @@ class TraceHop(models.TextChoices):
     DISPATCHER = "dispatcher", "Dispatcher"
     WORKER = "worker", "Worker"
     RESPONSE_PATH = "response_path", "Response path"
+    # Hops of paths drawn from a fleet config (reviewer.scenario_view.trace_path).
+    ROUTING = "routing", "Routing"
+    PREFILL_POOL = "prefill_pool", "Prefill pool"
+    KV_TRANSFER = "kv_transfer", "KV transfer"
+    DECODE_POOL = "decode_pool", "Decode pool"
 
 
 class SessionStatus(models.TextChoices):

@@ -32,6 +32,7 @@ from reviewer.models import (
     RunStatus,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
+from reviewer.scenario_view import run_facts
 from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 log = logging.getLogger(__name__)
@@ -316,7 +317,8 @@ def build_run(
 
     scenario = resolved.scenario
     effective_seed = int(scenario.seed if seed is None else seed)
-    layout = Engine(scenario, seed=effective_seed).layout()
+    # The charts' facts (batching, SLOs, scheduled faults) travel with the layout.
+    layout = {**Engine(scenario, seed=effective_seed).layout(), "facts": run_facts(scenario)}
     return EmulatorRun.objects.create(
         config_version=resolved.config_version,
         session=session,

@@ -183,7 +183,48 @@ def sweep_answer(sweep: Sweep, curve: list[dict[str, Any]]) -> dict[str, Any] | 
                             f"p99 <= {sweep.target_p99_s:g} s"}
     return {"value": None, "p99_s": None, "ok_rate": None,
             "text": f"no swept value of {sweep.key} meets p99 <= {sweep.target_p99_s:g} s; "
-                    f"sweep larger values"}
+                    f"{why_no_value(sweep, curve)}"}
+
+
+def why_no_value(sweep: Sweep, curve: list[dict[str, Any]]) -> str:
+    """Why no point of a finished sweep met its target, from the curve and the scenario:
+    a target below the latency floor, p99 still falling at the end of the range, p99
+    levelling off above the target, or p99 growing with the value."""
+    target = float(sweep.target_p99_s or 0)
+    done = [p for p in curve if p["status"] == RunStatus.DONE and p["p99_s"] is not None]
+    if not done:
+        return "no point finished with a completed request, so there is no p99 to compare"
+    floor = _latency_floor(sweep.scenario or {})
+    if floor is not None and target < floor:
+        return (f"the target is below the latency floor of {floor:g} s (the batch time every request "
+                f"waits for), which no value of {sweep.key} changes")
+    best = min(done, key=lambda p: p["p99_s"])
+    p99s = [p["p99_s"] for p in done]
+    if sweep.min_ok_rate is not None and any(p <= target for p in p99s):
+        return (f"the values whose p99 meets it serve fewer than {100 * sweep.min_ok_rate:g}% of requests "
+                "(a short p99 of the few that were served)")
+    if len(done) >= 2 and p99s[-1] < p99s[-2] * 0.95 and best is done[-1]:
+        return (f"p99 still falls at the largest value ({best['p99_s']:.2f} s at {best['value']:g}): "
+                "sweep larger values")
+    if len(done) >= 2 and best is done[0] and p99s[-1] > p99s[0] * 1.05:
+        return (f"p99 grows with {sweep.key} and is already {best['p99_s']:.2f} s at the smallest value "
+                f"({best['value']:g}): sweep smaller values")
+    if len(done) >= 2:
+        return (f"p99 levels off at about {best['p99_s']:.2f} s (best at {best['value']:g}), above the "
+                f"target: more of {sweep.key} does not bring it down; the limit is elsewhere")
+    return f"its one point has p99 {best['p99_s']:.2f} s"
+
+
+def _latency_floor(scenario: dict[str, Any]) -> float | None:
+    """The shortest batch time of the statically batched models (None: none is static):
+    no request completes faster."""
+    base = scenario.get("worker") or {}
+    floors = []
+    for spec in (scenario.get("models") or {}).values():
+        worker = {**base, **((spec or {}).get("worker") or {})}
+        if worker.get("batching", "static") == "static":
+            floors.append(float(worker.get("batch_s", 1.5)))
+    return min(floors) if floors else None
 
 
 @transaction.atomic

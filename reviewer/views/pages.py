@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewer import permissions, selectors
+from reviewer import permissions, scenario_view, selectors
 from reviewer.anchoring import align
 from reviewer.markdown import render_markdown, rendered_text
 from reviewer.models import (
@@ -117,6 +117,8 @@ def _page_config(
             "name": fleet.name,
             "versionId": fleet_version.pk if fleet_version else None,
             "scenario": fleet.scenario,
+            # The break pass's one-click changes and the trace pass's path, from the scenario.
+            **scenario_view.page_facts(fleet.scenario),
         }
         if fleet
         else None,
@@ -134,6 +136,7 @@ def _page_config(
             "run": "/api/runs/{id}/",
             "numbers": reverse("session-numbers", args=[session.pk]),
             "placement": reverse("session-placement", args=[session.pk]),
+            "breakAdvice": reverse("session-break-advice", args=[session.pk]),
             "wsSession": f"/ws/sessions/{session.pk}/",
             "wsRun": "/ws/runs/{id}/",
             "plotly": reverse("plotly-js"),
