@@ -148,7 +148,7 @@ class ReviewSessionAdmin(admin.ModelAdmin):
     list_display = ["__str__", "doc", "owner", "current_pass", "status", "updated_at"]
     list_filter = ["status", "current_pass"]
     search_fields = ["title", "doc__title"]
-    filter_horizontal = ["reviewers"]
+    filter_horizontal = ["reviewers", "authors"]
     readonly_fields = ["created_at", "updated_at"]
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
@@ -178,7 +178,8 @@ class FindingAdmin(admin.ModelAdmin):
     search_fields = ["title", "body", "anchor_exact"]
     readonly_fields = [
         "revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
-        "orphaned", "version", "created_at", "updated_at",
+        "orphaned", "version", "created_at", "updated_at", "published_at", "publication", "state",
+        "state_reason", "fixed_revision",
     ]
     inlines = [FindingReplyInline]
 

@@ -6,7 +6,9 @@ through these functions, so each visibility rule is written once:
 - a review session is visible to its owner, its reviewers and staff;
 - a doc or a fleet config to its owner, the participants of sessions that use
   it, and staff;
-- a finding to whoever may see its session;
+- a finding or a reply to whoever may see its session once it is published,
+  and to its author alone while it is a draft;
+- a notification to its recipient alone;
 - a run or a sweep to the participants of its session, or, when it belongs to
   no session, to the user who started it; staff see all.
 
@@ -24,6 +26,7 @@ from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
     Finding,
+    FindingReply,
     FindingStatus,
     FleetConfig,
     ReviewSession,
@@ -50,7 +53,15 @@ def sessions_visible_to(user: Any) -> QuerySet[ReviewSession]:
         return qs.none()
     if user.is_staff:
         return qs
-    return qs.filter(Q(owner=user) | Q(reviewers=user)).distinct()
+    return qs.filter(Q(owner=user) | Q(reviewers=user) | Q(authors=user)).distinct()
+
+
+def participant_ids(session: ReviewSession) -> set[int]:
+    """Ids of the users who take part in ``session``: owner, reviewers and authors."""
+    ids = {session.owner_id}
+    ids.update(session.reviewers.values_list("pk", flat=True))
+    ids.update(session.authors.values_list("pk", flat=True))
+    return ids
 
 
 def _owned_or_in_a_session(qs: QuerySet[M], user: Any) -> QuerySet[M]:
@@ -59,7 +70,9 @@ def _owned_or_in_a_session(qs: QuerySet[M], user: Any) -> QuerySet[M]:
         return qs.none()
     if user.is_staff:
         return qs
-    return qs.filter(Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user)).distinct()
+    return qs.filter(
+        Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user) | Q(sessions__authors=user)
+    ).distinct()
 
 
 def docs_visible_to(user: Any) -> QuerySet[DesignDoc]:
@@ -73,8 +86,19 @@ def fleet_configs_visible_to(user: Any) -> QuerySet[FleetConfig]:
 
 
 def findings_visible_to(user: Any) -> QuerySet[Finding]:
-    """Findings of the sessions ``user`` may see."""
-    return Finding.objects.filter(session__in=sessions_visible_to(user))
+    """Findings of the sessions ``user`` may see: published ones, and their own drafts."""
+    return published_or_own(Finding.objects.filter(session__in=sessions_visible_to(user)), user)
+
+
+def published_or_own(qs: QuerySet[M], user: Any) -> QuerySet[M]:
+    """Rows of ``qs`` (findings or replies) that are published or that ``user`` wrote.
+
+    A draft is its author's alone, staff included: nobody reads a review
+    before its reviewer publishes it.
+    """
+    if not _signed_in(user):
+        return qs.none()
+    return qs.filter(Q(published_at__isnull=False) | Q(author=user))
 
 
 def _in_a_visible_session_or_started(qs: QuerySet[M], user: Any) -> QuerySet[M]:
@@ -141,3 +165,64 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
     """Points of a sweep whose run is final, out of all its points."""
     statuses = list(sweep.runs.values_list("status", flat=True))
     return {"done": sum(1 for s in statuses if s in FINAL_STATUSES), "total": len(statuses)}
+
+
+# --- the author's side and notifications -----------------------------------
+
+
+def session_turn(session: ReviewSession) -> dict[str, Any]:
+    """Whose turn it is in ``session``.
+
+    Reviewers (the owner included) who hold unpublished drafts owe a review;
+    the authors owe an answer while a published ``fix_now`` finding is open or
+    reopened with no reply from any of them since it was published.
+    """
+    from reviewer.models.collaboration import FindingState
+
+    drafting = set(
+        Finding.objects.filter(session=session, published_at__isnull=True).values_list("author__username", flat=True)
+    )
+    drafting.update(
+        FindingReply.objects.filter(finding__session=session, published_at__isnull=True).values_list(
+            "author__username", flat=True
+        )
+    )
+    reviewers = sorted(drafting)
+    author_ids = list(session.authors.values_list("pk", flat=True))
+    unanswered = 0
+    if author_ids:
+        waiting = Finding.objects.filter(
+            session=session,
+            published_at__isnull=False,
+            severity="fix_now",
+            state__in=[FindingState.OPEN, FindingState.REOPENED],
+        ).exclude(status=FindingStatus.DROPPED)
+        answered = Finding.objects.filter(
+            pk__in=waiting.values("pk"), replies__author_id__in=author_ids, replies__published_at__isnull=False
+        ).values("pk")
+        unanswered = waiting.exclude(pk__in=answered).count()
+    authors = sorted(session.authors.values_list("username", flat=True)) if unanswered else []
+    if reviewers and authors:
+        turn = "both"
+    elif reviewers:
+        turn = "reviewers"
+    elif authors:
+        turn = "authors"
+    else:
+        turn = "nobody"
+    return {"turn": turn, "reviewers_with_drafts": reviewers, "authors": authors,
+            "unanswered_fix_now": unanswered}
+
+
+def notifications_for(user: Any) -> QuerySet[Any]:
+    """``user``'s inbox, newest first (nobody else's items, staff included)."""
+    from reviewer.models.collaboration import Notification
+
+    if not _signed_in(user):
+        return Notification.objects.none()
+    return Notification.objects.filter(recipient=user).select_related("actor", "session", "finding")
+
+
+def unread_count(user: Any) -> int:
+    """How many of ``user``'s notifications are unread."""
+    return notifications_for(user).filter(read_at__isnull=True).count()

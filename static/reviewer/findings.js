@@ -74,7 +74,9 @@ function thread(f, onError) {
       list.replaceChildren(...replies.map((r) => {
         const body = el("div", { class: "body" });
         body.innerHTML = r.body_html; // sanitized by the server
-        return el("li", {}, el("span", { class: "meta" }, `${r.author}:`), body);
+        return el("li", { class: r.draft ? "draft" : "" }, el("span", { class: "meta" }, `${r.author}:`),
+          r.draft ? el("span", { class: "badge draft", title: "Only you see it until you publish your review." }, "draft") : null,
+          body);
       }));
     } catch (err) {
       onError(`Could not load replies: ${err.message}`);
@@ -96,6 +98,54 @@ function thread(f, onError) {
   });
   load();
   return el("div", { class: "thread" }, list, text, send);
+}
+
+/** The author's side: state controls for the doc's authors, "reopen" for the finding's reviewer. */
+function stateControls(f, { onAction, mine }) {
+  const S = config.findingState;
+  if (f.draft) return null;
+  const url = config.urls.findingState.replace("{id}", f.id);
+  async function send(body) {
+    try {
+      onAction("replace", f, await api(url, { method: "POST", body }));
+    } catch (err) {
+      onAction("error", f, `Could not change the state: ${err.message}`);
+    }
+  }
+  if (config.isAuthor) {
+    const choice = el("select", { "aria-label": `State of ${f.title}` },
+      config.findingStates.filter((s) => s.key !== S.REOPENED)
+        .map((s) => el("option", { value: s.key, selected: f.state === s.key }, s.label)));
+    const revision = el("input", { type: "number", min: 1, placeholder: "revision",
+      "aria-label": `Revision that fixes ${f.title}`, value: f.fixed_revision ?? "" });
+    const reason = el("input", { type: "text", placeholder: "reason", "aria-label": `Why ${f.title} will not be fixed`,
+      value: f.state_reason || "" });
+    const sync = () => {
+      revision.hidden = choice.value !== S.FIXED;
+      reason.hidden = choice.value !== S.WONT_FIX;
+    };
+    choice.addEventListener("change", sync);
+    sync();
+    const save = el("button", { type: "button", onclick: () => send({
+      state: choice.value,
+      ...(choice.value === S.FIXED && revision.value ? { fixed_revision: Number(revision.value) } : {}),
+      ...(choice.value === S.WONT_FIX ? { reason: reason.value } : {}),
+    }) }, "Set state");
+    return el("div", { class: "state-box" }, choice, revision, reason, save);
+  }
+  if (mine && (f.state === S.FIXED || f.state === S.WONT_FIX)) {
+    return el("div", { class: "state-box" },
+      el("button", { type: "button", onclick: () => send({ state: S.REOPENED }) }, "Reopen"));
+  }
+  return null;
+}
+
+function stateBadge(f) {
+  if (!f.state || f.state === config.findingState.OPEN) return null;
+  let text = labelOf(config.findingStates, f.state);
+  if (f.state === config.findingState.FIXED && f.fixed_revision != null) text += ` in r${f.fixed_revision}`;
+  return el("span", { class: `badge state state-${f.state}`, title: f.state_reason || "" },
+    f.state_reason ? `${text}: ${f.state_reason}` : text);
 }
 
 /** One finding as a list item; actions get (action, finding, value). */
@@ -129,9 +179,12 @@ export function findingItem(f, { onAction, username }) {
     f.anchor_exact && !f.orphaned ? el("button", { type: "button", onclick: () => onAction("show", f) }, "Show in doc") : null,
     toggle, status,
     mine ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
-  return el("li", { class: "finding-item", dataset: { findingId: f.id } },
+  return el("li", { class: `finding-item${f.draft ? " draft" : ""}`, dataset: { findingId: f.id } },
     el("div", { class: "meta" },
+      f.draft ? el("span", { class: "badge draft", title: "Only you see it until you publish your review." }, "draft") : null,
       el("span", { class: `badge ${f.severity}` }, labelOf(config.severities, f.severity)),
+      stateBadge(f),
+      f.verdict ? el("span", { class: `verdict verdict-${f.verdict}` }, labelOf(config.verdicts, f.verdict)) : null,
       el("span", {}, passOf(f)),
       f.trace_hop ? el("span", {}, `hop: ${f.trace_hop}`) : null,
       el("span", {}, `by ${authorName(f)}`),
@@ -139,5 +192,5 @@ export function findingItem(f, { onAction, username }) {
       f.orphaned ? el("span", { class: "error", title: "The quote is not in the doc's latest revision." }, "orphaned quote") : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
-    body, evidence, actions, threadBox);
+    body, evidence, actions, stateControls(f, { onAction, mine }), threadBox);
 }

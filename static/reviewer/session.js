@@ -8,6 +8,7 @@ import { drawHighlights, selectionIn } from "./doc.js";
 import { FindingStore, authorName, findingItem, passOf } from "./findings.js";
 import { initPasses } from "./passes.js";
 import { connectSession } from "./presence.js";
+import { initPublish } from "./publish.js";
 
 const store = new FindingStore();
 const docBody = document.getElementById("doc-body");
@@ -90,6 +91,7 @@ function activate(id) {
 
 async function onAction(action, f, value) {
   if (action === "show") markActive(f.id);
+  else if (action === "replace") store.upsert(value);
   else if (action === "error") ctx.say(value);
   else if (action === "status") {
     try {
@@ -149,6 +151,12 @@ function onFindingEvent(kind, finding) {
   }
   if (kind === "deleted") store.remove(finding.id);
   else store.upsert(finding);
+}
+
+/** A reviewer published: their findings arrive together, with the verdict. */
+function onReviewPublished(review, findings) {
+  for (const finding of findings) onFindingEvent("created", finding);
+  ctx.events.dispatchEvent(new CustomEvent("review-published", { detail: review }));
 }
 
 /** Apply a finding the page itself changed (rank moves, evidence) at once. */
@@ -276,9 +284,12 @@ async function loadFindings() {
   }
 }
 
+ctx.reloadFindings = loadFindings;
 initPasses(ctx);
+initPublish(ctx);
 connectSession(ctx, {
   onFinding: onFindingEvent,
+  onReview: onReviewPublished,
   onReconnect: loadFindings,
 });
 loadFindings();

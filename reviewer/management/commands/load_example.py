@@ -12,8 +12,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from reviewer.models import DesignDoc, ReviewPass, Severity
+from reviewer.models import DesignDoc, ReviewPass, Severity, Verdict
 from reviewer.services import review as review_services
+from reviewer.services.publishing import review_publish
 
 EXAMPLE_TITLE = "Chat inference serving: gateway, dispatchers and GPU workers"
 FLEET_NAME = "doc-as-written (Part 2 hosts: 2 big / 2 big / 5 small)"
@@ -52,6 +53,12 @@ EXAMPLE_FINDINGS: list[dict[str, Any]] = [
 ]
 
 
+EXAMPLE_SUMMARY = (
+    "Not ready to build on yet: the fleet as sized cannot carry the stated peak, and the "
+    "dispatch rule leaves work queued behind busy workers. Both are fixable in the doc."
+)
+
+
 class Command(BaseCommand):
     help = "Load the example review (design doc, fleet config, review session); safe to run twice."
 
@@ -75,6 +82,8 @@ class Command(BaseCommand):
         )
         for finding in EXAMPLE_FINDINGS:
             review_services.finding_create(session=session, author=owner, **finding)
+        # The example's findings are a published review, so every participant sees them.
+        review_publish(session=session, reviewer=owner, verdict=Verdict.NEEDS_CHANGES, summary=EXAMPLE_SUMMARY)
         self.stdout.write(
             f"load_example: loaded doc {doc.pk}, fleet config {fleet.pk} and review session {session.pk}"
         )
