@@ -357,3 +357,27 @@ async def test_drafts_stay_off_the_socket_and_arrive_together_on_publish(run_use
     assert {(f["draft"], f["verdict"]) for f in event["findings"]} == {(False, "needs_changes")}
     assert await owner.receive_nothing(timeout=0.3)
     await owner.disconnect()
+
+
+def _notify_reviewer(session: Any, owner: Any, reviewer: Any) -> None:
+    from django.db import transaction
+
+    from reviewer.services import notifications
+
+    with transaction.atomic():
+        notifications.notify(recipient=reviewer, kind="mention", session=session, actor=owner,
+                             text="owner mentioned you")
+
+
+async def test_the_inbox_socket_carries_the_users_own_unread_count(run_users: dict, review_session: Any) -> None:
+    reviewer, ok, _ = await ws_connect("/ws/inbox/", run_users["reviewer"])
+    assert ok
+    assert await reviewer.receive_json_from() == {"type": "inbox.unread", "unread": 0}
+    owner, _, _ = await ws_connect("/ws/inbox/", run_users["owner"])
+    assert await owner.receive_json_from() == {"type": "inbox.unread", "unread": 0}
+    await sync_to_async(_notify_reviewer)(review_session, run_users["owner"], run_users["reviewer"])
+    assert await reviewer.receive_json_from(timeout=5) == {"type": "inbox.unread", "unread": 1}
+    assert await owner.receive_nothing(timeout=0.5)  # nobody else hears of it
+    assert await ws_refusal("/ws/inbox/", None) == 4401
+    await reviewer.disconnect()
+    await owner.disconnect()
