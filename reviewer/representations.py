@@ -200,9 +200,14 @@ class FindingSerializer(serializers.ModelSerializer):
         return obj.revision.number if obj.revision_id else None
 
     def get_reply_count(self, obj: Finding) -> int:
-        # Lists annotate the count; a single finding counts its published replies.
+        # Lists annotate the count; a single finding counts the replies the reader
+        # sees (live events and exports: the published ones).
         annotated = getattr(obj, "reply_total", None)
-        return obj.replies.filter(published_at__isnull=False).count() if annotated is None else annotated
+        if annotated is not None:
+            return annotated
+        request = self.context.get("request")
+        return selectors.published_or_own(obj.replies.all(), request.user).count() if request else (
+            obj.replies.filter(published_at__isnull=False).count())
 
     def get_draft(self, obj: Finding) -> bool:
         return obj.published_at is None

@@ -61,7 +61,7 @@ export class FindingStore extends EventTarget {
 const openThreads = new Set();
 const drafts = new Map();
 
-function thread(f, onError) {
+function thread(f, onError, onReplied) {
   const url = `/api/findings/${f.id}/replies/`;
   const list = el("ul", { class: "replies" });
   const text = el("textarea", { rows: 2, "aria-label": `Reply to ${f.title}` });
@@ -90,6 +90,7 @@ function thread(f, onError) {
       drafts.delete(f.id);
       text.value = "";
       await load();
+      onReplied();
     } catch (err) {
       onError(`Could not reply: ${err.message}`);
     } finally {
@@ -168,7 +169,11 @@ export function findingItem(f, { onAction, username }) {
   const threadBox = el("div");
   const toggle = el("button", { type: "button", "aria-expanded": openThreads.has(f.id) ? "true" : "false" },
     `Replies (${f.reply_count ?? 0})`);
-  const showThread = () => threadBox.replaceChildren(thread(f, (msg) => onAction("error", f, msg)));
+  // A reply of one's own (a draft is announced to nobody) refreshes the count here.
+  const refresh = async () => {
+    try { onAction("replace", f, await api(`/api/findings/${f.id}/`)); } catch { /* the live event may still come */ }
+  };
+  const showThread = () => threadBox.replaceChildren(thread(f, (msg) => onAction("error", f, msg), refresh));
   toggle.addEventListener("click", () => {
     const open = !openThreads.has(f.id);
     if (open) { openThreads.add(f.id); showThread(); } else { openThreads.delete(f.id); threadBox.replaceChildren(); }

@@ -32,9 +32,13 @@ export function initPublish(ctx) {
     reviewsList.replaceChildren(...[...reviews.values()].sort((a, b) => a.id - b.id).map(reviewItem));
   }
 
+  let lastDrafts = null;
   function renderDrafts() {
     if (!draftCount) return;
     const mine = store.all().filter((f) => f.draft && authorName(f) === me).length;
+    // Filing or publishing a draft changes whose turn it is.
+    if (lastDrafts !== null && mine !== lastDrafts) loadTurn();
+    lastDrafts = mine;
     draftCount.textContent = mine ? `${mine} draft finding${mine === 1 ? "" : "s"}` : "No draft findings";
   }
 
@@ -104,7 +108,7 @@ export function initPublish(ctx) {
     renderReviews();
     loadTurn();
   });
-  store.addEventListener("change", renderDrafts);
+  ctx.events.addEventListener("findings", renderDrafts);
   renderDrafts();
   loadReviews();
   loadTurn();
