@@ -32,13 +32,18 @@ export function initPublish(ctx) {
     reviewsList.replaceChildren(...[...reviews.values()].sort((a, b) => a.id - b.id).map(reviewItem));
   }
 
-  let lastDrafts = null;
+  // Filing, publishing, answering or changing findings changes whose turn it
+  // is: read it again once the changes settle.
+  let turnTimer = null;
+  function refreshTurnSoon() {
+    clearTimeout(turnTimer);
+    turnTimer = setTimeout(loadTurn, 400);
+  }
+
   function renderDrafts() {
+    refreshTurnSoon();
     if (!draftCount) return;
     const mine = store.all().filter((f) => f.draft && authorName(f) === me).length;
-    // Filing or publishing a draft changes whose turn it is.
-    if (lastDrafts !== null && mine !== lastDrafts) loadTurn();
-    lastDrafts = mine;
     draftCount.textContent = mine ? `${mine} draft finding${mine === 1 ? "" : "s"}` : "No draft findings";
   }
 

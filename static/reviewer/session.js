@@ -185,7 +185,13 @@ const fields = {
 let formSelection = null;
 let formEvidence = null;
 
-function openFindingForm({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
+function openFindingForm(...args) {
+  // The doc's authors answer findings; they do not file them.
+  if (!config.canPublish) return;
+  openFindingFormFor(...args);
+}
+
+function openFindingFormFor({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
   formSelection = selection;
   const formQuote = selection ? selection.quote : "";
   formEvidence = evidence;
@@ -292,4 +298,6 @@ connectSession(ctx, {
   onReview: onReviewPublished,
   onReconnect: loadFindings,
 });
-loadFindings();
+// A link to one finding (an inbox item: #finding-<id>) opens its pass and marks it.
+const linked = /^#finding-(\d+)$/.exec(location.hash);
+loadFindings().then(() => { if (linked && store.get(linked[1])) { activate(linked[1]); markActive(linked[1]); } });

@@ -99,3 +99,64 @@ def test_a_reviewers_drafts_arrive_together_with_the_verdict_when_published(
     bob.goto(dashboard.url + "/inbox/")
     bob.wait_for_selector("text=Nothing here yet")
     screenshot(bob, "inbox-empty-800")
+
+
+def _in_thread(fn: Any) -> None:
+    """Run ``fn`` beside Playwright's event loop (the services publish events through async_to_sync)."""
+    import threading
+
+    from django.db import connection
+
+    def run() -> None:
+        try:
+            fn()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=60)
+
+
+def test_an_author_marks_a_finding_fixed_in_revision_2_and_its_reviewer_sees_the_count_rise(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, django_user_model: Any
+) -> None:
+    from browser_helpers import wait_for_page
+    from conftest import PASSWORD
+
+    from reviewer.models import DesignDoc, Finding, ReviewSession
+    from reviewer.services import review as services
+
+    carol = django_user_model.objects.create_user("carol", password=PASSWORD)
+    ReviewSession.objects.get(pk=example_review.session_id).authors.add(carol)
+    doc = DesignDoc.objects.get()
+    _in_thread(lambda: services.doc_revise(doc=doc, author=carol, body=doc.body + "\nA second revision.\n"))
+    finding = Finding.objects.filter(severity="fix_now").order_by("id").first()
+    assert finding is not None
+
+    alice = signed_in("alice")
+    alice.goto(dashboard.url + example_review.path)
+    alice.wait_for_selector("#doc-body mark.finding")
+    assert alice.is_hidden("#inbox-unread")
+
+    author = signed_in("carol", width=800)
+    author.goto(dashboard.url + example_review.path + f"#finding-{finding.pk}")
+    item = author.locator(f".pass-panel:not([hidden]) .finding-item[data-finding-id='{finding.pk}']")
+    item.wait_for()
+    assert author.query_selector("button.new-finding") is None  # authors answer findings, they do not file them
+    assert item.locator("button:has-text('Delete')").count() == 0
+    item.locator("select[aria-label^='State of']").select_option("fixed")
+    item.locator("input[type=number]").fill("2")
+    item.locator("button:has-text('Set state')").click()
+    author.wait_for_selector(f".finding-item[data-finding-id='{finding.pk}'] .badge.state-fixed:has-text('Fixed in r2')")
+    wait_for(lambda: Finding.objects.get(pk=finding.pk).fixed_revision == 2, what="the state to be saved")
+    item.scroll_into_view_if_needed()
+    screenshot(author, "author-state-800")
+
+    # Alice filed the finding: her top bar counts the notification, live.
+    alice.wait_for_selector("#inbox-unread:not([hidden])", timeout=3000)
+    assert alice.inner_text("#inbox-unread") == "1"
+    wait_for_page(alice, "() => document.querySelector('.badge.state-fixed') !== null")
+    # One of the example's two fix-now findings is answered now.
+    alice.wait_for_selector("#turn:has-text('1 open fix-now finding')")
+    screenshot(alice, "reviewer-sees-fixed-1280")
