@@ -131,7 +131,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
     error_field_names = RENAME
 
     def get_queryset(self) -> QuerySet[Finding]:
-        return selectors.findings_visible_to(self.request.user).select_related("author", "revision")
+        return selectors.findings_visible_to(self.request.user).select_related("author", "revision", "publication")
 
     def perform_update(self, serializer: FindingSerializer) -> None:
         finding = serializer.instance

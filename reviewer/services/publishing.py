@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from reviewer import realtime
@@ -53,8 +54,12 @@ def review_publish(*, session: ReviewSession, reviewer: User, verdict: str, summ
     )
     Finding.objects.filter(pk__in=[f.pk for f in findings]).update(published_at=now, publication=review)
     FindingReply.objects.filter(pk__in=[r.pk for r in replies]).update(published_at=now, publication=review)
+    # Reply counts in the same query, not one per finding of the event.
+    counted = Count("replies", filter=Q(replies__published_at__isnull=False))
     published = list(
-        Finding.objects.filter(pk__in=[f.pk for f in findings]).select_related("author", "revision", "publication")
+        Finding.objects.filter(pk__in=[f.pk for f in findings])
+        .select_related("author", "revision", "publication")
+        .annotate(reply_total=counted)
     )
     for finding in published:
         notifications.notify_mentions(session=session, actor=reviewer, finding=finding,
@@ -70,7 +75,11 @@ def review_publish(*, session: ReviewSession, reviewer: User, verdict: str, summ
     )
     # Findings that only got replies are shown again with their new reply counts.
     replied = {r.finding_id for r in replies} - {f.pk for f in findings}
-    touched = list(Finding.objects.filter(pk__in=replied, published_at__isnull=False).select_related("author"))
+    touched = list(
+        Finding.objects.filter(pk__in=replied, published_at__isnull=False)
+        .select_related("author", "revision", "publication")
+        .annotate(reply_total=counted)
+    )
     realtime.session_event(session.pk, "review.published", {
         "review": review_representation(review),
         "findings": [finding_representation(f) for f in published + touched],
