@@ -85,6 +85,10 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     bob.wait_for_selector(".rank-col[data-severity=fix_now] .rank-card:has-text('Who closes a batch')", timeout=3000)
 
     # ... and another one to "mention" by drag and drop.
+    # With the review bar above it the board sits low in the window, and a drag
+    # started near the bottom edge never starts in headless Chromium (no
+    # dragstart); the board is scrolled up first, as a reader would.
+    alice.evaluate("() => document.querySelector('.rank-board').scrollIntoView({block: 'start'})")
     alice.drag_and_drop(
         ".rank-card:has-text('Authentication before rate limiting')", ".rank-col[data-severity=mention]"
     )
