@@ -173,7 +173,8 @@ def _send_instant(notification_id: int) -> None:
         item.save(update_fields=["emailed_at"])
     try:
         send_mail(
-            subject=f"[Design review] {item.text}"[:150],
+            # A header holds one line: a title's line breaks become spaces.
+            subject=" ".join(f"[Design review] {item.text}".split())[:150],
             message=f"{item.text}\n\n{_absolute(notification_url(item))}\n\n"
             "Change how you are e-mailed on your inbox page.\n",
             from_email=None,

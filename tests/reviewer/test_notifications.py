@@ -156,3 +156,14 @@ def test_the_inbox_page_and_the_top_bar_count(client, team, team_api, drafting_r
     page = client.get("/inbox/").content.decode()
     assert "published a review" not in page and "Nothing here yet" in page
     assert client.get("/").status_code == 200
+
+
+def test_a_title_with_line_breaks_still_makes_a_one_line_subject(
+    team_api, drafting_review, mailoutbox, django_capture_on_commit_callbacks
+):
+    drafting_review.file_directly = True
+    drafting_review.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        file_finding(team_api("reviewer"), drafting_review, "Two\nlines @reviewer2")
+    assert len(mailoutbox) == 1
+    assert "\n" not in mailoutbox[0].subject and "Two lines" in mailoutbox[0].subject
