@@ -179,7 +179,7 @@ class FindingAdmin(admin.ModelAdmin):
     readonly_fields = [
         "revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
         "orphaned", "version", "created_at", "updated_at", "published_at", "publication", "state",
-        "state_reason", "fixed_revision",
+        "state_reason", "fixed_revision", "state_changed_at",
     ]
     inlines = [FindingReplyInline]
 

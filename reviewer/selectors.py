@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db.models import Case, IntegerField, Model, Q, QuerySet, Value, When
+from django.db.models import Case, Exists, IntegerField, Model, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce
 
 from reviewer.models.review import (
     SEVERITY_ORDER,
@@ -175,7 +176,8 @@ def session_turn(session: ReviewSession) -> dict[str, Any]:
 
     Reviewers (the owner included) who hold unpublished drafts owe a review;
     the authors owe an answer while a published ``fix_now`` finding is open or
-    reopened with no reply from any of them since it was published.
+    reopened with no reply from any of them since it was published (or
+    reopened).
     """
     from reviewer.models.collaboration import FindingState
 
@@ -197,10 +199,14 @@ def session_turn(session: ReviewSession) -> dict[str, Any]:
             severity="fix_now",
             state__in=[FindingState.OPEN, FindingState.REOPENED],
         ).exclude(status=FindingStatus.DROPPED)
-        answered = Finding.objects.filter(
-            pk__in=waiting.values("pk"), replies__author_id__in=author_ids, replies__published_at__isnull=False
-        ).values("pk")
-        unanswered = waiting.exclude(pk__in=answered).count()
+        # An answer counts when it came after the finding was published, or
+        # after it was last reopened.
+        answer = FindingReply.objects.filter(
+            finding=OuterRef("pk"),
+            author_id__in=author_ids,
+            published_at__gte=Coalesce(OuterRef("state_changed_at"), OuterRef("published_at")),
+        )
+        unanswered = waiting.exclude(Exists(answer)).count()
     authors = sorted(session.authors.values_list("username", flat=True)) if unanswered else []
     if reviewers and authors:
         turn = "both"

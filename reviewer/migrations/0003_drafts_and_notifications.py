@@ -37,6 +37,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='finding',
+            name='state_changed_at',
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name='finding',
             name='state_reason',
             field=models.TextField(blank=True),
         ),

@@ -291,6 +291,7 @@ class Finding(models.Model):
     fixed_revision = models.PositiveIntegerField(
         null=True, blank=True, help_text="The number of the doc revision that fixes the finding."
     )
+    state_changed_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

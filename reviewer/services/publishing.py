@@ -131,8 +131,10 @@ def finding_set_state(
     finding.state = state
     finding.state_reason = reason
     finding.fixed_revision = fixed_revision if state == FindingState.FIXED else None
+    finding.state_changed_at = timezone.now()
     finding.version += 1
-    finding.save(update_fields=["state", "state_reason", "fixed_revision", "version", "updated_at"])
+    finding.save(update_fields=["state", "state_reason", "fixed_revision", "state_changed_at", "version",
+                                "updated_at"])
     label = FindingState(state).label.lower()
     if state == FindingState.FIXED and fixed_revision is not None:
         label += f" in revision {fixed_revision}"

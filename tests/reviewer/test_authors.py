@@ -135,3 +135,16 @@ def test_an_author_removed_loses_the_session(team_api, drafting_review):
     url = f"/api/sessions/{drafting_review.pk}/"
     team_api("owner").patch(url, {"authors": []}, format="json")
     assert team_api("author").get(url).status_code == 404
+
+
+def test_a_reopened_finding_waits_for_a_new_answer_from_the_authors(team_api, drafting_review, published):
+    turn_url = f"/api/sessions/{drafting_review.pk}/turn/"
+    replies = f"/api/findings/{published['id']}/replies/"
+    team_api("author").post(replies, {"body": "Replicated in r2."}, format="json")
+    assert team_api("reviewer").get(turn_url).json()["turn"] == "nobody"
+    _state(team_api("author"), published, state="fixed")
+    _state(team_api("reviewer"), published, state="reopened")
+    turn = team_api("reviewer").get(turn_url).json()
+    assert (turn["turn"], turn["unanswered_fix_now"]) == ("authors", 1)
+    team_api("author").post(replies, {"body": "Now with a second standby."}, format="json")
+    assert team_api("reviewer").get(turn_url).json()["turn"] == "nobody"
