@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 
 from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
+from reviewer.models.collaboration import Notification, Review
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -190,3 +191,30 @@ class FindingAdmin(admin.ModelAdmin):
             obj.version += 1
         super().save_model(request, obj, form, change)
         services.publish_finding(obj, "finding.updated" if change else "finding.created")
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    """Published reviews, read-only: publishing goes through the session page or the API."""
+
+    list_display = ["session", "reviewer", "verdict", "findings_published", "replies_published", "created_at"]
+    list_filter = ["verdict"]
+    readonly_fields = ["session", "reviewer", "verdict", "summary", "findings_published", "replies_published",
+                       "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    """Inbox items, for support: who was told what, and whether it was read and e-mailed."""
+
+    list_display = ["recipient", "kind", "text", "created_at", "read_at", "emailed_at"]
+    list_filter = ["kind"]
+    search_fields = ["recipient__username", "text"]
+    readonly_fields = ["recipient", "actor", "kind", "session", "finding", "reply", "review", "text", "created_at",
+                       "read_at", "emailed_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -167,3 +167,15 @@ def test_a_title_with_line_breaks_still_makes_a_one_line_subject(
         file_finding(team_api("reviewer"), drafting_review, "Two\nlines @reviewer2")
     assert len(mailoutbox) == 1
     assert "\n" not in mailoutbox[0].subject and "Two lines" in mailoutbox[0].subject
+
+
+def test_staff_read_reviews_and_notifications_in_the_admin(client, team, team_api, drafting_review):
+    file_finding(team_api("reviewer"), drafting_review, "Only copy of the queue")
+    _publish(team_api("reviewer"), drafting_review)
+    team["staff"].is_superuser = True
+    team["staff"].save()
+    client.force_login(team["staff"])
+    reviews = client.get("/admin/reviewer/review/")
+    assert reviews.status_code == 200 and "Comment" in reviews.content.decode()
+    items = client.get("/admin/reviewer/notification/")
+    assert items.status_code == 200 and "published a review" in items.content.decode()
