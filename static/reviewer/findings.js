@@ -60,6 +60,9 @@ export class FindingStore extends EventTarget {
 // Threads the reader has open, and replies being written, survive re-renders.
 const openThreads = new Set();
 const drafts = new Map();
+// The replies last loaded per finding: a re-rendered thread shows them at once
+// while it reads them again, instead of an empty list.
+const loadedReplies = new Map();
 
 function thread(f, onError, onReplied) {
   const url = `/api/findings/${f.id}/replies/`;
@@ -68,16 +71,21 @@ function thread(f, onError, onReplied) {
   text.value = drafts.get(f.id) || "";
   text.addEventListener("input", () => drafts.set(f.id, text.value));
   const send = el("button", { type: "button" }, "Reply");
+  function show(replies) {
+    list.replaceChildren(...replies.map((r) => {
+      const body = el("div", { class: "body" });
+      body.innerHTML = r.body_html; // sanitized by the server
+      return el("li", { class: r.draft ? "draft" : "" }, el("span", { class: "meta" }, `${r.author}:`),
+        r.draft ? el("span", { class: "badge draft", title: "Only you see it until you publish your review." }, "draft") : null,
+        body);
+    }));
+  }
+  if (loadedReplies.has(f.id)) show(loadedReplies.get(f.id));
   async function load() {
     try {
       const replies = await apiList(url);
-      list.replaceChildren(...replies.map((r) => {
-        const body = el("div", { class: "body" });
-        body.innerHTML = r.body_html; // sanitized by the server
-        return el("li", { class: r.draft ? "draft" : "" }, el("span", { class: "meta" }, `${r.author}:`),
-          r.draft ? el("span", { class: "badge draft", title: "Only you see it until you publish your review." }, "draft") : null,
-          body);
-      }));
+      loadedReplies.set(f.id, replies);
+      show(replies);
     } catch (err) {
       onError(`Could not load replies: ${err.message}`);
     }
