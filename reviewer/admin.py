@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 
 from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
+from reviewer.models.collaboration import Notification, Review
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -150,7 +151,7 @@ class ReviewSessionAdmin(admin.ModelAdmin):
     list_display = ["__str__", "doc", "owner", "current_pass", "status", "updated_at"]
     list_filter = ["status", "current_pass"]
     search_fields = ["title", "doc__title"]
-    filter_horizontal = ["reviewers"]
+    filter_horizontal = ["reviewers", "authors"]
     # The review document is written on the session page or through the API,
     # where a stale version is refused; here it is shown.
     readonly_fields = ["created_at", "updated_at", "opening", "strengths", "restatement", "document_version",
@@ -185,6 +186,7 @@ class FindingAdmin(admin.ModelAdmin):
     readonly_fields = [
         "revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
         "orphaned", "version", "created_at", "updated_at", "merged_into",
+        "published_at", "publication", "state", "state_reason", "fixed_revision", "state_changed_at",
     ]
     inlines = [FindingReplyInline]
 
@@ -195,3 +197,30 @@ class FindingAdmin(admin.ModelAdmin):
             obj.version += 1
         super().save_model(request, obj, form, change)
         services.publish_finding(obj, "finding.updated" if change else "finding.created")
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    """Published reviews, read-only: publishing goes through the session page or the API."""
+
+    list_display = ["session", "reviewer", "verdict", "findings_published", "replies_published", "created_at"]
+    list_filter = ["verdict"]
+    readonly_fields = ["session", "reviewer", "verdict", "summary", "findings_published", "replies_published",
+                       "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    """Inbox items, for support: who was told what, and whether it was read and e-mailed."""
+
+    list_display = ["recipient", "kind", "text", "created_at", "read_at", "emailed_at"]
+    list_filter = ["kind"]
+    search_fields = ["recipient__username", "text"]
+    readonly_fields = ["recipient", "actor", "kind", "session", "finding", "reply", "review", "text", "created_at",
+                       "read_at", "emailed_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

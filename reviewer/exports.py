@@ -12,13 +12,14 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, Prefetch
+from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
 
 from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
 from reviewer.duplicates import duplicates_in_session
 from reviewer.evidence import evidence_details
+from reviewer.models.collaboration import FindingState
 from reviewer.models.review import (
     Finding,
     FindingReply,
@@ -31,6 +32,7 @@ from reviewer.representations import (
     finding_representation,
     reply_representations,
     review_document_representation,
+    review_representation,
     session_representation,
 )
 from reviewer.selectors import findings_in_report_order
@@ -61,6 +63,11 @@ CONTEXT_TERMS: dict[str, Any] = {
     "duplicates": {"@id": "review:duplicates", "@type": "@id", "@container": "@set"},
     "runLabel": {"@id": "review:runLabel"},
     "measured": {"@id": "review:measured"},
+    "published": {"@id": "review:published", "@type": "http://www.w3.org/2001/XMLSchema#dateTime"},
+    "verdict": {"@id": "review:verdict"},
+    "state": {"@id": "review:state"},
+    "stateReason": {"@id": "review:stateReason"},
+    "fixedRevision": {"@id": "review:fixedRevision", "@type": "http://www.w3.org/2001/XMLSchema#integer"},
 }
 
 CSV_COLUMNS = [
@@ -69,6 +76,7 @@ CSV_COLUMNS = [
     "orphaned", "trace_hop", "evidence_run_id", "evidence_t_from_s", "evidence_t_to_s",
     "evidence_metric", "created_at", "updated_at", "version",
     "merged_into", "duplicates", "evidence_measured",
+    "draft", "published_at", "verdict", "state", "state_reason", "fixed_revision",
 ]
 
 SEVERITY_HEADINGS = {Severity.FIX_NOW: "Fix now", Severity.CLARIFY: "Clarify", Severity.MENTION: "Mention"}
@@ -84,12 +92,15 @@ UrlBuilder = Callable[[str], str]
 
 
 def ordered_findings(session: ReviewSession) -> list[Finding]:
-    """The session's findings in report order."""
+    """The session's published findings in report order (drafts are their authors' alone)."""
     # Reply counts and threads come with two queries, not two per finding.
-    replies = FindingReply.objects.select_related("author").order_by("created_at", "id")
+    replies = FindingReply.objects.select_related("author").filter(published_at__isnull=False).order_by(
+        "created_at", "id"
+    )
     qs = (
-        session.findings.select_related("author", "revision")
-        .annotate(reply_total=Count("replies"))
+        session.findings.filter(published_at__isnull=False)
+        .select_related("author", "revision", "publication")
+        .annotate(reply_total=Count("replies", filter=Q(replies__published_at__isnull=False)))
         .prefetch_related(Prefetch("replies", queryset=replies))
     )
     findings = list(findings_in_report_order(qs))
@@ -169,6 +180,7 @@ def export_json(session: ReviewSession) -> dict[str, Any]:
         ),
         "exported_at": timezone.now().isoformat(),
         "numbers": fleet_headline(session),
+        "reviews": [review_representation(r) for r in session.reviews.select_related("reviewer")],
         "findings": findings,
     }
 
@@ -272,6 +284,11 @@ def _finding_markdown(finding: Finding, heading: str, with_body: bool = True) ->
     meta = [f"pass: {finding.get_review_pass_display().lower()}", f"by {finding.author.get_username()}"]
     if finding.status != FindingStatus.OPEN:
         meta.append(f"status: {finding.status}")
+    if finding.state != FindingState.OPEN:
+        state = f"state: {finding.get_state_display().lower()}"
+        if finding.fixed_revision is not None:
+            state += f" in revision {finding.fixed_revision}"
+        meta.append(state + (f" ({finding.state_reason})" if finding.state_reason else ""))
     if finding.trace_hop:
         meta.append(f"hop: {finding.get_trace_hop_display().lower()}")
     lines = [heading, "", "*" + " · ".join(meta) + "*", ""]
@@ -335,6 +352,10 @@ def export_markdown(session: ReviewSession) -> str:
         )
     reviewers = [session.owner.get_username()] + [u.get_username() for u in session.reviewers.all()]
     facts.append("Reviewers: " + ", ".join(reviewers))
+    verdicts = [f"{r.reviewer.get_username()}: {r.get_verdict_display().lower()}"
+                for r in session.reviews.select_related("reviewer")]
+    if verdicts:
+        facts.append("Verdicts: " + ", ".join(verdicts))
     counts = {s: sum(1 for f in ranked if f.severity == s) for s in Severity}
     facts.append(
         f"Findings: {counts[Severity.FIX_NOW]} to fix now, {counts[Severity.CLARIFY]} to clarify, "
@@ -426,7 +447,16 @@ def _annotation(finding: Finding, rank: int | None, url: UrlBuilder) -> dict[str
         "position": finding.position,
         "findingStatus": finding.status,
         "orphaned": finding.orphaned,
+        "state": finding.state,
     }
+    if finding.published_at is not None:
+        annotation["published"] = finding.published_at.isoformat()
+    if finding.publication_id:
+        annotation["verdict"] = finding.publication.verdict
+    if finding.state_reason:
+        annotation["stateReason"] = finding.state_reason
+    if finding.fixed_revision is not None:
+        annotation["fixedRevision"] = finding.fixed_revision
     if rank is not None:
         annotation["rank"] = rank
     if finding.revision_id:

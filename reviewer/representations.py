@@ -20,6 +20,7 @@ from reviewer import selectors
 from reviewer.duplicates import duplicates_in_session
 from reviewer.markdown import render_markdown
 from reviewer.models import EmulatorRun, Sweep
+from reviewer.models.collaboration import Notification, Review
 from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
 
 
@@ -66,13 +67,14 @@ class ReviewSessionSerializer(serializers.ModelSerializer):
     doc = VisibleToRequestUser(selectors.docs_visible_to)
     fleet_config = VisibleToRequestUser(selectors.fleet_configs_visible_to, required=False, allow_null=True)
     reviewers = UsernameField(many=True, required=False)
+    authors = UsernameField(many=True, required=False, help_text="The doc's authors, by username.")
     finding_counts = serializers.SerializerMethodField()
 
     class Meta:
         model = ReviewSession
         fields = [
             "id", "title", "doc", "fleet_config", "owner", "reviewers", "current_pass", "status",
-            "finding_counts", "created_at", "updated_at",
+            "finding_counts", "created_at", "updated_at", "authors", "file_directly",
         ]
 
     def get_owner(self, obj: ReviewSession) -> str:
@@ -83,7 +85,8 @@ class ReviewSessionSerializer(serializers.ModelSerializer):
         if hasattr(obj, "findings_orphaned"):  # annotated by the list's query
             return {name: getattr(obj, f"findings_{name}") for name in names}
         counts = dict.fromkeys(names, 0)
-        for severity, orphaned in obj.findings.exclude(status="dropped").values_list("severity", "orphaned"):
+        published = obj.findings.exclude(status="dropped").filter(published_at__isnull=False)
+        for severity, orphaned in published.values_list("severity", "orphaned"):
             counts[severity] += 1
             counts["orphaned"] += int(orphaned)
         return counts
@@ -98,11 +101,15 @@ class FindingReplySerializer(serializers.ModelSerializer):
 
     author = serializers.SerializerMethodField()
     body_html = serializers.SerializerMethodField()
+    draft = serializers.SerializerMethodField(help_text="True until its author publishes their review.")
 
     class Meta:
         model = FindingReply
-        fields = ["id", "finding", "author", "body", "body_html", "created_at"]
+        fields = ["id", "finding", "author", "body", "body_html", "created_at", "draft"]
         read_only_fields = ["finding"]
+
+    def get_draft(self, obj: FindingReply) -> bool:
+        return obj.published_at is None
 
     def get_author(self, obj: FindingReply) -> str:
         return obj.author.get_username()
@@ -156,6 +163,10 @@ class FindingSerializer(serializers.ModelSerializer):
     evidence_t_to_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
     selection = SelectionSerializer(write_only=True, required=False,
                                     help_text="Instead of the anchor_* fields: text selected in the rendered doc.")
+    draft = serializers.SerializerMethodField(
+        help_text="True until its author publishes their review; a draft is seen by its author alone."
+    )
+    verdict = serializers.SerializerMethodField(help_text="The verdict of the review that published it.")
 
     class Meta:
         model = Finding
@@ -166,8 +177,12 @@ class FindingSerializer(serializers.ModelSerializer):
             "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "reply_count",
             "created_at", "updated_at", "version", "selection", "anchor_pending",
             "merged_into", "duplicates",
+            "draft", "published_at", "publication", "verdict", "state", "state_reason", "fixed_revision",
         ]
-        read_only_fields = ["session", "orphaned", "anchor_pending", "merged_into"]
+        read_only_fields = [
+            "session", "orphaned", "anchor_pending", "merged_into",
+            "published_at", "publication", "state", "state_reason", "fixed_revision",
+        ]
         # Quotes and their context are compared character for character.
         extra_kwargs = {
             "anchor_exact": {"trim_whitespace": False},
@@ -206,9 +221,20 @@ class FindingSerializer(serializers.ModelSerializer):
         return number is not None and obj.revision.number < number
 
     def get_reply_count(self, obj: Finding) -> int:
-        # Lists annotate the count; a single finding counts its replies.
+        # Lists annotate the count; a single finding counts the replies the reader
+        # sees (live events and exports: the published ones).
         annotated = getattr(obj, "reply_total", None)
-        return obj.replies.count() if annotated is None else annotated
+        if annotated is not None:
+            return annotated
+        request = self.context.get("request")
+        return selectors.published_or_own(obj.replies.all(), request.user).count() if request else (
+            obj.replies.filter(published_at__isnull=False).count())
+
+    def get_draft(self, obj: Finding) -> bool:
+        return obj.published_at is None
+
+    def get_verdict(self, obj: Finding) -> str | None:
+        return obj.publication.verdict if obj.publication_id else None
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_duplicates(self, obj: Finding) -> list[int]:
@@ -288,6 +314,57 @@ class SweepSerializer(serializers.ModelSerializer):
 
 
 
+# --- publications and notifications ----------------------------------------
+
+
+class ReviewSerializer(serializers.ModelSerializer):
+    """A published review: its verdict, summary and how much it published."""
+
+    reviewer = serializers.SerializerMethodField()
+    summary_html = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Review
+        fields = ["id", "session", "reviewer", "verdict", "summary", "summary_html", "findings_published",
+                  "replies_published", "created_at"]
+        read_only_fields = ["session", "findings_published", "replies_published"]
+
+    def get_reviewer(self, obj: Review) -> str:
+        return obj.reviewer.get_username()
+
+    def get_summary_html(self, obj: Review) -> str:
+        return render_markdown(obj.summary)
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    """An inbox item; ``url`` is the page it is about."""
+
+    actor = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField()
+    read = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Notification
+        fields = ["id", "kind", "text", "actor", "session", "finding", "review", "url", "read",
+                  "created_at", "read_at"]
+        read_only_fields = fields
+
+    def get_actor(self, obj: Notification) -> str | None:
+        return username_or_none(obj.actor)
+
+    def get_url(self, obj: Notification) -> str:
+        return notification_url(obj)
+
+    def get_read(self, obj: Notification) -> bool:
+        return obj.read_at is not None
+
+
+def notification_url(notification: Notification) -> str:
+    """The page a notification points at: its session, at the finding when there is one."""
+    url = f"/sessions/{notification.session_id}/"
+    return f"{url}#finding-{notification.finding_id}" if notification.finding_id else url
+
+
 # --- plain dicts for live events and exports -------------------------------
 
 
@@ -347,6 +424,11 @@ def review_document_representation(session: ReviewSession) -> dict[str, Any]:
 def session_representation(session: ReviewSession) -> dict[str, Any]:
     """A review session as the API shows it, as a plain dict."""
     return dict(ReviewSessionSerializer(session).data)
+
+
+def review_representation(review: Review) -> dict[str, Any]:
+    """A published review as the API shows it, as a plain dict."""
+    return dict(ReviewSerializer(review).data)
 
 
 def run_representation(run: EmulatorRun) -> dict[str, Any]:

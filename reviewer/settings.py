@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from csp.constants import NONE, SELF
 
 from emulator import DEFAULT_REQUEST_BUDGET
@@ -203,6 +204,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "reviewer.context_processors.inbox",
             ],
         },
     },
@@ -283,7 +285,27 @@ CELERY_BEAT_SCHEDULE = {
                      "options": {"expires": REAP_EVERY_S}},
     "dispatch-runs": {"task": "reviewer.dispatch_runs", "schedule": REAP_EVERY_S,
                       "options": {"expires": REAP_EVERY_S}},
+    # The daily digest of notifications, for users who chose it.
+    "notification-digest": {"task": "reviewer.send_notification_digests",
+                            "schedule": crontab(hour=env_int("DIGEST_HOUR_UTC", 7), minute=0),
+                            "options": {"expires": 3600}},
 }
+
+# E-mail: printed to the console unless EMAIL_HOST names an SMTP server.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", EMAIL_PORT == 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", EMAIL_PORT == 465)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_S", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "design-review@localhost")
+# The address links in e-mails start with, e.g. https://review.example.
+SITE_URL = env_str("SITE_URL")
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first

@@ -94,6 +94,14 @@ def reap_stalled() -> dict[str, list[int]]:
     return reaped
 
 
+@shared_task(name="reviewer.send_notification_digests", soft_time_limit=300, time_limit=360)
+def send_notification_digests() -> int:
+    """E-mail the daily digest to users who chose it; how many e-mails went out."""
+    from reviewer.services.notifications import send_digests
+
+    return send_digests()
+
+
 def _reap() -> dict[str, list[int]]:
     from reviewer.services.runs import runs_reap_stale, runs_requeue_lost
     from reviewer.services.sweeps import sweeps_finish_stalled

@@ -8,7 +8,7 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from reviewer.api import exports, findings, review_document, runs
+from reviewer.api import collaboration, exports, findings, review_document, runs
 from reviewer.api.docs import DesignDocViewSet
 from reviewer.api.fleets import FleetConfigViewSet
 from reviewer.api.sessions import ReviewSessionViewSet
@@ -51,5 +51,6 @@ urlpatterns = [
     path("findings/<int:pk>/", findings.FindingDetail.as_view(), name="api-finding"),
     path("findings/<int:pk>/replies/", findings.FindingReplyList.as_view(), name="api-finding-replies"),
     *runs.urlpatterns,
+    *collaboration.urlpatterns,
     *router.urls,
 ]

@@ -1,5 +1,14 @@
 """The app's models, one module per area; re-exported here for Django."""
 
+from reviewer.models.collaboration import (
+    EmailMode,
+    FindingState,
+    Notification,
+    NotificationKind,
+    NotificationSetting,
+    Review,
+    Verdict,
+)
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -25,6 +34,13 @@ from reviewer.models.runs import (
 )
 
 __all__ = [
+    "EmailMode",
+    "FindingState",
+    "Notification",
+    "NotificationKind",
+    "NotificationSetting",
+    "Review",
+    "Verdict",
     "CommandKind",
     "EmulatorRun",
     "RunCommand",

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from reviewer.fleet_toml import validate_scenario_toml
+from reviewer.models.collaboration import FindingState
 
 
 class ReviewPass(models.TextChoices):
@@ -224,6 +225,11 @@ class ReviewSession(models.Model):
         max_length=16, choices=ReviewPass.choices, default=ReviewPass.RESTATE
     )
     status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN)
+    # The doc's authors: they see published findings, reply and set their state.
+    authors = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="authored_review_sessions")
+    file_directly = models.BooleanField(
+        default=False, help_text="Findings and replies are published as they are filed, without drafts."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -257,6 +263,12 @@ class ReviewSession(models.Model):
         if not getattr(user, "is_authenticated", False):
             return False
         return self.owner_id == user.pk or self.reviewers.filter(pk=user.pk).exists()
+
+    def is_author(self, user: Any) -> bool:
+        """One of the doc's authors named on the session."""
+        if not getattr(user, "is_authenticated", False):
+            return False
+        return self.authors.filter(pk=user.pk).exists()
 
 
 class Finding(models.Model):
@@ -303,6 +315,18 @@ class Finding(models.Model):
     evidence_t_to_s = models.FloatField(null=True, blank=True)
     evidence_metric = models.CharField(max_length=64, blank=True)
 
+    # A draft (unset) is seen by its author alone until their review is published.
+    published_at = models.DateTimeField(null=True, blank=True)
+    publication = models.ForeignKey(
+        "reviewer.Review", on_delete=models.SET_NULL, null=True, blank=True, related_name="findings"
+    )
+    state = models.CharField(max_length=8, choices=FindingState.choices, default=FindingState.OPEN)
+    state_reason = models.TextField(blank=True)
+    fixed_revision = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The number of the doc revision that fixes the finding."
+    )
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     version = models.PositiveIntegerField(default=1)
@@ -326,6 +350,11 @@ class Finding(models.Model):
     def has_anchor(self) -> bool:
         """True when the finding quotes the doc."""
         return bool(self.anchor_exact)
+
+    @property
+    def is_draft(self) -> bool:
+        """True until its author publishes their review."""
+        return self.published_at is None
 
     @property
     def has_evidence(self) -> bool:
@@ -357,6 +386,10 @@ class FindingReply(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="finding_replies"
     )
     body = models.TextField(help_text="Markdown.")
+    published_at = models.DateTimeField(null=True, blank=True)
+    publication = models.ForeignKey(
+        "reviewer.Review", on_delete=models.SET_NULL, null=True, blank=True, related_name="replies"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Set on a reply moved here when its finding was merged into this one.

@@ -23,7 +23,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from reviewer import realtime
+from reviewer import realtime, selectors
 from reviewer.anchoring import Anchor, reanchor
 from reviewer.fleet_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
@@ -393,8 +393,12 @@ def _publish_updated(findings: list[Finding]) -> None:
         return
     from reviewer.representations import FindingSerializer
 
-    fresh = (Finding.objects.filter(pk__in=[f.pk for f in findings]).select_related("author", "revision")
-             .annotate(reply_total=Count("replies")).order_by("pk"))
+    # Drafts are their writer's alone: a moved draft is not announced, and replies
+    # still in draft are not counted.
+    fresh = (Finding.objects.filter(pk__in=[f.pk for f in findings], published_at__isnull=False)
+             .select_related("author", "revision")
+             .annotate(reply_total=Count("replies", filter=Q(replies__published_at__isnull=False)))
+             .order_by("pk"))
     for finding, data in zip(fresh, FindingSerializer(fresh, many=True).data, strict=True):
         realtime.session_event(finding.session_id, "finding.updated", {"finding": dict(data)})
 
@@ -430,10 +434,15 @@ def session_create(
     fleet_config: FleetConfig | None = None,
     title: str = "",
     reviewers: Iterable[User] = (),
+    authors: Iterable[User] = (),
+    file_directly: bool = False,
 ) -> ReviewSession:
-    """Open a review session on ``doc`` owned by ``owner``."""
-    session = ReviewSession.objects.create(owner=owner, doc=doc, fleet_config=fleet_config, title=title)
+    """Open a review session on ``doc`` owned by ``owner``; ``authors`` are the doc's authors."""
+    session = ReviewSession.objects.create(
+        owner=owner, doc=doc, fleet_config=fleet_config, title=title, file_directly=file_directly
+    )
     session.reviewers.set([r for r in reviewers if r.pk != owner.pk])
+    session.authors.set(list(authors))
     return session
 
 
@@ -446,6 +455,8 @@ def session_update(
     current_pass: str | None = None,
     status: str | None = None,
     reviewers: Iterable[User] | None = None,
+    authors: Iterable[User] | None = None,
+    file_directly: bool | None = None,
 ) -> ReviewSession:
     """Change a session's settings; a pass change is announced to its viewers."""
     pass_changed = current_pass is not None and current_pass != session.current_pass
@@ -457,11 +468,16 @@ def session_update(
         session.current_pass = current_pass
     if status is not None:
         session.status = status
+    if file_directly is not None:
+        session.file_directly = file_directly
     session.save()
-    if reviewers is not None:
-        before = set(session.reviewers.values_list("pk", flat=True))
-        session.reviewers.set([r for r in reviewers if r.pk != session.owner_id])
-        reviewers_removed(session=session, user_ids=before - set(session.reviewers.values_list("pk", flat=True)))
+    if reviewers is not None or authors is not None:
+        before = set(selectors.participant_ids(session))
+        if reviewers is not None:
+            session.reviewers.set([r for r in reviewers if r.pk != session.owner_id])
+        if authors is not None:
+            session.authors.set(list(authors))
+        reviewers_removed(session=session, user_ids=before - set(selectors.participant_ids(session)))
     if pass_changed:
         realtime.session_event(session.pk, "pass.changed", {"pass": session.current_pass})
     return session

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from reviewer.views import breakpass, calibration, diff, figures, fleets, pages
+from reviewer.views import breakpass, calibration, diff, figures, fleets, inbox, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("sessions/<int:session_id>/break-advice.json", breakpass.session_break_advice, name="session-break-advice"),
     path("fleets/<int:fleet_id>/trace", fleets.fleet_trace_upload, name="fleet-trace"),
+    path("inbox/", inbox.inbox_page, name="inbox"),
     path("calibration/", calibration.calibration_page, name="calibration"),
     path("vendor/plotly.min.js", figures.plotly_js, name="plotly-js"),
 ]

@@ -2,10 +2,10 @@
 // pass on screen, r replies, e edits, x marks fixed, p publishes the review, ?
 // shows the list. Keys typed into a field, or with Ctrl/Alt/Meta, are left alone.
 //
-// x and p call ctx.markFixed(finding) and ctx.publishReview() when the page
-// provides them (the finding-state and publishing tools). Until then x marks
-// the reader's own finding resolved with the status the page already edits,
-// and p says there is nothing to publish: findings are filed directly.
+// x and p call ctx.markFixed(finding) and ctx.publishReview(), which the
+// publishing tools provide (publish.js): an author marks the finding fixed, a
+// reviewer gets the publish form with its verdict focused. Without them x
+// marks the reader's own finding resolved and p says there is nothing to publish.
 
 import { el } from "./api.js";
 

@@ -25,8 +25,10 @@ export async function initNumbers(ctx) {
     const titles = new Set(ctx.store.all().map((f) => f.title));
     suggestions.replaceChildren(...(report.findings || []).map((s) => {
       const adopted = titles.has(s.title);
-      const button = el("button", { type: "button", class: adopted ? "" : "primary", disabled: adopted }, adopted ? "Adopted" : "Adopt");
-      button.addEventListener("click", async () => {
+      // The doc's authors answer findings; they do not file them.
+      const button = !ctx.config.canPublish ? null
+        : el("button", { type: "button", class: adopted ? "" : "primary", disabled: adopted }, adopted ? "Adopted" : "Adopt");
+      button?.addEventListener("click", async () => {
         button.disabled = true;
         try {
           const created = await api(ctx.config.urls.findings, {

@@ -10,6 +10,7 @@ import { initKeyboard } from "./keyboard.js";
 import { initPasses } from "./passes.js";
 import { connectSession } from "./presence.js";
 import { initReviewDocument } from "./review_document.js";
+import { initPublish } from "./publish.js";
 
 const store = new FindingStore();
 const docBody = document.getElementById("doc-body");
@@ -106,6 +107,7 @@ function activate(id) {
 
 async function onAction(action, f, value) {
   if (action === "show") markActive(f.id);
+  else if (action === "replace") store.upsert(value);
   else if (action === "error") ctx.say(value);
   else if (action === "merge") {
     const into = store.get(value);
@@ -178,6 +180,12 @@ function onFindingEvent(kind, finding) {
   else store.upsert(finding);
 }
 
+/** A reviewer published: their findings arrive together, with the verdict. */
+function onReviewPublished(review, findings) {
+  for (const finding of findings) onFindingEvent("created", finding);
+  ctx.events.dispatchEvent(new CustomEvent("review-published", { detail: review }));
+}
+
 /** Apply a finding the page itself changed (rank moves, evidence) at once. */
 function updateFinding(f) {
   store.upsert(f);
@@ -207,7 +215,13 @@ let formEvidence = null;
 let editingFinding = null;
 const formHeading = document.getElementById("finding-form-h");
 
-function openFindingForm({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null, editing = null } = {}) {
+function openFindingForm(...args) {
+  // The doc's authors answer findings; they do not file them.
+  if (!config.canPublish) return;
+  openFindingFormFor(...args);
+}
+
+function openFindingFormFor({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null, editing = null } = {}) {
   editingFinding = editing;
   formHeading.textContent = editing ? `Edit finding: ${editing.title}` : "New finding";
   fields.submit.textContent = editing ? "Save changes" : "File finding";
@@ -348,11 +362,16 @@ async function loadFindings() {
   }
 }
 
+ctx.reloadFindings = loadFindings;
 initPasses(ctx);
 initReviewDocument(ctx);
 initKeyboard(ctx);
+initPublish(ctx);
 connectSession(ctx, {
   onFinding: onFindingEvent,
+  onReview: onReviewPublished,
   onReconnect: loadFindings,
 });
-loadFindings();
+// A link to one finding (an inbox item: #finding-<id>) opens its pass and marks it.
+const linked = /^#finding-(\d+)$/.exec(location.hash);
+loadFindings().then(() => { if (linked && store.get(linked[1])) { activate(linked[1]); markActive(linked[1]); } });

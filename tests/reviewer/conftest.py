@@ -158,11 +158,12 @@ def run_users(django_user_model: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def review_session(run_users: dict[str, Any]) -> Any:
-    """A review session owned by ``owner`` with ``reviewer`` taking part."""
+    """A review session owned by ``owner`` with ``reviewer`` taking part; it files
+    findings directly (drafts are tested in test_drafts.py)."""
     from reviewer.models import DesignDoc, ReviewSession
 
     doc = DesignDoc.objects.create(title="Inference serving", body="A doc.", owner=run_users["owner"])
-    session = ReviewSession.objects.create(title="Review", doc=doc, owner=run_users["owner"])
+    session = ReviewSession.objects.create(title="Review", doc=doc, owner=run_users["owner"], file_directly=True)
     session.reviewers.add(run_users["reviewer"])
     return session
 

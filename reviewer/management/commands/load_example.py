@@ -12,9 +12,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from reviewer.models import DesignDoc, ReviewPass, Severity
+from reviewer.models import DesignDoc, ReviewPass, Severity, Verdict
 from reviewer.services import review as review_services
 from reviewer.services.document import review_document_update
+from reviewer.services.publishing import review_publish
 
 EXAMPLE_TITLE = "Chat inference serving: gateway, dispatchers and GPU workers"
 FLEET_NAME = "doc-as-written (Part 2 hosts: 2 big / 2 big / 5 small)"
@@ -83,6 +84,12 @@ EXAMPLE_DOCUMENT: dict[str, str] = {
 }
 
 
+EXAMPLE_SUMMARY = (
+    "Not ready to build on yet: the fleet as sized cannot carry the stated peak, and the "
+    "dispatch rule leaves work queued behind busy workers. Both are fixable in the doc."
+)
+
+
 class Command(BaseCommand):
     help = "Load the example review (design doc, fleet config, review session); safe to run twice."
 
@@ -108,6 +115,8 @@ class Command(BaseCommand):
             review_services.finding_create(session=session, author=owner, **finding)
         review_document_update(session=session, author=owner, version=session.document_version,
                                **EXAMPLE_DOCUMENT)
+        # The example's findings are a published review, so every participant sees them.
+        review_publish(session=session, reviewer=owner, verdict=Verdict.NEEDS_CHANGES, summary=EXAMPLE_SUMMARY)
         self.stdout.write(
             f"load_example: loaded doc {doc.pk}, fleet config {fleet.pk} and review session {session.pk}"
         )
