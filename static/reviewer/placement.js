@@ -84,16 +84,21 @@ export function heatmapTrace(grid, frame, { restyle = false } = {}) {
 
 const MODEL_COLOURS = ["#3b7dd8", "#8e44ad", "#16a085", "#d35400", "#c0392b", "#2c3e50"];
 
-function verdict(entry) {
-  const downs = [];
-  for (const c of entry.cases || []) {
-    if (c.failure === "none") continue;
-    for (const [model, cap] of Object.entries(c.capacity || {})) {
-      if (cap === 0 && (entry.cases[0].capacity[model] || 0) > 0) downs.push(`losing ${c.failure} takes ${model} down`);
-    }
+/** The solver's verdict: a model with no worker, or one a single host's loss takes down, fails it. */
+export function verdictText(entry) {
+  const problems = (entry.unplaced || []).map((model) => `${model} has no worker at all`);
+  for (const [model, failures] of Object.entries(entry.lost_with || {})) {
+    for (const failure of failures) problems.push(`losing ${failure} takes ${model} down`);
   }
-  if (downs.length) return el("p", { class: "verdict bad" }, `✗ ${downs.join("; ")}`);
-  return el("p", { class: "verdict ok" }, "✓ every model survives the loss of any one host");
+  if (problems.length || entry.survives_any_host_loss !== true) {
+    return { ok: false, text: `✗ ${problems.join("; ") || "not every model survives the loss of any one host"}` };
+  }
+  return { ok: true, text: "✓ every model survives the loss of any one host" };
+}
+
+function verdict(entry) {
+  const { ok, text } = verdictText(entry);
+  return el("p", { class: `verdict ${ok ? "ok" : "bad"}` }, text);
 }
 
 function layoutCard(ctx, entry, models, onUse) {
@@ -134,7 +139,7 @@ export async function initPlacement(ctx) {
     button.disabled = true;
     const scenario = JSON.parse(JSON.stringify(fleet.scenario));
     scenario.hosts = entry.host_groups;
-    const name = `${fleet.name} · ${entry.label || `layout ${entry.rank}`}`.slice(0, 200);
+    const name = entry.config_name || `${fleet.name} · layout ${entry.rank}`.slice(0, 200);
     try {
       const created = await api("/api/fleets/", { method: "POST", body: { name, scenario } });
       const actions = [el("span", {}, `Made fleet config "${created.name}". `)];
