@@ -142,6 +142,7 @@ def example_review(transactional_db: Any, django_user_model: Any) -> ExampleRevi
     from django.core.management import call_command
     from django.db import connection
 
+    from reviewer.management.commands.load_example import EXAMPLE_TITLE
     from reviewer.models import ReviewSession
 
     alice = django_user_model.objects.create_user("alice", password=PASSWORD, is_staff=False)
@@ -151,14 +152,14 @@ def example_review(transactional_db: Any, django_user_model: Any) -> ExampleRevi
         # async_to_sync, which refuses to run beside Playwright's event loop.
         try:
             with open(os.devnull, "w") as quiet:
-                call_command("load_example", owner="alice", stdout=quiet)
+                call_command("load_example", owner="alice", example=["gateway"], stdout=quiet)
         finally:
             connection.close()
 
     loader = threading.Thread(target=load)
     loader.start()
     loader.join(timeout=60)
-    session = ReviewSession.objects.get()
+    session = ReviewSession.objects.get(doc__title=EXAMPLE_TITLE)
     session.reviewers.add(bob)
     return ExampleReview(session_id=session.pk, alice=alice, bob=bob)
 

@@ -1,0 +1,187 @@
+"""The example reviews that ship with the product, as data: each a design doc, its
+fleet config and a started review (``manage.py load_example`` loads them).
+
+The second example's findings carry emulator evidence: the command plays its runs
+when it loads them, and the findings quote the figures those runs gave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from reviewer.models import ReviewPass, Severity
+
+#: A finding's fields, given the summaries of the example's evidence runs by label.
+FindingsFrom = Callable[[dict[str, dict[str, Any]]], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class EvidenceRun:
+    """A run of the example's fleet config played when the example loads."""
+
+    label: str
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExampleReview:
+    """One example: found again by its doc's title, so loading is idempotent."""
+
+    key: str  # load_example --example KEY
+    title: str
+    doc_file: str  # in reviewer.example
+    fleet_name: str
+    fleet_package: str
+    fleet_file: str
+    session_title: str
+    findings: FindingsFrom
+    runs: tuple[EvidenceRun, ...] = field(default_factory=tuple)
+
+    def body(self) -> str:
+        return resources.files("reviewer.example").joinpath(self.doc_file).read_text("utf-8")
+
+    def toml(self) -> str:
+        return resources.files(self.fleet_package).joinpath(self.fleet_file).read_text("utf-8")
+
+
+# --- the seed's chat service: gateway, dispatchers and GPU workers ------------------
+
+def _first_findings(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "review_pass": ReviewPass.RESTATE,
+            "severity": Severity.CLARIFY,
+            "title": "\"Low latency\" next to a 1.5 s batch time",
+            "body": "Every request spends at least one batch time (1.5 s) in a worker, plus the time "
+            "its batch takes to fill. Ask what latency target the author has in mind: it cannot be "
+            "sub-second with this engine.",
+            "anchor_exact": "Keep latency low for every user.",
+        },
+        {
+            "review_pass": ReviewPass.NUMBERS,
+            "severity": Severity.FIX_NOW,
+            "title": "The fleet is about 50 times too small for the peak goal",
+            "body": "A batch holds 10,000 / 500 = 20 requests, so one worker serves 20 / 1.5 s, about "
+            "13.3 QPS. 10k QPS needs about 750 workers; 1k QPS about 75. Three 10-unit hosts hold at "
+            "most 15 small workers, about 200 QPS.",
+            "anchor_exact": "Sustain 10,000 QPS at peak.",
+        },
+        {
+            "review_pass": ReviewPass.TRACE,
+            "severity": Severity.FIX_NOW,
+            "trace_hop": "dispatcher",
+            "title": "Round-robin pushes batches to workers that are still busy",
+            "body": "Workers take one batch at a time, yet batches are handed out in rotation "
+            "whatever each worker is doing. A batch can wait behind a busy worker while the next one "
+            "sits idle. Let idle workers pull the oldest closed batch instead.",
+            "anchor_exact": "That queue hands each batch to the next worker, in round-robin order.",
+        },
+    ]
+
+
+FIRST = ExampleReview(
+    key="gateway",
+    title="Chat inference serving: gateway, dispatchers and GPU workers",
+    doc_file="design-doc.md",
+    fleet_name="doc-as-written (Part 2 hosts: 2 big / 2 big / 5 small)",
+    fleet_package="emulator.scenario.presets",
+    fleet_file="doc-as-written.toml",
+    session_title="Example review: chat inference serving",
+    findings=_first_findings,
+)
+
+
+# --- a 70B chat model on 4-GPU H100 replicas with continuous batching ----------------
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _second_findings(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rr, ll, roomy = runs["as written"], runs["least loaded"], runs["engine given 90 % of memory"]
+    return [
+        {
+            "review_pass": ReviewPass.RESTATE,
+            "severity": Severity.CLARIFY,
+            "title": "\"Every request\" needs a percentile",
+            "body": "A TTFT bound for every request is a bound on the maximum, which one long prompt "
+            "behind a busy replica breaks. Ask for the percentile the goal means (p95? p99?) and the "
+            "window it is measured over.",
+            "anchor_exact": "Time to first token (TTFT) under 1 second for every request.",
+        },
+        {
+            "review_pass": ReviewPass.NUMBERS,
+            "severity": Severity.FIX_NOW,
+            "title": "The TPOT goal is under the decode floor of these GPUs",
+            "body": "Every decode step reads all 141 GB of BF16 weights. Four H100 SXM GPUs read "
+            "4 x 3.35 TB/s, so a step takes at least 10.5 ms even at full bandwidth and with an empty "
+            "cache: an 8 ms TPOT cannot be met by any scheduler or batch size. At the 60 % bandwidth "
+            "tuned engines reach (assumed by the reviewer), one sequence alone gets about 17.6 ms. "
+            f"The emulator's run of the doc's fleet: TPOT p50 {_ms(rr['tpot_s']['p50'])}, and "
+            f"{rr['slo_met']:,} requests met the SLOs.",
+            "anchor_exact": "Time per output token (TPOT) of at most 8 ms",
+            "evidence": ("as written", "p50_s"),
+        },
+        {
+            "review_pass": ReviewPass.NUMBERS,
+            "severity": Severity.FIX_NOW,
+            "title": "Half the memory leaves a KV cache for about 42 conversations per replica",
+            "body": "4 x 80 GB x 0.5 = 160 GB, less 141 GB of weights, leaves 18.9 GB: 57,678 tokens "
+            "at 327,680 bytes each (80 layers x 8 KV heads x 128 x 2 x 2 bytes). The trace's mean "
+            "request holds 1,155 + 211 tokens, so 42 sequences fit, while 44 QPS over 8 replicas at "
+            "about 7.7 s a request keeps about 42 running on each on average, and more in bursts. "
+            f"In the emulator the doc's fleet preempts {rr['preemptions']:,} times in 300 s and TTFT "
+            f"p50 is {rr['ttft_s']['p50']:.2f} s; giving the engine 90 % of memory: "
+            f"{roomy['preemptions']:,} preemptions, TTFT p50 {_ms(roomy['ttft_s']['p50'])}.",
+            "anchor_exact": "The engine is given half of each GPU's memory.",
+            "evidence": ("as written", "p50_s"),
+        },
+        {
+            "review_pass": ReviewPass.TRACE,
+            "severity": Severity.FIX_NOW,
+            "trace_hop": "dispatcher",
+            "title": "Round-robin stacks long prompts on replicas that are already full",
+            "body": "Conversation prompts run past 10,000 tokens. The router gives the next request to "
+            "the next replica whatever that replica holds, so a replica that has just taken a long "
+            "prompt (or is preempting) gets its turn anyway while others have room. Route on load "
+            "(least outstanding tokens) or on the prefix. "
+            f"Emulator, same trace and seed: round-robin TTFT p50 {rr['ttft_s']['p50']:.2f} s, p99 "
+            f"{rr['ttft_s']['p99']:.1f} s, {rr['preemptions']:,} preemptions; least-loaded TTFT p50 "
+            f"{ll['ttft_s']['p50']:.2f} s, p99 {ll['ttft_s']['p99']:.1f} s, {ll['preemptions']:,} "
+            "preemptions.",
+            "anchor_exact": "it sends each request to the next replica in turn.",
+            "evidence": ("least loaded", "p50_s"),
+        },
+        {
+            "review_pass": ReviewPass.BREAK,
+            "severity": Severity.CLARIFY,
+            "title": "Losing a host leaves 6 replicas for a load that needs 8",
+            "body": "At the throughput of a full replica (about 5.5 QPS under the reviewer's assumed "
+            "efficiencies) 8 replicas give about 44 QPS, the trace's mean rate x 8; the busiest minute "
+            "of the trace asks for about 70 QPS. One host down leaves 6 replicas, about 33 QPS. Is "
+            "the launch sized for the mean, the peak, or N+1?",
+            "anchor_exact": "No request dropped when one host fails.",
+        },
+    ]
+
+
+SECOND = ExampleReview(
+    key="chat-70b",
+    title="Atlas chat: serving a 70B model with continuous batching",
+    doc_file="chat-70b-doc.md",
+    fleet_name="atlas-chat as written (4 hosts of two 4-GPU H100 replicas)",
+    fleet_package="reviewer.example",
+    fleet_file="chat-70b-fleet.toml",
+    session_title="Example review: a 70B chat model with continuous batching",
+    findings=_second_findings,
+    runs=(
+        EvidenceRun("as written"),
+        EvidenceRun("least loaded", ("dispatcher.policy=least_loaded",)),
+        EvidenceRun("engine given 90 % of memory", ("hardware.gpu_memory_utilization=0.9",)),
+    ),
+)
+
+EXAMPLES: tuple[ExampleReview, ...] = (FIRST, SECOND)
