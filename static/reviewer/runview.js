@@ -4,6 +4,7 @@
 
 import { api, el, fill, wsUrl } from "./api.js";
 import { config } from "./config.js";
+import { keepChartsFitted } from "./fit.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
@@ -58,6 +59,7 @@ export class RunView {
     this.run = null;
     this.closed = true;
     this.node = this.build();
+    keepChartsFitted(this.node);
   }
 
   build() {
