@@ -15,6 +15,8 @@ from rest_framework.response import Response
 
 from reviewer import permissions, selectors
 from reviewer.api.serializers import (
+    FleetCheckResultSerializer,
+    FleetCheckSerializer,
     FleetConfigSerializer,
     FleetConfigVersionSerializer,
     TraceUploadSerializer,
@@ -23,6 +25,7 @@ from reviewer.models.review import FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
 from reviewer.services import traces as trace_services
 from reviewer.services.errors import Conflict
+from reviewer.services.fleet_editor import scenario_check
 
 
 class FleetConfigViewSet(viewsets.ModelViewSet):
@@ -67,6 +70,17 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             raise Conflict(
                 "Review sessions or emulator runs use this fleet config; remove them first."
             ) from None
+
+    @extend_schema(request=FleetCheckSerializer, responses={200: FleetCheckResultSerializer})
+    @action(detail=False, methods=["post"], url_path="check", serializer_class=FleetCheckSerializer)
+    def check(self, request: Request) -> Response:
+        """Check a scenario without saving it (the fleet editor calls this as you type):
+        200 with ``valid``; a valid scenario comes back as JSON and TOML, an invalid one
+        with the emulator's first error and its key path."""
+        given = FleetCheckSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        return Response(scenario_check(toml=data.get("toml"), scenario=data.get("scenario")))
 
     @extend_schema(responses=FleetConfigVersionSerializer(many=True))
     @action(detail=True, methods=["get"], serializer_class=FleetConfigVersionSerializer)

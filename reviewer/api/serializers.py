@@ -212,3 +212,24 @@ class DesignDocSummarySerializer(DesignDocSerializer):
 
     class Meta(DesignDocSerializer.Meta):
         fields = ["id", "title", "owner", "revision", "orphaned_findings", "created_at", "updated_at"]
+
+
+class FleetCheckSerializer(serializers.Serializer):
+    """A scenario to check without saving: ``toml`` text, or a ``scenario`` object."""
+
+    toml = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+    scenario = serializers.JSONField(required=False, help_text="The scenario as JSON; used when no toml is given.")
+
+
+class FleetCheckErrorSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text='The key path at fault, e.g. "hosts[0].workers[1]"; "" for the whole text.')
+    message = serializers.CharField(help_text="The emulator's one-line message, with its fix.")
+
+
+class FleetCheckResultSerializer(serializers.Serializer):
+    """The check's outcome: when valid, the scenario's JSON and TOML forms; else the first error."""
+
+    valid = serializers.BooleanField()
+    toml = serializers.CharField(allow_null=True)
+    scenario = serializers.JSONField(allow_null=True)
+    error = FleetCheckErrorSerializer(allow_null=True)

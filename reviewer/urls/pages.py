@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from reviewer.views import calibration, figures, fleets, pages
+from reviewer.views import calibration, figures, fleet_editor, fleets, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -13,6 +13,8 @@ urlpatterns = [
         "sessions/<int:session_id>/placement.json", figures.session_placement, name="session-placement"
     ),
     path("fleets/<int:fleet_id>/trace", fleets.fleet_trace_upload, name="fleet-trace"),
+    path("fleets/<int:fleet_id>/edit", fleet_editor.fleet_edit, name="fleet-edit"),
+    path("fleets/new", fleet_editor.fleet_new, name="fleet-new"),
     path("calibration/", calibration.calibration_page, name="calibration"),
     path("vendor/plotly.min.js", figures.plotly_js, name="plotly-js"),
 ]

@@ -142,7 +142,8 @@ export async function initPlacement(ctx) {
     const name = entry.config_name || `${fleet.name} · layout ${entry.rank}`.slice(0, 200);
     try {
       const created = await api("/api/fleets/", { method: "POST", body: { name, scenario } });
-      const actions = [el("span", {}, `Made fleet config "${created.name}". `)];
+      const actions = [el("span", {}, `Made fleet config "${created.name}". `),
+        el("a", { href: `/fleets/${created.id}/edit?session=${ctx.config.sessionId}` }, "Open it in the editor"), " "];
       if (ctx.config.canManage) {
         actions.push(el("button", {
           type: "button",
