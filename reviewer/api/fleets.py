@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import OuterRef, ProtectedError, QuerySet, Subquery
+from django.db.models import JSONField, OuterRef, ProtectedError, QuerySet, Subquery
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework import viewsets
@@ -44,13 +44,15 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             selectors.fleet_configs_visible_to(self.request.user)
             .select_related("owner")
             .annotate(latest_number=Subquery(latest.values("number")[:1]),
-                      latest_id=Subquery(latest.values("pk")[:1]))
+                      latest_id=Subquery(latest.values("pk")[:1]),
+                      latest_provenance=Subquery(latest.values("provenance")[:1], output_field=JSONField()))
         )
 
     def perform_create(self, serializer: FleetConfigSerializer) -> None:
         data = serializer.validated_data
         serializer.instance = services.fleet_config_create(
-            owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc")
+            owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc"),
+            provenance=data.get("provenance"),
         )
 
     def perform_update(self, serializer: FleetConfigSerializer) -> None:
@@ -61,6 +63,7 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             name=data.get("name"),
             toml=data.get("toml"),
             doc=data.get("doc", services.UNCHANGED),
+            provenance=data.get("provenance"),
         )
 
     def perform_destroy(self, instance: FleetConfig) -> None:

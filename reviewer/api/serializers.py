@@ -113,7 +113,7 @@ class FleetConfigVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FleetConfigVersion
-        fields = ["id", "number", "toml", "scenario", "author", "created_at"]
+        fields = ["id", "number", "toml", "scenario", "provenance", "author", "created_at"]
 
     def get_author(self, obj: FleetConfigVersion) -> str | None:
         return username_or_none(obj.author)
@@ -133,16 +133,31 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     trace = serializers.SerializerMethodField(
         help_text="The file name of the uploaded request trace the scenario replays, or null."
     )
+    provenance = serializers.JSONField(
+        required=False, write_only=True,
+        help_text='Where each figure comes from, by key path: {"traffic.qps": {"source": "doc", "quote": '
+                  '"..."}, "worker.mbu": {"source": "assumed"}}; unlisted figures are unmarked. Left out '
+                  "on a save, the marks of the keys the new scenario still has are kept.",
+    )
 
     class Meta:
         model = FleetConfig
         fields = [
             "id", "name", "doc", "toml", "scenario", "owner", "version", "version_id",
-            "trace", "created_at", "updated_at",
+            "trace", "provenance", "created_at", "updated_at",
         ]
 
     def get_owner(self, obj: FleetConfig) -> str:
         return obj.owner.get_username()
+
+    def to_representation(self, instance: FleetConfig) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        # The latest version's marks: annotated by the API's list query, else read.
+        if hasattr(instance, "latest_provenance"):
+            data["provenance"] = instance.latest_provenance or {}
+        else:
+            data["provenance"] = instance.provenance
+        return data
 
     def get_version(self, obj: FleetConfig) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by the API's query
