@@ -44,7 +44,8 @@ def input_figures(scenario: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None) -> dict[str, dict[str, str]]:
+def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None,
+                     written: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
     """Check a provenance map against the scenario (and the doc's text for quotes).
 
     Raises :class:`ProvenanceError` naming ``provenance.<key path>`` and the fix.
@@ -52,7 +53,8 @@ def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None) 
     """
     if not isinstance(data, dict):
         raise ProvenanceError("provenance", 'provenance: give an object of key path -> {"source": "doc"|"assumed"}')
-    figures = input_figures(scenario)
+    # The scenario's JSON form leaves out keys set to their default; the TOML as written has them.
+    figures = {**input_figures(written or {}), **input_figures(scenario)}
     # A list of names (a host's workers) is one figure, as are tables below a key.
     known = set(figures) | {p.rsplit("[", 1)[0] for p in figures}
     cleaned: dict[str, dict[str, str]] = {}
@@ -80,8 +82,14 @@ def split(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> di
     """The marked figures grouped by source, each with its key path, value and quote."""
     figures = input_figures(scenario)
     groups: dict[str, list[dict[str, Any]]] = {FROM_DOC: [], ASSUMED: []}
+    spec: Any = None
     for path, mark in sorted(provenance.items()):
         value = figures.get(path, _subtree(scenario, path))
+        if value is None:
+            # A key left at its default: the emulator's value for it.
+            if spec is None:
+                spec = _spec(scenario)
+            value = _subtree(spec, path)
         entry = {"path": path, "value": value}
         if mark.get("quote"):
             entry["quote"] = mark["quote"]
@@ -89,16 +97,32 @@ def split(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> di
     return groups
 
 
-def _subtree(scenario: dict[str, Any], path: str) -> Any:
+def _spec(scenario: dict[str, Any]) -> Any:
+    from emulator.scenario import Scenario, ScenarioError
+
+    try:
+        return Scenario.from_dict(scenario)
+    except ScenarioError:
+        return {}
+
+
+def _subtree(scenario: Any, path: str) -> Any:
+    """The value at a key path of a scenario's JSON form, or of its spec objects."""
     import re
 
     node: Any = scenario
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
         if part.startswith("["):
             index = int(part[1:-1])
-            node = node[index] if isinstance(node, list) and index < len(node) else None
+            node = node[index] if isinstance(node, list | tuple) and index < len(node) else None
+        elif isinstance(node, dict):
+            node = node.get(part)
         else:
-            node = node.get(part) if isinstance(node, dict) else None
+            node = getattr(node, part, None)
+            if part == "model" and node is not None and not isinstance(node, str | int | float):
+                node = getattr(node, "name", node)
+    if node is not None and not isinstance(node, str | int | float | bool | list | dict):
+        node = str(node)
     return node
 
 

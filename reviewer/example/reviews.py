@@ -39,6 +39,8 @@ class ExampleReview:
     session_title: str
     findings: FindingsFrom
     runs: tuple[EvidenceRun, ...] = field(default_factory=tuple)
+    # Where the fleet config's figures come from (see reviewer.provenance).
+    provenance: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def body(self) -> str:
         return resources.files("reviewer.example").joinpath(self.doc_file).read_text("utf-8")
@@ -177,6 +179,26 @@ SECOND = ExampleReview(
     fleet_file="chat-70b-fleet.toml",
     session_title="Example review: a 70B chat model with continuous batching",
     findings=_second_findings,
+    provenance={
+        **{path: {"source": "doc", "quote": quote} for path, quote in (
+            ("traffic.trace", "the conversation trace of the Azure LLM inference dataset 2023"),
+            ("traffic.trace_speedup", "Launch traffic is eight times the trace's rate"),
+            ("hardware.gpu", "Each replica of the model runs on 4 H100 SXM GPUs (80 GB each)"),
+            ("hardware.gpu_memory_utilization", "The engine is given half of each GPU's memory."),
+            ("models.chat.worker_units", "with tensor parallelism 4"),
+            ("models.chat.arch.model", "It answers with one model, Llama-3-70B"),
+            ("models.chat.arch.dtype_bytes", "in BF16 for both the weights and the KV cache"),
+            ("dispatcher.policy", "it sends each request to the next replica in turn."),
+            ("worker.max_num_seqs", "Up to 256 sequences run at once on a replica."),
+            ("worker.max_batched_tokens", "A step schedules at most 8,192 tokens"),
+            ("slo.ttft_s", "Time to first token (TTFT) under 1 second for every request."),
+            ("slo.tpot_s", "Time per output token (TPOT) of at most 8 ms"),
+            ("hosts[0].count", "We start with four hosts, which gives eight replicas."),
+            ("client.timeout_s", "Clients give up on a request after 60 seconds"),
+        )},
+        "worker.mbu": {"source": "assumed"},
+        "worker.mfu": {"source": "assumed"},
+    },
     runs=(
         EvidenceRun("as written"),
         EvidenceRun("least loaded", ("dispatcher.policy=least_loaded",)),

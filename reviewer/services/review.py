@@ -11,6 +11,7 @@ the transaction commits.
 from __future__ import annotations
 
 import enum
+import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -62,23 +63,27 @@ UNCHANGED: Final = Unchanged.UNCHANGED
 @transaction.atomic
 def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[str, str]]:
     """The provenance map checked against the config's scenario and its doc's text."""
+    from reviewer.markdown import rendered_text
     from reviewer.provenance import ProvenanceError, clean_provenance
 
     doc_text = None
     if config.doc is not None:
         revision = config.doc.latest_revision()
-        doc_text = revision.body if revision else config.doc.body
+        source = revision.body if revision else config.doc.body
+        # A quote is selected in the rendered doc; one typed from the source counts too.
+        doc_text = f"{source}\n{rendered_text(source)}"
     try:
-        return clean_provenance(provenance, config.scenario, doc_text)
+        return clean_provenance(provenance, config.scenario, doc_text, tomllib.loads(config.toml))
     except ProvenanceError as exc:
         raise Invalid(exc.path, exc.message) from None
 
 
-def _carried(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> dict[str, dict[str, str]]:
+def _carried(provenance: dict[str, dict[str, str]], scenario: dict[str, Any],
+             written: dict[str, Any]) -> dict[str, dict[str, str]]:
     """Marks of the previous version whose keys the new scenario still has."""
     from reviewer.provenance import input_figures
 
-    figures = input_figures(scenario)
+    figures = {**input_figures(written), **input_figures(scenario)}
     return {p: m for p, m in provenance.items()
             if p in figures or any(k.startswith(f"{p}[") or k.startswith(f"{p}.") for k in figures)}
 
@@ -124,7 +129,7 @@ def fleet_config_save(
     if provenance is not None:
         marks = _clean_provenance(provenance, config)
     else:
-        marks = _carried(latest.provenance if latest else {}, config.scenario)
+        marks = _carried(latest.provenance if latest else {}, config.scenario, tomllib.loads(config.toml))
     new_version = latest is None or config.toml != latest.toml or marks != latest.provenance
     config.save()
     if new_version:

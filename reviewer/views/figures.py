@@ -45,13 +45,15 @@ def _stale_scenario(exc: Exception) -> JsonResponse:
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass computed from the session's fleet config."""
     from emulator.analysis import numbers
-    from emulator.scenario import ScenarioError
+    from emulator.scenario import Scenario, ScenarioError
+    from reviewer.numbers_report import numbers_report
 
+    fleet = _fleet_for_session(request.user, session_id)
     try:
-        scenario = _scenario_for_session(request.user, session_id)
+        scenario = Scenario.from_dict(fleet.scenario)
     except ScenarioError as exc:
         return _stale_scenario(exc)
-    return JsonResponse(numbers.compute(scenario).to_dict())
+    return JsonResponse(numbers_report(numbers.compute(scenario).to_dict(), fleet.provenance, fleet.scenario))
 
 
 @login_required

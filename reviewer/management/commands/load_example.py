@@ -50,7 +50,8 @@ class Command(BaseCommand):
     def _load(self, example: ExampleReview, owner: Any) -> None:
         doc = review_services.doc_create(owner=owner, title=example.title, body=example.body())
         fleet = review_services.fleet_config_create(
-            owner=owner, name=example.fleet_name, toml=example.toml(), doc=doc)
+            owner=owner, name=example.fleet_name, toml=example.toml(), doc=doc,
+            provenance=example.provenance or None)
         session = review_services.session_create(
             owner=owner, doc=doc, fleet_config=fleet, title=example.session_title)
         runs = {run.label: _play(owner, session, run.overrides) for run in example.runs}
