@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from reviewer import permissions, selectors
+from reviewer.markdown import render_markdown
 from reviewer.models import FleetConfig
 from reviewer.views.pages import int_or_none
 
@@ -53,10 +54,17 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
         fleet_data = None
     docs = [{"id": d.pk, "title": d.title} for d in selectors.docs_visible_to(user)[:100]
             if permissions.can_share(user, d)]
+    doc_id = fleet.doc_id if fleet is not None else doc_id
+    doc = selectors.docs_visible_to(user).filter(pk=doc_id).first() if doc_id else None
+    doc_html = ""
+    if doc is not None:
+        revision = doc.latest_revision()
+        doc_html = render_markdown(revision.body if revision else doc.body)
     config = {
         "fleet": fleet_data,
         "toml": toml,
-        "docId": fleet.doc_id if fleet is not None else doc_id,
+        "docId": doc_id,
+        "provenance": fleet.provenance if fleet is not None else {},
         "docs": docs,
         "session": {"id": session.pk, "title": str(session), "fleetId": session.fleet_config_id,
                     "canManage": permissions.can_manage_session(user, session)} if session else None,
@@ -65,7 +73,8 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
                  "edit": "/fleets/{id}/edit", "session": "/sessions/{id}/", "sessionApi": "/api/sessions/{id}/"},
     }
     title = f"Edit {fleet.name}" if fleet is not None else "New fleet config"
-    return render(request, "reviewer/fleet_editor.html", {"page_config": config, "title": title, "fleet": fleet})
+    return render(request, "reviewer/fleet_editor.html",
+                  {"page_config": config, "title": title, "fleet": fleet, "doc": doc, "doc_html": doc_html})
 
 
 @login_required

@@ -11,6 +11,8 @@ const CHECK_DELAY_MS = 350;
 const choices = config.choices;
 
 const state = {
+  provenance: { ...(config.provenance || {}) }, // key path -> {source: "doc", quote} | {source: "assumed"}
+  docSelection: "", // the words last selected in the doc pane
   scenario: null, // the scenario's JSON form, as the last valid check returned it (then edited by the form)
   toml: config.toml,
   valid: false,
@@ -105,7 +107,48 @@ function field(path, label, { kind = "number", options = null, hint = "", placeh
   return el("div", { class: kind === "list" ? "fe-field wide" : "fe-field", dataset: { path } },
     el("label", { for: id }, label, hint ? el("span", { class: "muted" }, ` ${hint}`) : null),
     input,
+    provenanceControl(path, label),
     el("p", { class: "field-error", id: `${id}-error`, role: "alert", hidden: true }));
+}
+
+// --- provenance: from the doc (with its words) or assumed by the reviewer -------------------
+
+const SOURCE_LABELS = { "": "unmarked", doc: "from the doc", assumed: "assumed" };
+
+function provenanceControl(path, label) {
+  const mark = state.provenance[path];
+  const source = mark ? mark.source : "";
+  const box = el("div", { class: "fe-prov", dataset: { source } });
+  const select = el("select", { "aria-label": `Where ${path} comes from` },
+    Object.entries(SOURCE_LABELS).map(([value, text]) => el("option", { value, selected: value === source }, text)));
+  const quote = el("span", { class: "quote" }, mark && mark.quote ? `“${mark.quote}”` : "");
+  const attach = el("button", { type: "button", hidden: source !== "doc", title: `The doc's words ${label} comes from` }, "Use the selected words");
+  select.addEventListener("change", () => {
+    if (select.value === "") delete state.provenance[path];
+    else if (select.value === "assumed") state.provenance[path] = { source: "assumed" };
+    else state.provenance[path] = { source: "doc", quote: (state.provenance[path] || {}).quote || "" };
+    box.dataset.source = select.value;
+    attach.hidden = select.value !== "doc";
+    quote.textContent = select.value === "doc" && state.provenance[path].quote ? `“${state.provenance[path].quote}”` : "";
+    if (select.value === "doc" && !state.provenance[path].quote) {
+      status(document.getElementById("fe-doc-body") ? "Select the doc's words for it, then press \"Use the selected words\"."
+        : "Link the config to its doc and save, to mark figures from it.");
+    }
+    updateSave();
+  });
+  attach.addEventListener("click", () => {
+    if (!state.docSelection) { status("Select the words in the doc first."); return; }
+    state.provenance[path] = { source: "doc", quote: state.docSelection };
+    quote.textContent = `“${state.docSelection}”`;
+    status(`${path}: from the doc.`);
+    updateSave();
+  });
+  box.append(select, attach, quote);
+  return box;
+}
+
+function provenanceReady() {
+  return Object.values(state.provenance).every((m) => m.source !== "doc" || m.quote);
 }
 
 function section(title, ...children) {
@@ -301,25 +344,28 @@ let savedToml = config.fleet ? config.toml : null;
 let savedName = config.fleet ? config.fleet.name : null;
 let savedDoc = config.fleet ? config.fleet.doc : null;
 const docValue = () => ($("fe-doc").value ? Number($("fe-doc").value) : null);
-const dirty = () => state.toml !== savedToml || $("fe-name").value.trim() !== savedName || docValue() !== savedDoc;
+let savedProvenance = JSON.stringify(config.provenance || {});
+const dirty = () => state.toml !== savedToml || $("fe-name").value.trim() !== savedName || docValue() !== savedDoc
+  || JSON.stringify(state.provenance) !== savedProvenance;
 
 function updateSave() {
   const button = $("fe-save");
   const name = $("fe-name").value.trim();
-  button.disabled = !state.valid || !name || (config.fleet && !dirty());
+  button.disabled = !state.valid || !name || !provenanceReady() || (config.fleet && !dirty());
   if (config.fleet && !config.fleet.canEdit) button.textContent = "Save as my copy";
 }
 
 async function save() {
   const button = $("fe-save");
   button.disabled = true;
-  const body = { name: $("fe-name").value.trim(), toml: state.toml, doc: docValue() };
+  const body = { name: $("fe-name").value.trim(), toml: state.toml, doc: docValue(), provenance: state.provenance };
   try {
     if (config.fleet && config.fleet.canEdit) {
       const saved = await api(config.urls.fleet.replace("{id}", config.fleet.id), { method: "PATCH", body });
       savedToml = state.toml;
       savedName = body.name;
       savedDoc = body.doc;
+      savedProvenance = JSON.stringify(body.provenance);
       showVersion(saved.version);
       status(`Saved as version ${saved.version}.`);
     } else {
@@ -331,7 +377,9 @@ async function save() {
     }
   } catch (err) {
     const data = err.data || {};
-    const message = (data.toml && data.toml.join(" ")) || (data.name && `name: ${data.name.join(" ")}`) || err.message;
+    const provenanceError = Object.entries(data).find(([k]) => k.startsWith("provenance"));
+    const message = (data.toml && data.toml.join(" ")) || (data.name && `name: ${data.name.join(" ")}`)
+      || (provenanceError && [].concat(provenanceError[1]).join(" ")) || err.message;
     status(`Not saved: ${message}`);
   }
   updateSave();
@@ -355,6 +403,14 @@ function init() {
   }
   if (config.fleet && !config.fleet.canEdit) {
     status(`Only ${config.fleet.owner} saves this config; saving makes a copy that you own.`);
+  }
+  const docBody = document.getElementById("fe-doc-body");
+  if (docBody) {
+    document.addEventListener("selectionchange", () => {
+      const sel = window.getSelection();
+      if (!sel || sel.isCollapsed || !sel.rangeCount || !docBody.contains(sel.getRangeAt(0).commonAncestorContainer)) return;
+      state.docSelection = sel.toString().replace(/\s+/g, " ").trim();
+    });
   }
   const toml = $("fe-toml");
   toml.value = config.toml;

@@ -167,3 +167,59 @@ def test_use_this_layout_opens_the_new_config_in_the_editor(
     assert page.input_value("#fe-sections .fe-field[data-path='hosts[0].workers'] input") == "big@0, small@5, small@7"
     assert page.input_value("#fe-sections .fe-field[data-path='hosts[0].count'] input") == "3"
     assert "1 big + 2 small" in page.input_value("#fe-name")
+
+
+def select_in(page: Any, root: str, text: str) -> None:
+    """Select ``text`` inside the element ``root`` as a reader would leave it selected."""
+    found = page.evaluate(
+        """([root, text]) => {
+            const walker = document.createTreeWalker(document.querySelector(root), NodeFilter.SHOW_TEXT);
+            for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+                const i = n.nodeValue.indexOf(text);
+                if (i < 0) continue;
+                const r = document.createRange();
+                r.setStart(n, i); r.setEnd(n, i + text.length);
+                const s = window.getSelection(); s.removeAllRanges(); s.addRange(r);
+                return true;
+            }
+            return false;
+        }""",
+        [root, text],
+    )
+    assert found, f"{text!r} is not in {root}"
+
+
+def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import ReviewSession
+
+    fleet = ReviewSession.objects.get(pk=example_review.session_id).fleet_config
+    page = signed_in("alice")
+    open_editor(page, f"{dashboard.url}/fleets/{fleet.pk}/edit?session={example_review.session_id}")
+    qps_source = QPS + " .fe-prov select"
+    page.select_option(qps_source, "doc")
+    assert page.is_disabled("#fe-save")  # a figure from the doc needs its words
+    select_in(page, "#fe-doc-body", "Averaged over a day, traffic is about 1,000 QPS.")
+    page.click(QPS + " .fe-prov button:has-text('Use the selected words')")
+    assert "1,000 QPS" in page.inner_text(QPS + " .fe-prov .quote")
+    page.select_option("#fe-sections .fe-field[data-path='worker.batch_s'] .fe-prov select", "assumed")
+    page.click("#fe-save")
+    page.wait_for_selector("#fe-status:has-text('Saved as version 2')")
+    assert fleet.latest_version().provenance == {
+        "traffic.qps": {"source": "doc", "quote": "Averaged over a day, traffic is about 1,000 QPS."},
+        "worker.batch_s": {"source": "assumed"},
+    }
+
+    page.goto(dashboard.url + example_review.path + "#numbers")
+    page.wait_for_selector(".headline-figure")
+    assert 3 <= page.locator(".headline-figure").count() <= 5
+    slots = page.locator(".headline-figure .slot").all_text_contents()
+    assert slots[:2] == ["gap to the goal", "latency floor"] and "after one host's loss" in slots
+    assert "traffic.qps" in page.inner_text(".provenance ul.from-doc")
+    assert "worker.batch_s = 1.5" in page.inner_text(".provenance ul.assumed")
+    assert page.locator(".suggestion[data-assumed=yes]").count() == page.locator(".suggestion").count() > 0
+    assert "assumed by the reviewer" in page.inner_text(".suggestion >> nth=0")
+    page.click(".provenance .quote-link")
+    assert page.evaluate("window.getSelection().toString()") == "Averaged over a day, traffic is about 1,000 QPS."
+    screenshot(page, "numbers-headline-provenance")
