@@ -52,6 +52,13 @@ def test_it_renders_every_pass_of_the_second_example_and_saves_each(
             table = page.inner_text(".numbers-table")
             assert "Decode step floor" in table and "KV capacity per worker" in table
             assert "TPOT goal is under" in page.inner_text("#numbers-panel")
+            # Headline first: the TPOT floor over the 8 ms goal, and what one host's loss leaves.
+            headline = page.inner_text(".headline-figures")
+            assert "17.6 ms" in headline and "33.2 QPS" in headline
+            assert "worker.mbu = 0.6" in page.inner_text(".provenance ul.assumed")
+            assert "slo.tpot_s" in page.inner_text(".provenance ul.from-doc")
+            assert page.locator(".suggestion[data-assumed=yes]").count() > 0
+            screenshot(page, "second-example-numbers-top")
         elif key == "break":
             # Every replica is one model; a host carries two of them.
             assert page.locator(".layout-card").count() >= 1
