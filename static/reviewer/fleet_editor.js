@@ -240,7 +240,7 @@ function buildSections() {
       field("traffic.qps", "QPS", { hint: "mean" }),
       field("traffic.peak_qps", "peak QPS"),
       field("traffic.shape", "shape", { options: choices.shapes }),
-      field("traffic.trace", "trace", { kind: "optional-select", options: choices.traces }),
+      field("traffic.trace", "request trace", { kind: "optional-select", options: choices.traces }),
       field("traffic.trace_speedup", "trace speed-up", { hint: "x" }))),
     section("Dispatcher", fields(
       field("dispatcher.policy", "policy", { options: choices.policies }),
