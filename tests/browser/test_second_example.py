@@ -108,3 +108,19 @@ def test_no_page_of_either_review_is_wider_than_the_viewport(
         page.goto(dashboard.url + path)
         page.wait_for_load_state("networkidle")
         assert_fits(page, f"{path} at {width} px")
+
+
+def test_a_layout_without_a_model_is_not_said_to_survive_any_host_loss(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + example_review.path + "#break")
+    page.wait_for_selector(".layout-card .verdict")
+    card = page.locator(".layout-card:has(h4:text-matches(' 5 small / 5 small / 5 small$'))")
+    assert card.count() == 1
+    verdict = card.locator(".verdict")
+    assert "big has no worker at all" in verdict.inner_text()
+    assert "survives" not in verdict.inner_text()
+    assert verdict.get_attribute("class") == "verdict bad"
+    best = page.locator(".layout-card").first.locator(".verdict")
+    assert best.inner_text() == "✓ every model survives the loss of any one host"
