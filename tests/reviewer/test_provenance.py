@@ -87,3 +87,32 @@ def test_the_api_takes_and_gives_the_marks(owner, doc) -> None:
     bad = client.patch(f"/api/fleets/{created.json()['id']}/",
                        {"provenance": {"worker.batch_s": {"source": "doc", "quote": "nowhere"}}}, format="json")
     assert bad.status_code == 400 and "provenance.worker.batch_s" in str(bad.json())
+
+
+def test_the_numbers_pass_opens_with_its_headline_and_says_what_is_assumed(owner, doc) -> None:
+    from django.test import Client
+
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=MARKS)
+    session = services.session_create(owner=owner, doc=doc, fleet_config=config)
+    client = Client()
+    client.force_login(owner)
+    report = client.get(f"/sessions/{session.pk}/numbers.json").json()
+    headline = {f["slot"]: f["display"] for f in report["headline"]}
+    assert 3 <= len(headline) <= 5
+    assert headline["gap to the goal"] == "50x" and headline["latency floor"] == "1.5 s"
+    assert headline["after one host's loss"] == "0 QPS"  # host 2 carries every small worker
+    assert report["provenance"]["assumed"] == [{"path": "worker.batch_s", "value": 1.5}]
+    assert report["findings"] and all(f["assumed"] for f in report["findings"])
+    assert all(f["body"].endswith("worker.batch_s = 1.5.") for f in report["findings"])
+
+
+def test_suggestions_of_a_config_with_nothing_assumed_carry_no_note(owner, doc) -> None:
+    from django.test import Client
+
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc,
+                                          provenance={"traffic.peak_qps": MARKS["traffic.peak_qps"]})
+    session = services.session_create(owner=owner, doc=doc, fleet_config=config)
+    client = Client()
+    client.force_login(owner)
+    report = client.get(f"/sessions/{session.pk}/numbers.json").json()
+    assert report["assumed_note"] == "" and not any(f["assumed"] for f in report["findings"])
