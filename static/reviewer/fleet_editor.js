@@ -381,6 +381,10 @@ async function save() {
     const message = (data.toml && data.toml.join(" ")) || (data.name && `name: ${data.name.join(" ")}`)
       || (provenanceError && [].concat(provenanceError[1]).join(" ")) || err.message;
     status(`Not saved: ${message}`);
+    if (provenanceError) {
+      // The mark's key path names the field it belongs to.
+      showError({ path: provenanceError[0].replace(/^provenance\.?/, ""), message }, "form");
+    }
   }
   updateSave();
 }

@@ -190,7 +190,7 @@ def select_in(page: Any, root: str, text: str) -> None:
 
 
 def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so(
-    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, console_errors: list[str]
 ) -> None:
     from reviewer.models import ReviewSession
 
@@ -210,6 +210,20 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
         "traffic.qps": {"source": "doc", "quote": "Averaged over a day, traffic is about 1,000 QPS."},
         "worker.batch_s": {"source": "assumed"},
     }
+
+    # Linked to another doc, the quote is not in it: the save is refused at the field.
+    from reviewer.services import review as review_services
+
+    review_services.doc_create(owner=example_review.alice, title="Another doc", body="Nothing about traffic.")
+    open_editor(page, f"{dashboard.url}/fleets/{fleet.pk}/edit")
+    page.select_option("#fe-doc", label="Another doc")
+    page.click("#fe-save")
+    page.wait_for_selector(QPS + ".bad .field-error:has-text('provenance.traffic.qps')")
+    assert "not in the doc" in page.inner_text("#fe-status")
+    assert fleet.versions.count() == 2
+    # The refused save is the one failed request the browser reports.
+    assert console_errors == ["alice: Failed to load resource: the server responded with a status of 400 (Bad Request)"]
+    console_errors.clear()
 
     page.goto(dashboard.url + example_review.path + "#numbers")
     page.wait_for_selector(".headline-figure")
