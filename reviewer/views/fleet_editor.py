@@ -39,6 +39,8 @@ def editor_choices() -> dict[str, Any]:
 
 def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpResponse:
     user = request.user
+    base: FleetConfig | None = None
+    base_provenance: dict[str, Any] = {}
     session_id = int_or_none(request.GET.get("session"))
     session = selectors.sessions_visible_to(user).filter(pk=session_id).first() if session_id else None
     doc_id = int_or_none(request.GET.get("doc"))
@@ -50,7 +52,16 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
             "owner": fleet.owner.get_username(), "canEdit": permissions.can_edit_owned(user, fleet),
         }
     else:
-        toml = resources.files("emulator.scenario.presets").joinpath(STARTER_PRESET).read_text("utf-8")
+        # A new config starts from one the user can see (?from=ID: "edit this layout
+        # first" in the placement pass), else from the shipped starting point.
+        base_id = int_or_none(request.GET.get("from"))
+        base = selectors.fleet_configs_visible_to(user).filter(pk=base_id).first() if base_id else None
+        if base is not None:
+            toml = base.toml
+            doc_id = doc_id or base.doc_id
+            base_provenance = base.provenance
+        else:
+            toml = resources.files("emulator.scenario.presets").joinpath(STARTER_PRESET).read_text("utf-8")
         fleet_data = None
     docs = [{"id": d.pk, "title": d.title} for d in selectors.docs_visible_to(user)[:100]
             if permissions.can_share(user, d)]
@@ -64,7 +75,8 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
         "fleet": fleet_data,
         "toml": toml,
         "docId": doc_id,
-        "provenance": fleet.provenance if fleet is not None else {},
+        "provenance": fleet.provenance if fleet is not None else base_provenance,
+        "from": base.pk if fleet is None and base is not None else None,
         "docs": docs,
         "session": {"id": session.pk, "title": str(session), "fleetId": session.fleet_config_id,
                     "canManage": permissions.can_manage_session(user, session)} if session else None,

@@ -423,7 +423,30 @@ function init() {
   docs.addEventListener("change", updateSave);
   $("fe-save").addEventListener("click", save);
   $("fleet-form").addEventListener("submit", (e) => e.preventDefault());
-  check({ toml: config.toml }).then(() => { if (!state.scenario) $("fe-sections").replaceChildren(el("p", { class: "muted" }, "Fix the TOML to use the form.")); });
+  check({ toml: config.toml }).then(() => {
+    if (!state.scenario) {
+      $("fe-sections").replaceChildren(el("p", { class: "muted" }, "Fix the TOML to use the form."));
+      return;
+    }
+    applyLayout();
+  });
+}
+
+/** A layout handed over by the placement pass ("edit this layout first"): its hosts and name. */
+function applyLayout() {
+  const LAYOUT_KEY = "fleet-editor-layout"; // placement.js writes it
+  const raw = sessionStorage.getItem(LAYOUT_KEY);
+  if (!raw || config.from == null) return;
+  sessionStorage.removeItem(LAYOUT_KEY);
+  let layout;
+  try { layout = JSON.parse(raw); } catch { return; }
+  if (layout.from !== config.from) return;
+  state.scenario.hosts = layout.hosts;
+  for (const path of Object.keys(state.provenance)) if (path.startsWith("hosts")) delete state.provenance[path];
+  $("fe-name").value = layout.name || "";
+  rebuild();
+  scheduleCheck({ scenario: state.scenario });
+  status("The layout is in the form; save to make it a new fleet config.");
 }
 
 init();

@@ -116,13 +116,24 @@ function layoutCard(ctx, entry, models, onUse) {
       el("td", {}, c.failure === "none" ? "nothing" : `${c.failure}${c.alike > 1 ? ` (or any of ${c.alike} alike)` : ""}`),
       ...models.map((m) => el("td", { class: "num" }, c.capacity[m] == null ? "–" : Number(c.capacity[m]).toFixed(1)))))));
   const use = el("button", { type: "button", onclick: () => onUse(entry, use) }, "Use this layout");
+  const edit = el("button", { type: "button", onclick: () => editLayout(ctx, entry) }, "Edit this layout first");
   return el("article", { class: "layout-card", dataset: { rank: entry.rank } },
     el("h4", {}, `#${entry.rank} ${entry.label || ""}`),
     strips,
     verdict(entry),
     el("p", { class: "muted" }, `${Number(entry.nominal_qps || 0).toFixed(0)} QPS nominal · ${entry.wasted_units} units wasted`),
-    cases, use);
+    cases, el("div", { class: "row" }, use, edit));
 }
+
+/** Open the fleet editor on a new config: this fleet with the layout's hosts, not yet saved. */
+function editLayout(ctx, entry) {
+  const fleet = ctx.config.fleet;
+  sessionStorage.setItem(LAYOUT_KEY, JSON.stringify({ from: fleet.id, hosts: entry.host_groups, name: entry.config_name }));
+  location.assign(`/fleets/new?from=${fleet.id}&session=${ctx.config.sessionId}`);
+}
+
+/** Where "edit this layout first" leaves the layout for the fleet editor to pick up. */
+export const LAYOUT_KEY = "fleet-editor-layout";
 
 export async function initPlacement(ctx) {
   const box = document.getElementById("placement-panel");

@@ -237,3 +237,30 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
     page.click(".provenance .quote-link")
     assert page.evaluate("window.getSelection().toString()") == "Averaged over a day, traffic is about 1,000 QPS."
     screenshot(page, "numbers-headline-provenance")
+
+
+def test_a_layout_edited_first_is_saved_as_a_new_config_from_the_editor(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import FleetConfig, ReviewSession
+
+    original = ReviewSession.objects.get(pk=example_review.session_id).fleet_config
+    page = signed_in("alice")
+    page.goto(dashboard.url + example_review.path + "#break")
+    page.locator(".layout-card").first.locator("button:has-text('Edit this layout first')").click()
+    page.wait_for_url(f"**/fleets/new?from={original.pk}&session={example_review.session_id}")
+    workers = "#fe-sections .fe-field[data-path='hosts[0].workers'] input"
+    page.wait_for_selector("#fe-status:has-text('Valid')")
+    assert page.input_value(workers) == "big@0, small@5, small@7"
+    assert page.input_value("#fe-name").endswith("· 1 big + 2 small / 1 big + 2 small / 1 big + 2 small")
+    assert "count = 3\nunits = 10\nworkers = [\n    \"big@0\",\n    \"small@5\",\n    \"small@7\",\n]" in (
+        page.input_value("#fe-toml"))
+    # Change the layout before saving: a small worker moves up by one unit.
+    page.fill(workers, "big@0, small@5, small@8")
+    page.wait_for_selector("#fe-status:has-text('Valid')")
+    page.click("#fe-save")
+    page.wait_for_url("**/fleets/*/edit?session=*")
+    made = FleetConfig.objects.exclude(pk=original.pk).get()
+    assert made.scenario["hosts"] == [{"count": 3, "units": 10, "workers": ["big@0", "small@5", "small@8"]}]
+    assert made.doc_id == original.doc_id and made.versions.count() == 1
+    assert original.versions.count() == 1  # the session's config is left as it was
