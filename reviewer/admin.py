@@ -10,7 +10,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
@@ -68,20 +67,22 @@ class DesignDocAdmin(admin.ModelAdmin):
 
 
 class FleetConfigForm(forms.ModelForm):
-    """The scenario edited as TOML; the emulator's key-path errors land on the field."""
+    """The scenario edited as TOML; the emulator's key-path errors land on the field.
+
+    The model's ``clean`` validates the TOML once and reports on ``toml``; a
+    second check here would leave the field out of the instance when it fails,
+    and the model would then add "scenario: empty" beside the real error.
+    """
 
     class Meta:
         model = FleetConfig
         fields = ["name", "owner", "doc", "toml"]
         widgets = {"toml": forms.Textarea(attrs={"rows": 30, "cols": 90, "spellcheck": "false"})}
 
-    def clean_toml(self) -> str:
-        toml = self.cleaned_data["toml"]
-        try:
-            services.validate_scenario_toml(toml)
-        except ValidationError as exc:
-            raise forms.ValidationError(exc.messages) from None
-        return toml
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # An empty scenario is the model's error too, with its fix, said once.
+        self.fields["toml"].required = False
 
 
 class FleetConfigVersionInline(admin.TabularInline):

@@ -28,6 +28,7 @@ from reviewer.models.review import (
     ReviewSession,
     Severity,
 )
+from reviewer.provenance import ASSUMED, FROM_DOC, split
 from reviewer.representations import (
     finding_representation,
     reply_representations,
@@ -174,7 +175,9 @@ def export_json(session: ReviewSession) -> dict[str, Any]:
         "placement": placement_answer(session),
         "doc": {"id": doc.pk, "title": doc.title, "revision": latest.number if latest else None},
         "fleet_config": (
-            {"id": config.pk, "name": config.name, "version": config_version.number if config_version else None}
+            {"id": config.pk, "name": config.name, "version": config_version.number if config_version else None,
+             # Which input figures are the doc's (with its words) and which the reviewer assumed.
+             "provenance": split(config_version.provenance if config_version else {}, config.scenario)}
             if config
             else None
         ),
@@ -393,16 +396,28 @@ def export_markdown(session: ReviewSession) -> str:
     figures = fleet_headline(session)
     if figures and session.fleet_config is not None:
         version = session.fleet_config.latest_version()
+        marks = split(version.provenance if version else {}, session.fleet_config.scenario)
         lines += [
             "## Figures from the fleet config",
             "",
             f"Computed from the fleet config {session.fleet_config.name}"
             + (f" (version {version.number})" if version else "")
-            + ":",
+            + (", from figures the doc states and figures the reviewer assumed:" if marks[ASSUMED]
+               else ":" if not marks[FROM_DOC] else ", from figures the doc states:"),
             "",
         ]
         lines += [f"- {f['label']}: {f['display']} ({f['explain']})" for f in figures] + [""]
+        if marks[FROM_DOC]:
+            lines += ["From the doc:", ""]
+            lines += [f"- `{m['path']}` = {_shown(m['value'])}: \"{m['quote']}\"" for m in marks[FROM_DOC]] + [""]
+        if marks[ASSUMED]:
+            lines += ["Assumed by the reviewer (not stated in the doc):", ""]
+            lines += [f"- `{m['path']}` = {_shown(m['value'])}" for m in marks[ASSUMED]] + [""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _shown(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def context_document(context_url: str) -> dict[str, Any]:

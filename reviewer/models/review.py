@@ -176,6 +176,12 @@ class FleetConfig(models.Model):
         """The newest version, or None for a config saved without the service."""
         return self.versions.order_by("-number").first()
 
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Where the latest version's figures come from (see reviewer.provenance)."""
+        latest = self.latest_version()
+        return dict(latest.provenance) if latest else {}
+
 
 class FleetConfigVersion(models.Model):
     """One saved state of a fleet config: what an emulator run actually used."""
@@ -184,6 +190,8 @@ class FleetConfigVersion(models.Model):
     number = models.PositiveIntegerField()
     toml = models.TextField()
     scenario = models.JSONField(default=dict, editable=False)
+    # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.provenance.
+    provenance = models.JSONField(default=dict, blank=True)
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

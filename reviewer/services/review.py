@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -66,13 +67,43 @@ UNCHANGED: Final = Unchanged.UNCHANGED
 
 
 @transaction.atomic
+def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[str, str]]:
+    """The provenance map checked against the config's scenario and its doc's text."""
+    from reviewer.markdown import rendered_text
+    from reviewer.provenance import ProvenanceError, clean_provenance
+
+    doc_text = None
+    if config.doc is not None:
+        revision = config.doc.latest_revision()
+        source = revision.body if revision else config.doc.body
+        # A quote is selected in the rendered doc; one typed from the source counts too.
+        doc_text = f"{source}\n{rendered_text(source)}"
+    try:
+        return clean_provenance(provenance, config.scenario, doc_text, tomllib.loads(config.toml))
+    except ProvenanceError as exc:
+        raise Invalid(exc.path, exc.message) from None
+
+
+def _carried(provenance: dict[str, dict[str, str]], scenario: dict[str, Any],
+             written: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Marks of the previous version whose keys the new scenario still has."""
+    from reviewer.provenance import input_figures
+
+    figures = {**input_figures(written), **input_figures(scenario)}
+    return {p: m for p, m in provenance.items()
+            if p in figures or any(k.startswith(f"{p}[") or k.startswith(f"{p}.") for k in figures)}
+
+
 def fleet_config_create(
-    *, owner: User, name: str, toml: str, doc: DesignDoc | None = None
+    *, owner: User, name: str, toml: str, doc: DesignDoc | None = None, provenance: Any = None
 ) -> FleetConfig:
-    """Create a fleet config with its first version; the TOML is validated first."""
+    """Create a fleet config with its first version; the TOML is validated first, then
+    the provenance of its figures (see :mod:`reviewer.provenance`)."""
     config = FleetConfig(owner=owner, name=name, toml=toml, doc=doc)
+    config.clean()
+    marks = _clean_provenance(provenance, config) if provenance is not None else {}
     config.save()
-    FleetConfigVersion.objects.create(config=config, number=1, toml=config.toml, author=owner)
+    FleetConfigVersion.objects.create(config=config, number=1, toml=config.toml, author=owner, provenance=marks)
     return config
 
 
@@ -84,10 +115,13 @@ def fleet_config_save(
     name: str | None = None,
     toml: str | None = None,
     doc: DesignDoc | None | Unchanged = UNCHANGED,
+    provenance: Any = None,
 ) -> FleetConfig:
-    """Change a fleet config; a changed scenario becomes a new version.
+    """Change a fleet config; a changed scenario, or changed provenance of its
+    figures, becomes a new version.
 
     ``doc=UNCHANGED`` (the default) leaves the link as it is; ``None`` removes it.
+    ``provenance=None`` keeps the marks of the figures the new scenario still has.
     """
     config = FleetConfig.objects.select_for_update().get(pk=config.pk)
     if name is not None:
@@ -95,13 +129,19 @@ def fleet_config_save(
     if doc is not UNCHANGED:
         config.doc = doc
     latest = config.latest_version()
-    new_version = toml is not None and (latest is None or toml != latest.toml)
     if toml is not None:
         config.toml = toml
+    config.clean()
+    if provenance is not None:
+        marks = _clean_provenance(provenance, config)
+    else:
+        marks = _carried(latest.provenance if latest else {}, config.scenario, tomllib.loads(config.toml))
+    new_version = latest is None or config.toml != latest.toml or marks != latest.provenance
     config.save()
     if new_version:
         number = (latest.number if latest else 0) + 1
-        FleetConfigVersion.objects.create(config=config, number=number, toml=config.toml, author=author)
+        FleetConfigVersion.objects.create(config=config, number=number, toml=config.toml, author=author,
+                                          provenance=marks)
     return config
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from reviewer.views import breakpass, calibration, diff, figures, fleets, inbox, pages
+from reviewer.views import breakpass, calibration, diff, figures, fleet_editor, fleets, inbox, pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -16,6 +16,8 @@ urlpatterns = [
     path("sessions/<int:session_id>/break-advice.json", breakpass.session_break_advice, name="session-break-advice"),
     path("fleets/<int:fleet_id>/trace", fleets.fleet_trace_upload, name="fleet-trace"),
     path("inbox/", inbox.inbox_page, name="inbox"),
+    path("fleets/<int:fleet_id>/edit", fleet_editor.fleet_edit, name="fleet-edit"),
+    path("fleets/new", fleet_editor.fleet_new, name="fleet-new"),
     path("calibration/", calibration.calibration_page, name="calibration"),
     path("vendor/plotly.min.js", figures.plotly_js, name="plotly-js"),
 ]

@@ -6,6 +6,7 @@ import { api, el, fill, wsUrl } from "./api.js";
 import { config } from "./config.js";
 import { changedKeysText, ChangeControls } from "./breakpass.js";
 import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, timeAxis, valueAxes } from "./charts.js";
+import { keepChartsFitted } from "./fit.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
@@ -63,6 +64,7 @@ export class RunView {
     this.run = null;
     this.closed = true;
     this.node = this.build();
+    keepChartsFitted(this.node);
   }
 
   build() {

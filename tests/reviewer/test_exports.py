@@ -189,7 +189,7 @@ def test_an_orphaned_finding_is_exported_with_its_original_anchor(api_as, review
 
 
 def test_the_example_review_exports_in_all_four_formats(api_as, people):
-    call_command("load_example", owner="owner", verbosity=0)
+    call_command("load_example", owner="owner", example=["gateway"], verbosity=0)
     session = ReviewSession.objects.get()
     findings = _report_order(session)
     assert findings
@@ -259,3 +259,18 @@ def test_it_defuses_csv_cells_that_a_spreadsheet_would_run_as_formulas(api_as, o
     row = next(csv.DictReader(io.StringIO(response.content.decode())))
     assert row["title"] == f"'{start}HYPERLINK(\"http://evil.example\")"
     assert row["body"] == f"'{start}1+1"
+
+
+def test_the_exports_keep_apart_the_figures_from_the_doc_and_those_assumed(api_as, people):
+    from reviewer.example.reviews import SECOND
+
+    call_command("load_example", owner="owner", example=[SECOND.key], verbosity=0)
+    session = ReviewSession.objects.get()
+    client = api_as("owner")
+    marks = json.loads(client.get(f"/api/sessions/{session.pk}/export.json").content)["fleet_config"]["provenance"]
+    assert [m["path"] for m in marks["assumed"]] == ["worker.mbu", "worker.mfu"]
+    assert {"path": "slo.tpot_s", "value": 0.008, "quote": "Time per output token (TPOT) of at most 8 ms"} in marks["doc"]
+    report = client.get(f"/api/sessions/{session.pk}/export.md").content.decode()
+    assert "from figures the doc states and figures the reviewer assumed:" in report
+    assert "Assumed by the reviewer (not stated in the doc):\n\n- `worker.mbu` = 0.6\n- `worker.mfu` = 0.5" in report
+    assert '- `slo.tpot_s` = 0.008: "Time per output token (TPOT) of at most 8 ms"' in report

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.management.commands.load_example import EXAMPLE_DOCUMENT
+from reviewer.example.reviews import FIRST_DOCUMENT as EXAMPLE_DOCUMENT
 from reviewer.models import EmulatorRun, ReviewSession, RunCommand, RunFrame
 from reviewer.services import review as services
 
