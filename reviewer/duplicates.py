@@ -54,7 +54,9 @@ def duplicate_map(rows: Iterable[tuple[int, str, str, str, str]]) -> dict[int, l
 
 def duplicates_in_session(session_id: int) -> dict[int, list[int]]:
     """Near-duplicates among the session's findings not merged, in one query."""
-    rows = Finding.objects.filter(session_id=session_id, merged_into__isnull=True).values_list(
+    # Only published findings: a draft is its writer's alone, and flagging it would tell others it exists.
+    rows = Finding.objects.filter(session_id=session_id, merged_into__isnull=True,
+                                  published_at__isnull=False).values_list(
         "pk", "review_pass", "anchor_exact", "title", "body"
     )
     return duplicate_map(rows)

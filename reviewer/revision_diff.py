@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, Q
 
 from reviewer.anchoring import Anchor, reanchor
 from reviewer.diffing import Row, Segment, TextDiff, diff_texts
@@ -146,7 +146,8 @@ def _row_dict(row: Row, old_spans: list[tuple[int, int, int]], new_spans: list[t
     return data
 
 
-def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, how_from: str = "given") -> dict[str, Any]:
+def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, how_from: str = "given",
+                 viewer: Any = None) -> dict[str, Any]:
     """The diff of two revisions of the session's doc with the session's findings on each side."""
     max_chars = settings.DIFF_MAX_CHARS
     notices = []
@@ -166,7 +167,9 @@ def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, 
         )
 
     limit = settings.DIFF_MAX_FINDINGS
-    qs = (Finding.objects.filter(session=session, merged_into__isnull=True)
+    # Published findings, and the viewer's own drafts: nobody else's drafts.
+    visible = Q(published_at__isnull=False) | Q(author=viewer) if viewer is not None else Q(published_at__isnull=False)
+    qs = (Finding.objects.filter(visible, session=session, merged_into__isnull=True)
           .select_related("author", "revision").order_by("id"))
     total = qs.count()
     findings = list(qs[:limit])

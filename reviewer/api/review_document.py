@@ -88,7 +88,7 @@ class SessionDiff(APIView):
         old, new, how = revision_diff.resolve_revisions(
             session, request.user, request.query_params.get("from"), request.query_params.get("to")
         )
-        return Response(revision_diff.session_diff(session, old, new, how_from=how))
+        return Response(revision_diff.session_diff(session, old, new, how_from=how, viewer=request.user))
 
 
 class SessionDuplicates(APIView):

@@ -30,6 +30,8 @@ def finding_merge(*, finding: Finding, into: Finding, version: int | None = None
     finding, into = rows[finding.pk], rows[into.pk]
     if finding.session_id != into.session_id:
         raise Invalid("into", "into: name a finding of the same session.")
+    if finding.published_at is None or into.published_at is None:
+        raise Invalid("into", "into: only published findings are merged; publish the draft first.")
     if version is not None and version != finding.version:
         raise Conflict(
             f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",

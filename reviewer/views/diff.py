@@ -56,7 +56,7 @@ def session_diff_page(request: HttpRequest, session_id: int) -> HttpResponse:
     except Invalid as exc:
         context["error"] = exc.message
         return render(request, "reviewer/diff.html", context, status=400)
-    data = revision_diff.session_diff(session, old, new, how_from=how)
+    data = revision_diff.session_diff(session, old, new, how_from=how, viewer=request.user)
     placements = {f["id"]: f for f in data["findings"]}
     rows = []
     for row in data["rows"]:

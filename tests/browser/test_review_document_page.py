@@ -175,6 +175,7 @@ def test_a_near_duplicate_is_flagged_and_merged_from_its_button(
 ) -> None:
     from reviewer.models import Finding, ReviewSession
     from reviewer.services import review as services
+    from reviewer.services.publishing import review_publish
 
     session = ReviewSession.objects.get(pk=example_review.session_id)
     original = Finding.objects.get(session=session, review_pass="restate")
@@ -184,6 +185,8 @@ def test_a_near_duplicate_is_flagged_and_merged_from_its_button(
                                        title="Latency goal against the batch time",
                                        anchor_exact=original.anchor_exact)
         services.reply_create(finding=copy, author=example_review.bob, body="Same point as the first one.")
+        # Others see it (and its likeness to the first) once bob publishes his review.
+        review_publish(session=session, reviewer=example_review.bob, verdict="comment")
 
     in_thread(duplicate)
     copy = Finding.objects.get(session=session, author=example_review.bob)

@@ -175,3 +175,16 @@ def test_segments_are_exact_slices_of_any_text():
         assert all(i in covered for i, c in enumerate(text) if not c.isspace())
 
     check()
+
+
+def test_the_diff_places_published_findings_and_the_viewers_own_drafts_only(api_as, people, revised):
+    session = revised["session"]
+    session.file_directly = False
+    session.save(update_fields=["file_directly"])
+    draft = services.finding_create(session=session, author=people["reviewer"], review_pass="trace",
+                                    title="A draft on the changed sentence", anchor_exact="in about 2 seconds")
+    url = f"/api/sessions/{session.pk}/diff/?from=1&to=2"
+    seen_by_owner = {f["id"] for f in api_as("owner").get(url).json()["findings"]}
+    seen_by_writer = {f["id"] for f in api_as("reviewer").get(url).json()["findings"]}
+    assert draft.pk not in seen_by_owner and revised["worker"].pk in seen_by_owner
+    assert draft.pk in seen_by_writer

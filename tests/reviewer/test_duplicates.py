@@ -126,3 +126,26 @@ def test_a_merged_finding_takes_no_new_replies(api_as, twins):
     answer = api_as("reviewer").post(f"/api/findings/{second.pk}/replies/", {"body": "Late."}, format="json")
     assert answer.status_code == 400
     assert f"merged into finding {first.pk}" in answer.json()["finding"][0]
+
+
+def test_a_draft_is_neither_flagged_nor_merged_until_it_is_published(api_as, open_review, people):
+    open_review.file_directly = False
+    open_review.save(update_fields=["file_directly"])
+    published = Finding.objects.create(session=open_review, author=people["owner"], review_pass="trace",
+                                       title="Round-robin to busy workers", anchor_exact=QUOTE,
+                                       published_at=open_review.created_at)
+    draft = services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
+                                    title="Busy workers get batches", anchor_exact=QUOTE)
+    assert draft.published_at is None
+    # The owner is told nothing of the reviewer's draft, not even that it repeats a finding.
+    listed = api_as("owner").get(f"/api/sessions/{open_review.pk}/findings/").json()["results"]
+    assert [f["duplicates"] for f in listed if f["id"] == published.pk] == [[]]
+    # Nobody else sees the draft to merge it; the writer may not merge another's finding;
+    # and the service refuses a draft whoever asks.
+    assert api_as("owner").post(f"/api/findings/{draft.pk}/merge/", {"into": published.pk},
+                                format="json").status_code == 404
+    from reviewer.services.errors import Invalid
+    from reviewer.services.merge import finding_merge
+
+    with pytest.raises(Invalid, match="publish the draft first"):
+        finding_merge(finding=draft, into=published)

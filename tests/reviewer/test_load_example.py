@@ -40,13 +40,17 @@ def test_it_loads_a_doc_a_fleet_config_and_a_session(admin_user, session_of) -> 
 
 def test_its_findings_are_a_published_review_with_a_verdict(admin_user) -> None:
     call_command("load_example", verbosity=0)
-    session = ReviewSession.objects.get()
-    review = session.reviews.get()
-    assert review.verdict == "needs_changes" and review.summary
-    findings = Finding.objects.filter(session=session)
-    assert findings.count() == review.findings_published >= 3
-    assert not findings.filter(published_at__isnull=True).exists()
-    assert set(findings.values_list("publication", flat=True)) == {review.pk}
+    sessions = ReviewSession.objects.all()
+    assert sessions.count() == 2  # both examples
+    for session in sessions:
+        review = session.reviews.get()
+        assert review.verdict == "needs_changes" and review.summary
+        findings = Finding.objects.filter(session=session)
+        assert findings.count() == review.findings_published >= 3
+        assert not findings.filter(published_at__isnull=True).exists()
+        assert set(findings.values_list("publication", flat=True)) == {review.pk}
+        # Each example carries its own review document.
+        assert session.opening and session.strengths and session.restatement
 
 
 def test_it_uses_the_shipped_scenario_file_unchanged(admin_user) -> None:

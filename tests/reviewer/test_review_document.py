@@ -81,7 +81,7 @@ def test_a_change_is_announced_to_the_session(api_as, open_review, monkeypatch):
 
 
 def test_the_example_review_exports_opening_strengths_and_restatement_in_order(api_as, people):
-    call_command("load_example", owner="owner", verbosity=0)
+    call_command("load_example", owner="owner", example=["gateway"], verbosity=0)
     session = ReviewSession.objects.get()
     report = api_as("owner").get(f"/api/sessions/{session.pk}/export.md").content.decode()
     opening = report.index(EXAMPLE_DOCUMENT["opening"])
@@ -100,7 +100,7 @@ def test_the_example_review_exports_opening_strengths_and_restatement_in_order(a
 
 
 def test_every_data_export_carries_the_document(api_as, people):
-    call_command("load_example", owner="owner", verbosity=0)
+    call_command("load_example", owner="owner", example=["gateway"], verbosity=0)
     session = ReviewSession.objects.get()
     client = api_as("owner")
     data = json.loads(client.get(f"/api/sessions/{session.pk}/export.json").content)
