@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS
+from reviewer.mechanism_charts import mechanism_vocabulary
 from reviewer.models.review import FindingStatus, ReviewPass, Severity, TraceHop
 from reviewer.models.runs import ACTIVE_STATUSES, FINAL_STATUSES, SPEEDS, RunStatus
 
@@ -67,4 +68,6 @@ def vocabulary() -> dict[str, Any]:
         # A run summary's request counts: offered, then each outcome.
         "requestCounts": list(COUNT_KEYS),
         "runCharts": RUN_CHARTS,
+        # Prefix caching, prefill/decode pools and autoscaling, for runs whose frames carry them.
+        "mechanismCharts": mechanism_vocabulary(),
     }

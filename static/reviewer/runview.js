@@ -4,6 +4,7 @@
 
 import { api, el, fill, wsUrl } from "./api.js";
 import { config } from "./config.js";
+import { MechanismCharts } from "./mechanisms.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
@@ -77,6 +78,7 @@ export class RunView {
 
     this.charts = CHARTS.map((chart) => ({ ...chart, div: el("div", { class: "chart", "data-chart": chart.key }) }));
     this.heatmapDiv = el("div", { class: "heatmap", "data-chart": "heatmap" });
+    this.mechanisms = new MechanismCharts(this.label);
     this.faults = el("div", { class: "fault-buttons", role: "group", "aria-label": `${this.label} faults` });
     this.events = el("div", { class: "run-events", "aria-live": "polite" });
     this.summary = el("div", { class: "summary" });
@@ -103,6 +105,7 @@ export class RunView {
         this.charts.map((chart) => chart.div),
         this.heatmapDiv,
         el("p", { class: "muted rank-help" }, HEATMAP_LEGEND),
+        this.mechanisms.node,
         this.events,
         this.evidenceBar,
         this.summary));
@@ -148,6 +151,7 @@ export class RunView {
     this.frameCount = 0;
     this.events.replaceChildren();
     this.summary.replaceChildren();
+    this.mechanisms.reset();
     this.title.textContent = `${this.label}: run ${runId}`;
     this.connect();
   }
@@ -229,6 +233,7 @@ export class RunView {
     window.Plotly.newPlot(this.heatmapDiv, [heatmapTrace(this.grid, null)],
       { margin: { l: 56, r: 8, t: 26, b: 24 }, title: { text: "Hosts × units", font: { size: 12 } }, yaxis: { autorange: "reversed" }, font: { size: 11 } },
       { ...CONFIG, displayModeBar: false });
+    this.mechanisms.setup(layout, xaxis);
     this.buildFaultButtons(layout);
     this.fillTargets();
     this.attachButton.disabled = false;
@@ -293,6 +298,7 @@ export class RunView {
     this.progress.value = last.t_s;
     this.progressText.textContent = `${last.t_s.toFixed(0)} / ${duration.toFixed(0)} s simulated${last.behind ? " (behind its speed)" : ""}`;
     this.node.dataset.frames = String(last.i + 1);
+    this.mechanisms.add(frames);
     for (const f of frames) {
       for (const e of f.events || []) this.events.prepend(el("div", {}, `t=${f.t_s.toFixed(0)} s: ${e}`));
     }
@@ -300,6 +306,7 @@ export class RunView {
 
   showSummary(s) {
     if (!s) return;
+    this.mechanisms.summary(s);
     // The first count is what was offered; each outcome is shown as a share of it.
     const [offeredKey, ...outcomeKeys] = config.requestCounts;
     const offered = s[offeredKey];
