@@ -47,15 +47,16 @@ _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
 # title, the y axis's title (with its unit), how a value is scaled for display and
 # the axis's tick suffix, and its metrics (a trace per model that reports them).
 # ``spread`` adds, per model, the band between its workers' lowest and highest
-# per-worker figure; ``stacked`` stacks a model's metrics as areas; ``scale_events``
-# draws the autoscaler's events as vertical markers and lists them under the chart.
+# per-worker figure; ``per_frame`` adds the frame's length to the title; ``stacked``
+# stacks a model's metrics as areas; ``scale_events`` draws the autoscaler's events
+# as vertical markers and lists them under the chart.
 MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "prefix_hit", "mechanism": "Prefix caching", "title": "Prefix cache hit rate per frame",
      "y_title": "hit rate (%)", "scale": 100, "tick_suffix": "%", "range": [0, 100], "connect_gaps": True,
      "metrics": [{"key": _PREFIX_HIT, "label": "hit rate"}],
      "spread": {"worker_key": WORKER_PREFIX_HIT, "label": "workers' range"}},
     {"key": "prefill_saved", "mechanism": "Prefix caching", "title": "Prefill tokens saved per frame",
-     "y_title": "tokens", "metrics": [{"key": _SAVED, "label": "tokens saved"}]},
+     "y_title": "tokens per frame", "per_frame": True, "metrics": [{"key": _SAVED, "label": "tokens saved"}]},
     {"key": "pool_ttft", "mechanism": "Prefill and decode pools",
      "title": "TTFT by pool: prefill, then decode (handoff to the client's first token)",
      "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True,

@@ -64,6 +64,7 @@ export class MechanismCharts {
     this.layout = null;
     this.xaxis = { ticksuffix: " s" };
     this.rows = [];
+    this.sampleS = null;
     this.events = [];
     this.exactEvents = false;
     this.pending = false;
@@ -105,6 +106,7 @@ export class MechanismCharts {
         });
       }
       this.rows.push(row);
+      if (!this.sampleS && f.t_s > 0) this.sampleS = f.t_s / (f.i + 1);
       if (!this.exactEvents) {
         // A frame covers (t - sample, t]; its events happened somewhere in it.
         const from = f.i > 0 ? f.t_s - f.t_s / (f.i + 1) : 0;
@@ -163,7 +165,8 @@ export class MechanismCharts {
         const trace = { x, y, name: named(name, metric.label), mode: "lines", connectgaps: Boolean(spec.connect_gaps) };
         if (metric.dash) trace.line = { dash: metric.dash };
         if (spec.stacked) {
-          Object.assign(trace, { stackgroup: name, line: { width: 0.5, color: metric.colour }, fillcolor: metric.colour });
+          // Counts read at each frame's end: steps, not ramps between frames.
+          Object.assign(trace, { stackgroup: name, line: { width: 0.5, color: metric.colour, shape: "hv" }, fillcolor: metric.colour });
         }
         traces.push(trace);
       }
@@ -183,7 +186,7 @@ export class MechanismCharts {
     const spec = chart.spec;
     const layout = {
       margin: { l: 58, r: 8, t: 26, b: 34 },
-      title: { text: spec.title, font: { size: 12 } },
+      title: { text: spec.per_frame && this.sampleS ? `${spec.title} (frames of ${fmtTime(this.sampleS)} s)` : spec.title, font: { size: 12 } },
       font: { size: 11 },
       hovermode: "x unified",
       legend: { orientation: "h", y: -0.3, font: { size: 10 } },
