@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
+from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
 from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS
@@ -42,12 +43,14 @@ SCALE_DIRECTION_COLOURS = {
 _PREFIX_HIT, _SAVED = PREFIX_FRAME_KEYS
 (_P_TTFT50, _P_TTFT95, _D_TTFT50, _D_TTFT95, _TRANSFERS, _WAITING, _BACKLOG, _STRANDED) = POOL_KEYS
 _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
+_CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
 # the axis's tick suffix, and its metrics (a trace per model that reports them).
 # ``spread`` adds, per model, the band between its workers' lowest and highest
-# per-worker figure; ``per_frame`` adds the frame's length to the title; ``stacked``
+# per-worker figure; ``present_keys`` (default: every metric) are those whose values
+# decide which models a chart draws and whether it shows; ``per_frame`` adds the frame's length to the title; ``stacked``
 # stacks a model's metrics as areas; ``scale_events`` draws the autoscaler's events
 # as vertical markers and lists them under the chart.
 MECHANISM_CHARTS: list[dict[str, Any]] = [
@@ -58,12 +61,15 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "prefill_saved", "mechanism": "Prefix caching", "title": "Prefill tokens saved per frame",
      "y_title": "tokens per frame", "per_frame": True, "metrics": [{"key": _SAVED, "label": "tokens saved"}]},
     {"key": "pool_ttft", "mechanism": "Prefill and decode pools",
-     "title": "TTFT by pool: prefill, then decode (handoff to the client's first token)",
+     "title": "TTFT: prefill pool, decode pool (handoff to first token), client (both)",
      "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True,
-     "metrics": [{"key": _P_TTFT50, "label": "prefill p50"},
-                 {"key": _P_TTFT95, "label": "prefill p95", "dash": "dot"},
-                 {"key": _D_TTFT50, "label": "decode p50"},
-                 {"key": _D_TTFT95, "label": "decode p95", "dash": "dot"}]},
+     "present_keys": [_P_TTFT50, _D_TTFT50],
+     "metrics": [{"key": _P_TTFT50, "label": "prefill p50", "colour": "#1f77b4"},
+                 {"key": _P_TTFT95, "label": "prefill p95", "dash": "dot", "colour": "#1f77b4"},
+                 {"key": _D_TTFT50, "label": "decode p50", "colour": "#2ca02c"},
+                 {"key": _D_TTFT95, "label": "decode p95", "dash": "dot", "colour": "#2ca02c"},
+                 {"key": _CLIENT_TTFT50, "label": "client p50", "colour": "#9467bd"},
+                 {"key": _CLIENT_TTFT95, "label": "client p95", "dash": "dot", "colour": "#9467bd"}]},
     {"key": "pool_handoff", "mechanism": "Prefill and decode pools",
      "title": "KV handoff: transfers in flight, handoffs waiting, prefill backlog, stranded",
      "y_title": "requests",
@@ -79,12 +85,45 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
                  {"key": _PARKED, "label": "parked", "colour": "#ced4da"}]},
 ]
 
+# The run's totals shown under each mechanism's charts once the summary arrives: a
+# path into the summary's ``per_model[<model>]`` (scope "model") or into the summary
+# itself (scope "run"), a label, the unit and a scale. A path that does not resolve
+# to a number (another mechanism's run) is left out.
+MECHANISM_TOTALS: list[dict[str, Any]] = [
+    {"mechanism": "Prefix caching", "scope": "model", "path": [_PREFIX_HIT], "label": "hit rate",
+     "unit": "%", "scale": 100, "digits": 1},
+    {"mechanism": "Prefix caching", "scope": "model", "path": [_SAVED], "label": "prefill tokens saved",
+     "unit": "tokens"},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "prefill_ttft_s", "p50"],
+     "label": "prefill TTFT p50", "unit": "s", "digits": 3},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "decode_ttft_s", "p50"],
+     "label": "decode TTFT p50", "unit": "s", "digits": 3},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "transfer_s", "p50"],
+     "label": "KV transfer p50", "unit": "s", "digits": 3},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "transfers"],
+     "label": "KV transfers", "unit": "requests"},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", _STRANDED],
+     "label": "stranded", "unit": "requests"},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "handoffs_lost"],
+     "label": "handoffs lost", "unit": "requests"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "scaled_up"], "label": "scaled up",
+     "unit": "workers"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "scaled_down"], "label": "scaled down",
+     "unit": "workers"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "blocked"], "label": "blocked looks",
+     "unit": ""},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "peak_workers"], "label": "most held at once",
+     "unit": "workers"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "worker_s"], "label": "worker time",
+     "unit": "worker-s"},
+]
+
 
 def mechanism_vocabulary() -> dict[str, Any]:
     """What the run view needs to draw the mechanism charts and read scale events."""
     return {
         "charts": MECHANISM_CHARTS,
-        "metrics": list(MECHANISM_METRICS),
+        "totals": MECHANISM_TOTALS,
         "scaleEventPattern": SCALE_EVENT_PATTERN,
         "scaleColours": SCALE_DIRECTION_COLOURS,
         # The summary's key holding the autoscaler's events with their exact times.

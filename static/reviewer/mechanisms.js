@@ -26,6 +26,20 @@ export function parseScaleEvent(line) {
   };
 }
 
+/** The number at ``path`` in ``obj``, or null. */
+function pick(obj, path) {
+  let v = obj;
+  for (const key of path) v = v != null && typeof v === "object" ? v[key] : null;
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+function fmtTotal(total, v) {
+  const x = v * (total.scale || 1);
+  const text = total.digits != null ? x.toFixed(total.digits) : Math.round(x).toLocaleString("en-US");
+  if (!total.unit) return text;
+  return total.unit === "%" ? `${text}%` : `${text} ${total.unit}`;
+}
+
 function fmtTime(t) {
   return Number.isInteger(t) ? String(t) : t.toFixed(1);
 }
@@ -36,6 +50,8 @@ export class MechanismCharts {
     this.charts = VOCAB.charts.map((spec) => ({
       spec, div: el("div", { class: "chart mech-chart", "data-chart": spec.key, hidden: true }),
     }));
+    // Every frame metric a chart draws (the mechanisms' own and the client's TTFT beside them).
+    this.keys = [...new Set(VOCAB.charts.flatMap((c) => c.metrics.map((m) => m.key)))];
     this.eventRows = el("tbody");
     this.eventNote = el("span", { class: "muted" });
     this.eventBlock = el("div", { class: "scale-events", hidden: true },
@@ -48,7 +64,9 @@ export class MechanismCharts {
     for (const chart of this.charts) {
       let section = this.sections.find((s) => s.title === chart.spec.mechanism);
       if (!section) {
-        section = { title: chart.spec.mechanism, node: el("div", { class: "mech-section", hidden: true }, el("h4", {}, chart.spec.mechanism)) };
+        const totals = el("p", { class: "mech-totals", hidden: true });
+        section = { title: chart.spec.mechanism, totals,
+          node: el("div", { class: "mech-section", hidden: true }, el("h4", {}, chart.spec.mechanism), totals) };
         this.sections.push(section);
       }
       section.node.append(chart.div);
@@ -73,7 +91,11 @@ export class MechanismCharts {
       chart.div.hidden = true;
       if (window.Plotly && chart.div.data) window.Plotly.purge(chart.div);
     }
-    for (const s of this.sections) s.node.hidden = true;
+    for (const s of this.sections) {
+      s.node.hidden = true;
+      s.totals.hidden = true;
+      s.totals.replaceChildren();
+    }
     this.eventBlock.hidden = true;
     this.eventRows.replaceChildren();
     this.node.hidden = true;
@@ -94,7 +116,7 @@ export class MechanismCharts {
     const workerModel = this.layout.workers.model;
     for (const f of frames) {
       const row = { t: f.t_s, m: {}, spread: {} };
-      for (const key of VOCAB.metrics) if (f.m[key]) row.m[key] = f.m[key];
+      for (const key of this.keys) if (f.m[key]) row.m[key] = f.m[key];
       for (const chart of this.charts) {
         const spread = chart.spec.spread;
         const perWorker = spread && f.w[spread.worker_key];
@@ -122,6 +144,7 @@ export class MechanismCharts {
 
   /** The run's summary: its scale events with their exact times replace the frames' ones. */
   summary(s) {
+    if (s) this.showTotals(s);
     const scale = s && s[VOCAB.scaleSummary];
     if (!scale || !Array.isArray(scale.events)) return;
     this.exactEvents = true;
@@ -133,9 +156,29 @@ export class MechanismCharts {
     this.draw();
   }
 
+  /** The run's totals under each mechanism whose figures the summary holds. */
+  showTotals(s) {
+    const models = this.layout ? this.layout.models : Object.keys(s.per_model || {});
+    for (const section of this.sections) {
+      const parts = [];
+      const totals = VOCAB.totals.filter((t) => t.mechanism === section.title);
+      const scopes = totals.some((t) => t.scope === "run") ? [null] : [];
+      for (const scope of [...scopes, ...models]) {
+        const figures = totals
+          .filter((t) => (scope === null ? t.scope === "run" : t.scope === "model"))
+          .map((t) => [t, pick(scope === null ? s : (s.per_model || {})[scope], t.path)])
+          .filter(([, v]) => v !== null)
+          .map(([t, v]) => `${t.label} ${fmtTotal(t, v)}`);
+        if (figures.length) parts.push(`${scope !== null && models.length > 1 ? `${scope}: ` : ""}${figures.join(", ")}`);
+      }
+      section.totals.hidden = !parts.length;
+      section.totals.textContent = parts.length ? `Over the run: ${parts.join("; ")}.` : "";
+    }
+  }
+
   /** The models with a value of one of the chart's metrics in some frame. */
   modelsOf(chart) {
-    const keys = chart.spec.metrics.map((m) => m.key);
+    const keys = chart.spec.present_keys || chart.spec.metrics.map((m) => m.key);
     return this.layout.models
       .map((name, mi) => ({ name, mi }))
       .filter(({ mi }) => this.rows.some((r) => keys.some((k) => r.m[k] && r.m[k][mi] != null)));
@@ -163,7 +206,9 @@ export class MechanismCharts {
           return v == null ? null : v * scale;
         });
         const trace = { x, y, name: named(name, metric.label), mode: "lines", connectgaps: Boolean(spec.connect_gaps) };
-        if (metric.dash) trace.line = { dash: metric.dash };
+        // A metric's own colour (p50 and p95 of one pool alike) when one model is drawn.
+        const colour = metric.colour && models.length === 1 ? { color: metric.colour } : {};
+        if (metric.dash || colour.color) trace.line = { ...colour, ...(metric.dash ? { dash: metric.dash } : {}) };
         if (spec.stacked) {
           // Counts read at each frame's end: steps, not ramps between frames.
           Object.assign(trace, { stackgroup: name, line: { width: 0.5, color: metric.colour, shape: "hv" }, fillcolor: metric.colour });

@@ -90,6 +90,11 @@ def test_it_draws_the_mechanisms_a_run_carries(
         data = page.evaluate(CHART_DATA, chart)
         assert data is not None and data["traces"] >= 1 and data["values"] > 5, (chart, data)
         assert data["yTitle"], chart  # every y axis names its unit
+    # The run's totals for the mechanism, from its summary, with their units.
+    totals = page.inner_text(".run-view .mech-section:not([hidden]) .mech-totals")
+    assert totals.startswith("Over the run:"), totals
+    assert {"prefix-heavy-chat": "tokens", "disagg-decode-undersized": " s,",
+            "autoscaled-diurnal": "worker-s"}[preset] in totals, totals
     for chart in set(ALL_CHARTS) - set(charts):
         assert page.evaluate(CHART_DATA, chart) is None, chart
 

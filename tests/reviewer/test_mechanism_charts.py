@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS, SCALE_EVENT_PATTERN
+from reviewer.mechanism_charts import (
+    MECHANISM_CHARTS,
+    MECHANISM_METRICS,
+    MECHANISM_TOTALS,
+    SCALE_EVENT_PATTERN,
+)
 from reviewer.vocabulary import vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +52,32 @@ def test_it_draws_only_metrics_the_engine_puts_in_that_mechanisms_frames(preset:
     keys = set(frames[-1]["m"])
     assert _chart_keys(mechanism) <= keys
     # The other mechanisms' metrics are absent, so their charts stay hidden.
-    others = {k for c in MECHANISM_CHARTS if c["mechanism"] != mechanism for m in c["metrics"] for k in [m["key"]]}
-    assert not (others & keys)
+    others = {k for c in MECHANISM_CHARTS if c["mechanism"] != mechanism
+              for k in c.get("present_keys", [m["key"] for m in c["metrics"]])}
+    assert others and not (others & keys)
+    assert not ((set(MECHANISM_METRICS) - _chart_keys(mechanism)) & keys)
     # Each drawn metric has a value for the model in some frame (a chart never stays empty).
     for key in _chart_keys(mechanism):
         assert any(f["m"][key][0] is not None for f in frames), key
+
+
+def _pick(data: Any, path: list[str]) -> Any:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+@pytest.mark.parametrize("preset", list(SHORT_RUNS))
+def test_each_total_of_a_mechanism_is_a_number_in_its_runs_summary_and_absent_from_others(preset: str) -> None:
+    overrides, mechanism = SHORT_RUNS[preset]
+    _, summary = _frames_and_summary(preset, overrides)
+    for total in MECHANISM_TOTALS:
+        where = summary if total["scope"] == "run" else summary["per_model"]["chat"]
+        value = _pick(where, total["path"])
+        if total["mechanism"] == mechanism:
+            assert isinstance(value, int | float), total
+        else:
+            assert value is None, total
 
 
 def test_a_run_without_mechanisms_carries_none_of_their_metrics() -> None:
@@ -104,7 +130,6 @@ def test_the_session_page_sends_the_mechanism_charts(open_review: Any, people: d
     config = json.loads(re.search(r'<script id="page-config" type="application/json">(.*?)</script>',
                                   page, re.S).group(1))
     assert config["mechanismCharts"]["charts"] == MECHANISM_CHARTS
-    assert config["mechanismCharts"]["metrics"] == list(MECHANISM_METRICS)
 
 
 # The keys each preset's TOML must carry, so the save below exercises them.
