@@ -45,8 +45,10 @@ function fmtTime(t) {
 }
 
 export class MechanismCharts {
-  constructor(label) {
+  /** ``metricSelect``: the evidence bar's metric choice, offered each chart's metrics once it shows. */
+  constructor(label, metricSelect = null) {
     this.label = label;
+    this.metricSelect = metricSelect;
     this.charts = VOCAB.charts.map((spec) => ({
       spec, div: el("div", { class: "chart mech-chart", "data-chart": spec.key, hidden: true }),
     }));
@@ -98,6 +100,7 @@ export class MechanismCharts {
     }
     this.eventBlock.hidden = true;
     this.eventRows.replaceChildren();
+    if (this.metricSelect) for (const o of this.metricSelect.querySelectorAll("option[data-mechanism]")) o.remove();
     this.node.hidden = true;
     this.node.dataset.charts = "";
   }
@@ -259,6 +262,7 @@ export class MechanismCharts {
       for (const chart of this.charts) {
         const models = this.modelsOf(chart);
         if (!models.length) continue;
+        if (!chart.present) this.offerMetrics(chart);
         chart.present = true;
         chart.section.node.hidden = false;
         chart.div.hidden = false;
@@ -270,6 +274,20 @@ export class MechanismCharts {
       }
       this.node.dataset.charts = shown.join(" ");
     });
+  }
+
+  /** The shown chart drawing ``metricKey`` (for the evidence bar's visible window), or undefined. */
+  chartOf(metricKey) {
+    return this.charts.find((c) => c.present && c.spec.metrics.some((m) => m.key === metricKey));
+  }
+
+  offerMetrics(chart) {
+    if (!this.metricSelect) return;
+    const have = new Set([...this.metricSelect.options].map((o) => o.value));
+    for (const m of chart.spec.metrics) {
+      if (have.has(m.key)) continue;
+      this.metricSelect.append(el("option", { value: m.key, dataset: { mechanism: chart.spec.key } }, m.key));
+    }
   }
 
   fillEvents() {

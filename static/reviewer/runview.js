@@ -78,13 +78,13 @@ export class RunView {
 
     this.charts = CHARTS.map((chart) => ({ ...chart, div: el("div", { class: "chart", "data-chart": chart.key }) }));
     this.heatmapDiv = el("div", { class: "heatmap", "data-chart": "heatmap" });
-    this.mechanisms = new MechanismCharts(this.label);
     this.faults = el("div", { class: "fault-buttons", role: "group", "aria-label": `${this.label} faults` });
     this.events = el("div", { class: "run-events", "aria-live": "polite" });
     this.summary = el("div", { class: "summary" });
 
     this.metric = el("select", { "aria-label": "Metric" },
       CHARTS.flatMap((chart) => chart.metrics.map((m) => el("option", { value: m.key }, m.key))));
+    this.mechanisms = new MechanismCharts(this.label, this.metric);
     this.target = el("select", { "aria-label": "Finding to attach to" });
     this.attachButton = el("button", { type: "button", disabled: true, onclick: () => this.attach() }, "Attach as evidence");
     this.evidenceBar = el("div", { class: "evidence-bar row" },
@@ -331,7 +331,8 @@ export class RunView {
 
   /** The time window the reader has zoomed the chart holding the chosen metric to. */
   visibleWindow() {
-    const chart = this.charts.find((c) => c.metrics.some((m) => m.key === this.metric.value));
+    const chart = this.charts.find((c) => c.metrics.some((m) => m.key === this.metric.value))
+      || this.mechanisms.chartOf(this.metric.value);
     const range = chart.div.layout && chart.div.layout.xaxis && chart.div.layout.xaxis.range;
     if (range && range.length === 2) return [Math.max(0, Number(range[0])), Number(range[1])];
     const xs = chart.div.data && chart.div.data[0] ? chart.div.data[0].x : [];

@@ -108,6 +108,20 @@ def test_it_draws_the_mechanisms_a_run_carries(
         first = rows[0].inner_text()
         assert "30" in first and "down" in first
 
+    if preset == "prefix-heavy-chat":
+        # A mechanism's metric is offered as evidence, with the window of its chart.
+        page.select_option(".run-view select[aria-label=Metric]", "prefix_hit_rate")
+        page.click(".run-view button:has-text('Attach as evidence')")
+        page.wait_for_selector("#ff-evidence:not([hidden])")
+        page.fill("#ff-title", "Round-robin routing halves the prefix hit rate")
+        page.click("#ff-submit")
+        page.wait_for_selector("#panel-break .finding-item:has-text('halves the prefix hit rate')")
+        from reviewer.models import Finding
+
+        finding = Finding.objects.get(title="Round-robin routing halves the prefix hit rate")
+        assert finding.evidence_metric == "prefix_hit_rate"
+        assert finding.evidence_t_to_s > finding.evidence_t_from_s >= 0
+
     # Legible at 1280 and 800 px, without horizontal overflow.
     mechanisms = page.query_selector(".run-view .mechanisms")
     for width in (1280, 800):
