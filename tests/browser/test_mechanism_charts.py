@@ -143,3 +143,7 @@ def test_a_run_without_the_mechanisms_shows_none_of_their_charts(
     assert page.is_hidden(".run-view .mechanisms")
     assert all(page.evaluate(CHART_DATA, chart) is None for chart in ALL_CHARTS)
     assert page.evaluate(NO_OVERFLOW)
+    page.set_viewport_size({"width": 800, "height": 900})
+    page.wait_for_timeout(400)
+    page.query_selector(".run-view .heatmap").scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_path("mechanisms-none-800")))
