@@ -59,7 +59,7 @@ export class MechanismCharts {
     this.eventBlock = el("div", { class: "scale-events", hidden: true },
       el("table", { "aria-label": `${label} scale events` },
         el("caption", {}, "Scale events ", this.eventNote),
-        el("thead", {}, el("tr", {}, ["time (s)", "direction", "worker #", "host #", "reason"].map((h) => el("th", {}, h)))),
+        el("thead", {}, el("tr", {}, ["time (s)", "event", "reason"].map((h) => el("th", {}, h)))),
         this.eventRows));
     // One section per mechanism, in the server's order, each hidden until one of its charts shows.
     this.sections = [];
@@ -297,9 +297,9 @@ export class MechanismCharts {
       : `(${this.events.length} so far; live, each at the frame it fell in)`;
     const rows = this.events.map((e) => el("tr", { dataset: { direction: e.direction } },
       el("td", { class: "num" }, e.from < e.t ? `${fmtTime(e.from)}–${fmtTime(e.t)}` : fmtTime(e.t)),
-      el("td", {}, el("span", { class: "scale-dir", style: `border-color: ${VOCAB.scaleColours[e.direction] || "#868e96"}` }, e.direction)),
-      el("td", { class: "num" }, e.worker ?? "–"),
-      el("td", { class: "num" }, e.host ?? "–"),
+      el("td", { class: "event" },
+        el("span", { class: "scale-dir", style: `border-color: ${VOCAB.scaleColours[e.direction] || "#868e96"}` }, e.direction),
+        el("span", { class: "muted" }, [e.worker !== null ? ` worker ${e.worker}` : "", e.host !== null ? ` on host ${e.host}` : ""].join(""))),
       el("td", { class: "reason" }, e.reason)));
     this.eventRows.replaceChildren(...rows);
   }
