@@ -178,3 +178,23 @@ def test_a_fleet_config_using_the_mechanism_saves_and_runs_from_the_session(
     assert expected_summary_key in run.summary
     if mechanism == "Prefill and decode pools":
         assert run.summary["per_model"]["chat"]["pools"]["transfers"] > 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("preset", list(SHORT_RUNS))
+def test_a_fleet_config_given_as_a_scenario_object_keeps_the_mechanisms_keys(preset: str, api_as: Any) -> None:
+    from emulator.scenario import load_scenario
+
+    scenario = load_scenario(preset, max_requests=None).to_dict()
+    saved = api_as("owner").post("/api/fleets/", {"name": preset, "scenario": scenario}, format="json")
+    assert saved.status_code == 201, saved.content
+    assert saved.json()["scenario"] == scenario
+    assert all(key in saved.json()["toml"] for key in PRESET_KEYS[preset])
+
+
+@pytest.mark.django_db
+def test_a_bad_mechanism_key_is_refused_naming_it(api_as: Any) -> None:
+    text = (PRESETS / "autoscaled-diurnal.toml").read_text("utf-8").replace('metric = "running"', 'metric = "gpu"')
+    saved = api_as("owner").post("/api/fleets/", {"name": "bad", "toml": text}, format="json")
+    assert saved.status_code == 400
+    assert "autoscaler.metric" in " ".join(saved.json()["toml"])
