@@ -226,6 +226,13 @@ export class MechanismCharts {
         traces.push({ x: [null], y: [null], mode: "lines", name: `scale ${d}`,
           line: { color: VOCAB.scaleColours[d] || "#868e96", dash: "dot", width: 1.5 }, hoverinfo: "skip" });
       }
+      // A mark at the top of each marker line, whose hover tells the event.
+      if (this.events.length) {
+        traces.push({ x: this.events.map((e) => e.t), y: this.events.map(() => 1), yaxis: "y2", mode: "markers",
+          marker: { symbol: "triangle-down", size: 8, color: this.events.map((e) => VOCAB.scaleColours[e.direction] || "#868e96") },
+          text: this.events.map((e) => `${e.direction}${e.worker !== null ? ` worker ${e.worker}` : ""}: ${e.reason}`),
+          hovertemplate: "%{text}<extra>scale</extra>", showlegend: false, cliponaxis: false });
+      }
     }
     return traces;
   }
@@ -238,12 +245,13 @@ export class MechanismCharts {
       font: { size: 11 },
       hovermode: "x unified",
       legend: { orientation: "h", y: -0.3, font: { size: 10 } },
-      xaxis: { ...this.xaxis, title: { text: "simulated time", font: { size: 10 }, standoff: 2 } },
+      xaxis: { ...this.xaxis, zeroline: false, title: { text: "simulated time", font: { size: 10 }, standoff: 2 } },
       yaxis: { title: { text: spec.y_title, font: { size: 10 } }, rangemode: "tozero",
         ...(spec.tick_suffix ? { ticksuffix: spec.tick_suffix } : {}),
         ...(spec.range ? { range: spec.range, autorange: false } : {}) },
     };
     if (spec.scale_events) {
+      layout.yaxis2 = { overlaying: "y", range: [0, 1], visible: false, fixedrange: true };
       layout.shapes = this.events.map((e) => ({
         type: "line", xref: "x", yref: "paper", x0: e.t, x1: e.t, y0: 0, y1: 1,
         line: { color: VOCAB.scaleColours[e.direction] || "#868e96", width: 1.5, dash: "dot" },

@@ -107,6 +107,11 @@ def test_it_draws_the_mechanisms_a_run_carries(
         assert page.evaluate(CHART_DATA, "autoscale_workers")["shapes"] == len(rows)
         first = rows[0].inner_text()
         assert "30" in first and "down" in first
+        # Hovering an event's mark tells the event.
+        page.hover(".run-view [data-chart=autoscale_workers] .xy2 .point >> nth=0", force=True)
+        # (Two events share t = 30 s, the down and the parking; the unified hover shows one.)
+        wait_for_page(page, "document.querySelector('.run-view [data-chart=autoscale_workers] .hoverlayer')"
+                            ".textContent.includes(' worker 0: ')", timeout=5000)
 
     if preset == "prefix-heavy-chat":
         # A mechanism's metric is offered as evidence, with the window of its chart.
