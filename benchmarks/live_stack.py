@@ -83,6 +83,21 @@ class LiveStack:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"worker {name} did not start; see {self.dir}")
 
+    def start_docs_worker(self) -> None:
+        """Start the worker of the docs queue (re-anchoring revised docs), as ``serve`` does."""
+        from reviewer.celery import app
+
+        name = "benchdocs@localhost"
+        self.workers.append(self.supervisor.start(
+            name, [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-P", "prefork", "-c", "1",
+                   "-Q", "docs", "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", name,
+                   "--loglevel", "WARNING"],
+            log_path=self.dir / "worker-docs.log"))
+        deadline = time.monotonic() + 60
+        while not app.control.ping(destination=[name], timeout=0.5):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker {name} did not start; see {self.dir}")
+
     def stop_workers(self) -> None:
         """Stop the workers started so far."""
         import signal

@@ -10,12 +10,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
+from reviewer.models.collaboration import Notification, Review
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -59,26 +59,30 @@ class DesignDocAdmin(admin.ModelAdmin):
         result = services.doc_revise(doc=obj, author=request.user, title=obj.title, body=obj.body)
         if "owner" in form.changed_data:  # the service saves title and body only
             DesignDoc.objects.filter(pk=obj.pk).update(owner=obj.owner)
+        if result.pending:
+            self.message_user(request, "The open findings are being moved to the new revision in the background.")
         if result.orphaned:
             titles = ", ".join(f.title for f in result.orphaned)
             self.message_user(request, f"Findings whose quote is no longer in the doc: {titles}")
 
 
 class FleetConfigForm(forms.ModelForm):
-    """The scenario edited as TOML; the emulator's key-path errors land on the field."""
+    """The scenario edited as TOML; the emulator's key-path errors land on the field.
+
+    The model's ``clean`` validates the TOML once and reports on ``toml``; a
+    second check here would leave the field out of the instance when it fails,
+    and the model would then add "scenario: empty" beside the real error.
+    """
 
     class Meta:
         model = FleetConfig
         fields = ["name", "owner", "doc", "toml"]
         widgets = {"toml": forms.Textarea(attrs={"rows": 30, "cols": 90, "spellcheck": "false"})}
 
-    def clean_toml(self) -> str:
-        toml = self.cleaned_data["toml"]
-        try:
-            services.validate_scenario_toml(toml)
-        except ValidationError as exc:
-            raise forms.ValidationError(exc.messages) from None
-        return toml
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # An empty scenario is the model's error too, with its fix, said once.
+        self.fields["toml"].required = False
 
 
 class FleetConfigVersionInline(admin.TabularInline):
@@ -148,8 +152,11 @@ class ReviewSessionAdmin(admin.ModelAdmin):
     list_display = ["__str__", "doc", "owner", "current_pass", "status", "updated_at"]
     list_filter = ["status", "current_pass"]
     search_fields = ["title", "doc__title"]
-    filter_horizontal = ["reviewers"]
-    readonly_fields = ["created_at", "updated_at"]
+    filter_horizontal = ["reviewers", "authors"]
+    # The review document is written on the session page or through the API,
+    # where a stale version is refused; here it is shown.
+    readonly_fields = ["created_at", "updated_at", "opening", "strengths", "restatement", "document_version",
+                       "document_updated_at", "document_updated_by"]
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """Save the reviewers; those removed lose their live feeds at once."""
@@ -164,6 +171,7 @@ class FindingReplyInline(admin.StackedInline):
     """A finding's thread."""
 
     model = FindingReply
+    fk_name = "finding"
     extra = 0
     fields = ["author", "body", "created_at"]
     readonly_fields = ["created_at"]
@@ -178,7 +186,8 @@ class FindingAdmin(admin.ModelAdmin):
     search_fields = ["title", "body", "anchor_exact"]
     readonly_fields = [
         "revision", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end",
-        "orphaned", "version", "created_at", "updated_at",
+        "orphaned", "version", "created_at", "updated_at", "merged_into",
+        "published_at", "publication", "state", "state_reason", "fixed_revision", "state_changed_at",
     ]
     inlines = [FindingReplyInline]
 
@@ -189,3 +198,30 @@ class FindingAdmin(admin.ModelAdmin):
             obj.version += 1
         super().save_model(request, obj, form, change)
         services.publish_finding(obj, "finding.updated" if change else "finding.created")
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    """Published reviews, read-only: publishing goes through the session page or the API."""
+
+    list_display = ["session", "reviewer", "verdict", "findings_published", "replies_published", "created_at"]
+    list_filter = ["verdict"]
+    readonly_fields = ["session", "reviewer", "verdict", "summary", "findings_published", "replies_published",
+                       "created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    """Inbox items, for support: who was told what, and whether it was read and e-mailed."""
+
+    list_display = ["recipient", "kind", "text", "created_at", "read_at", "emailed_at"]
+    list_filter = ["kind"]
+    search_fields = ["recipient__username", "text"]
+    readonly_fields = ["recipient", "actor", "kind", "session", "finding", "reply", "review", "text", "created_at",
+                       "read_at", "emailed_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -13,6 +13,7 @@ PASS_GUIDES: dict[str, dict[str, object]] = {
             "Name the components, the clients and the goals in two or three sentences.",
             "List the assumptions the doc states, and mark the ones you will test later.",
             "Note anything that already conflicts, such as a latency goal next to a fixed processing time.",
+            "Write it down as the review's restatement: the export gives it right after the opening.",
         ],
     },
     "numbers": {
@@ -42,7 +43,7 @@ PASS_GUIDES: dict[str, dict[str, object]] = {
     "rank": {
         "aim": "Sort the findings into what to fix now, what to clarify, and what to mention.",
         "prompts": [
-            "Open with what the doc gets right.",
+            "Open with the verdict in a sentence and the few things to fix now, then what the doc gets right.",
             "Keep fix now short: the few changes you would insist on before shipping.",
             "Order each column so the most important item comes first.",
         ],

@@ -28,9 +28,21 @@ def can_add_finding(user: Any, session: ReviewSession) -> bool:
     return bool(user.is_staff or session.is_participant(user))
 
 
+def can_reply(user: Any, session: ReviewSession) -> bool:
+    """Participants and the doc's authors reply to findings (staff too)."""
+    return bool(user.is_staff or session.is_participant(user) or session.is_author(user))
+
+
 def can_edit_finding(user: Any, finding: Finding) -> bool:
     """Only a finding's author changes it (and staff)."""
     return bool(user.is_staff or finding.author_id == user.pk)
+
+
+def can_merge_findings(user: Any, finding: Finding, into: Finding) -> bool:
+    """The session's owner (and staff) merge findings; so does the author of both."""
+    if can_manage_session(user, finding.session):
+        return True
+    return finding.author_id == user.pk and into.author_id == user.pk
 
 
 def can_edit_owned(user: Any, obj: DesignDoc | FleetConfig) -> bool:

@@ -41,6 +41,11 @@ def session_group(session_id: int) -> str:
     return f"session.{session_id}"
 
 
+def user_group(user_id: int) -> str:
+    """The channel group that carries one user's inbox count to their open pages."""
+    return f"user.{user_id}"
+
+
 # A send that takes longer than this is given up: a stalled Redis must not hold
 # up anything but the live view (the database row is the record).
 PUBLISH_TIMEOUT_S = 2.0

@@ -3,8 +3,10 @@
 from django.urls import path
 
 from reviewer.consumers import RunConsumer, SessionConsumer
+from reviewer.inbox_consumer import InboxConsumer
 
 websocket_urlpatterns: list = [
     path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),
     path("ws/sessions/<int:session_id>/", SessionConsumer.as_asgi()),
+    path("ws/inbox/", InboxConsumer.as_asgi()),
 ]

@@ -6,7 +6,9 @@ through these functions, so each visibility rule is written once:
 - a review session is visible to its owner, its reviewers and staff;
 - a doc or a fleet config to its owner, the participants of sessions that use
   it, and staff;
-- a finding to whoever may see its session;
+- a finding or a reply to whoever may see its session once it is published,
+  and to its author alone while it is a draft;
+- a notification to its recipient alone;
 - a run or a sweep to the participants of its session, or, when it belongs to
   no session, to the user who started it; staff see all.
 
@@ -18,17 +20,19 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db.models import Case, IntegerField, Model, Q, QuerySet, Value, When
+from django.db.models import Case, Exists, IntegerField, Model, OuterRef, Q, QuerySet, Value, When
+from django.db.models.functions import Coalesce
 
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
     Finding,
+    FindingReply,
     FindingStatus,
     FleetConfig,
     ReviewSession,
 )
-from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, Sweep
+from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, RunStatus, Sweep
 
 M = TypeVar("M", bound=Model)
 
@@ -50,7 +54,15 @@ def sessions_visible_to(user: Any) -> QuerySet[ReviewSession]:
         return qs.none()
     if user.is_staff:
         return qs
-    return qs.filter(Q(owner=user) | Q(reviewers=user)).distinct()
+    return qs.filter(Q(owner=user) | Q(reviewers=user) | Q(authors=user)).distinct()
+
+
+def participant_ids(session: ReviewSession) -> set[int]:
+    """Ids of the users who take part in ``session``: owner, reviewers and authors."""
+    ids = {session.owner_id}
+    ids.update(session.reviewers.values_list("pk", flat=True))
+    ids.update(session.authors.values_list("pk", flat=True))
+    return ids
 
 
 def _owned_or_in_a_session(qs: QuerySet[M], user: Any) -> QuerySet[M]:
@@ -59,7 +71,9 @@ def _owned_or_in_a_session(qs: QuerySet[M], user: Any) -> QuerySet[M]:
         return qs.none()
     if user.is_staff:
         return qs
-    return qs.filter(Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user)).distinct()
+    return qs.filter(
+        Q(owner=user) | Q(sessions__owner=user) | Q(sessions__reviewers=user) | Q(sessions__authors=user)
+    ).distinct()
 
 
 def docs_visible_to(user: Any) -> QuerySet[DesignDoc]:
@@ -73,8 +87,19 @@ def fleet_configs_visible_to(user: Any) -> QuerySet[FleetConfig]:
 
 
 def findings_visible_to(user: Any) -> QuerySet[Finding]:
-    """Findings of the sessions ``user`` may see."""
-    return Finding.objects.filter(session__in=sessions_visible_to(user))
+    """Findings of the sessions ``user`` may see: published ones, and their own drafts."""
+    return published_or_own(Finding.objects.filter(session__in=sessions_visible_to(user)), user)
+
+
+def published_or_own(qs: QuerySet[M], user: Any) -> QuerySet[M]:
+    """Rows of ``qs`` (findings or replies) that are published or that ``user`` wrote.
+
+    A draft is its author's alone, staff included: nobody reads a review
+    before its reviewer publishes it.
+    """
+    if not _signed_in(user):
+        return qs.none()
+    return qs.filter(Q(published_at__isnull=False) | Q(author=user))
 
 
 def _in_a_visible_session_or_started(qs: QuerySet[M], user: Any) -> QuerySet[M]:
@@ -106,13 +131,18 @@ def sweeps_visible_to(user: Any) -> QuerySet[Sweep]:
 
 
 def recent_runs_for(user: Any, *, limit: int = 10) -> list[EmulatorRun]:
-    """The latest single runs (not sweep points) ``user`` may watch, newest first."""
-    return list(
+    """The latest single runs (not sweep points) ``user`` may watch, newest first,
+    each queued one with its ``queue_position`` (None for the others)."""
+    runs = list(
         runs_visible_to(user)
         .filter(sweep__isnull=True)
         .select_related("session", "session__doc")
         .order_by("-id")[:limit]
     )
+    places = run_queue_positions() if any(r.status == RunStatus.QUEUED for r in runs) else {}
+    for run in runs:
+        run.queue_position = places.get(run.pk) if run.status == RunStatus.QUEUED else None  # type: ignore[attr-defined]
+    return runs
 
 
 def frames_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[dict[str, Any]]:
@@ -141,3 +171,92 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
     """Points of a sweep whose run is final, out of all its points."""
     statuses = list(sweep.runs.values_list("status", flat=True))
     return {"done": sum(1 for s in statuses if s in FINAL_STATUSES), "total": len(statuses)}
+
+
+def run_queue_positions() -> dict[int, int]:
+    """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
+    from reviewer.run_queue import queue_positions
+
+    return queue_positions()
+
+
+def doc_reanchoring(doc: Any) -> dict[str, Any]:
+    """How far moving the doc's open findings onto its latest revision got: status, done, total."""
+    latest = doc.latest_revision()
+    if latest is None:
+        return {"status": "done", "done": 0, "total": 0}
+    return {"status": latest.reanchor_status, "done": latest.reanchor_done, "total": latest.reanchor_total}
+
+
+def pending_revision_number(doc_id: int) -> int | None:
+    """The newest revision of the doc whose findings are still being moved onto it, if any."""
+    from reviewer.models.review import DocRevision, ReanchorStatus
+
+    return (DocRevision.objects.filter(doc_id=doc_id, reanchor_status=ReanchorStatus.PENDING)
+            .order_by("-number").values_list("number", flat=True).first())
+
+
+# --- the author's side and notifications -----------------------------------
+
+
+def session_turn(session: ReviewSession) -> dict[str, Any]:
+    """Whose turn it is in ``session``.
+
+    Reviewers (the owner included) who hold unpublished drafts owe a review;
+    the authors owe an answer while a published ``fix_now`` finding is open or
+    reopened with no reply from any of them since it was published (or
+    reopened).
+    """
+    from reviewer.models.collaboration import FindingState
+
+    drafting = set(
+        Finding.objects.filter(session=session, published_at__isnull=True).values_list("author__username", flat=True)
+    )
+    drafting.update(
+        FindingReply.objects.filter(finding__session=session, published_at__isnull=True).values_list(
+            "author__username", flat=True
+        )
+    )
+    reviewers = sorted(drafting)
+    author_ids = list(session.authors.values_list("pk", flat=True))
+    unanswered = 0
+    if author_ids:
+        waiting = Finding.objects.filter(
+            session=session,
+            published_at__isnull=False,
+            severity="fix_now",
+            state__in=[FindingState.OPEN, FindingState.REOPENED],
+        ).exclude(status=FindingStatus.DROPPED)
+        # An answer counts when it came after the finding was published, or
+        # after it was last reopened.
+        answer = FindingReply.objects.filter(
+            finding=OuterRef("pk"),
+            author_id__in=author_ids,
+            published_at__gte=Coalesce(OuterRef("state_changed_at"), OuterRef("published_at")),
+        )
+        unanswered = waiting.exclude(Exists(answer)).count()
+    authors = sorted(session.authors.values_list("username", flat=True)) if unanswered else []
+    if reviewers and authors:
+        turn = "both"
+    elif reviewers:
+        turn = "reviewers"
+    elif authors:
+        turn = "authors"
+    else:
+        turn = "nobody"
+    return {"turn": turn, "reviewers_with_drafts": reviewers, "authors": authors,
+            "unanswered_fix_now": unanswered}
+
+
+def notifications_for(user: Any) -> QuerySet[Any]:
+    """``user``'s inbox, newest first (nobody else's items, staff included)."""
+    from reviewer.models.collaboration import Notification
+
+    if not _signed_in(user):
+        return Notification.objects.none()
+    return Notification.objects.filter(recipient=user).select_related("actor", "session", "finding")
+
+
+def unread_count(user: Any) -> int:
+    """How many of ``user``'s notifications are unread."""
+    return notifications_for(user).filter(read_at__isnull=True).count()

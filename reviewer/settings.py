@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from csp.constants import NONE, SELF
 
 from emulator import DEFAULT_REQUEST_BUDGET
@@ -203,6 +204,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "reviewer.context_processors.inbox",
             ],
         },
     },
@@ -270,13 +272,40 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_S", 3600)}
+# Re-anchoring a revised doc's findings runs in workers of its own queue
+# (serve starts one), so it never waits behind runs nor takes a run's slot.
+DOCS_QUEUE = "docs"
+CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE}}
+REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
 # The beat process (one per deployment; serve starts it) sends the reaper of
 # stalled runs and sweeps; expired sends are dropped rather than piled up.
 REAP_EVERY_S = 10.0
 CELERY_BEAT_SCHEDULE = {
     "reap-stalled": {"task": "reviewer.reap_stalled", "schedule": REAP_EVERY_S,
                      "options": {"expires": REAP_EVERY_S}},
+    "dispatch-runs": {"task": "reviewer.dispatch_runs", "schedule": REAP_EVERY_S,
+                      "options": {"expires": REAP_EVERY_S}},
+    # The daily digest of notifications, for users who chose it.
+    "notification-digest": {"task": "reviewer.send_notification_digests",
+                            "schedule": crontab(hour=env_int("DIGEST_HOUR_UTC", 7), minute=0),
+                            "options": {"expires": 3600}},
 }
+
+# E-mail: printed to the console unless EMAIL_HOST names an SMTP server.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", EMAIL_PORT == 587)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", EMAIL_PORT == 465)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_S", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "design-review@localhost")
+# The address links in e-mails start with, e.g. https://review.example.
+SITE_URL = env_str("SITE_URL")
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first
@@ -324,6 +353,9 @@ SPECTACULAR_SETTINGS = {
 # emulator's own; the web app passes this setting wherever it validates a scenario
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
+# Runs the workers play at once; the dispatcher hands queued runs to the broker
+# only for free slots, fairly between users. 0: the sum the live workers announce.
+RUN_SLOTS = env_int("RUN_SLOTS", 0)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
 # Wall time a paced run holds a worker (duration_s / speed), per run, per user
 # and for everyone's queued and running runs together; simulated requests too.
@@ -336,6 +368,13 @@ GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET
 DOC_BODY_MAX_CHARS = env_int("DOC_BODY_MAX_CHARS", 1_000_000)
 DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
 DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
+# The revision diff: characters of each revision compared, the longest stretch with
+# no shared sentence searched for matches, findings placed on the two sides.
+DIFF_MAX_CHARS = env_int("DIFF_MAX_CHARS", 1_000_000)
+DIFF_MAX_SEGMENTS = env_int("DIFF_MAX_SEGMENTS", 4_000)
+DIFF_MAX_FINDINGS = env_int("DIFF_MAX_FINDINGS", 500)
+# The review document: the most characters its opening, strengths and restatement each hold.
+REVIEW_DOCUMENT_MAX_CHARS = env_int("REVIEW_DOCUMENT_MAX_CHARS", 50_000)
 # Live commands (faults, cancel) one run takes.
 RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 

@@ -4,10 +4,12 @@ Run tasks are acknowledged late and rejected when their worker dies, so the
 broker hands a run whose worker was killed to another worker, which resumes it
 (see :mod:`reviewer.services.run_player`). Every worker also runs the stale-run
 watchdog every two seconds, so a run whose worker vanished without the broker
-noticing is marked failed within half a minute, and a sweep whose chord was
-lost is finished. The beat process (``celery beat``, started by ``serve``)
-sends :func:`reap_stalled` on a schedule too, so the reaping does not hang on
-any one worker's timer. Reads (GET requests, websocket connections) never do
+noticing is marked failed within half a minute, and a sweep whose last worker
+died is finished; the watchdog also announces the worker's run slots and
+dispatches waiting runs to free ones (see :mod:`reviewer.services.dispatch`).
+The beat process (``celery beat``, started by ``serve``) sends
+:func:`reap_stalled` and :func:`dispatch_runs` on a schedule too, so neither
+hangs on any one worker's timer. Reads (GET requests, websocket connections) never do
 this work.
 """
 
@@ -17,6 +19,7 @@ import logging
 from typing import Any
 
 from celery import bootsteps, shared_task
+from django.db import OperationalError
 
 from reviewer.celery import app
 
@@ -44,18 +47,59 @@ def run_emulation(self: Any, run_id: int, dispatch: int | None = None) -> str:
     return run_play(run_id=run_id, worker=self.request.hostname or "", dispatch=dispatch)
 
 
+@shared_task(name="reviewer.dispatch_runs", soft_time_limit=30, time_limit=60)
+def dispatch_runs() -> list[int]:
+    """Hand waiting runs to free worker slots, fairly between users; the ids handed over."""
+    from reviewer.services.dispatch import runs_dispatch
+
+    return runs_dispatch()
+
+
 @shared_task(name="reviewer.sweep_finish", acks_late=True, soft_time_limit=60, time_limit=90)
 def sweep_finish(sweep_id: int) -> str:
-    """Gather a sweep's runs into its curve (the chord's callback)."""
+    """Gather a sweep's runs into its curve (the callback of sweeps sent as a chord before points were dispatched)."""
     from reviewer.services.sweeps import sweep_finish as finish
 
     return finish(sweep_id=sweep_id).status
 
 
+@shared_task(
+    name="reviewer.reanchor_revision",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=2,
+    max_retries=5,
+    soft_time_limit=1800,
+    time_limit=1830,
+)
+def reanchor_revision(revision_id: int) -> dict[str, Any]:
+    """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state."""
+    from reviewer.services.review import reanchor_revision as reanchor
+    from reviewer.services.review import reanchoring_representation
+
+    return reanchoring_representation(reanchor(revision_id=revision_id).revision)
+
+
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
 def reap_stalled() -> dict[str, list[int]]:
-    """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps."""
-    return _reap()
+    """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps.
+
+    Re-anchorings that stopped making progress are handed over again too.
+    """
+    from reviewer.services.review import reanchors_resume
+
+    reaped = _reap()
+    reanchors_resume()
+    return reaped
+
+
+@shared_task(name="reviewer.send_notification_digests", soft_time_limit=300, time_limit=360)
+def send_notification_digests() -> int:
+    """E-mail the daily digest to users who chose it; how many e-mails went out."""
+    from reviewer.services.notifications import send_digests
+
+    return send_digests()
 
 
 def _reap() -> dict[str, list[int]]:
@@ -75,24 +119,52 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         self.tref = None
+        self.hostname = ""
+        self.concurrency = 1
 
     def start(self, worker: Any) -> None:
-        """Schedule the check on the worker's timer."""
+        """Schedule the check on the worker's timer, and count this worker's slots at once."""
+        self.hostname = str(worker.hostname)
+        # A worker that does not take run tasks (serve's docs worker) holds no run slots.
+        takes_runs = worker.app.conf.task_default_queue in worker.app.amqp.queues.consume_from
+        self.concurrency = int(worker.concurrency or 1) if takes_runs else 0
+        self.announce()
         self.tref = worker.timer.call_repeatedly(WATCHDOG_EVERY_S, self.check, priority=10)
 
     def stop(self, worker: Any) -> None:
-        """Stop checking."""
+        """Stop checking; this worker's slots leave the count."""
         if self.tref is not None:
             self.tref.cancel()
             self.tref = None
+        from reviewer.run_queue import withdraw_worker_slots
+
+        try:
+            withdraw_worker_slots(self.hostname)
+        except Exception:
+            log.warning("could not withdraw this worker's run slots", exc_info=True)
+
+    def announce(self) -> None:
+        """Tell the dispatcher how many runs this worker plays at once (for the next few seconds)."""
+        from reviewer.run_queue import announce_worker_slots
+
+        try:
+            announce_worker_slots(self.hostname, self.concurrency)
+        except Exception:
+            log.warning("could not announce this worker's run slots", exc_info=True)
 
     def check(self) -> None:
         """One pass of the watchdog; errors are logged so the timer keeps running."""
         from django.db import close_old_connections
 
+        from reviewer.services.dispatch import runs_dispatch
+        from reviewer.services.review import reanchors_resume
+
+        self.announce()
         try:
             close_old_connections()
             _reap()
+            runs_dispatch()
+            reanchors_resume()
         except Exception:
             log.warning("stale-run check failed", exc_info=True)
 

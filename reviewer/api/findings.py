@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from reviewer import permissions, selectors
 from reviewer.anchoring import Selection
 from reviewer.api.serializers import FindingsReorderSerializer
+from reviewer.duplicates import duplicates_in_session
 from reviewer.models.review import (
     Finding,
     FindingReply,
@@ -65,15 +66,21 @@ def _finding_fields(data: dict[str, Any]) -> dict[str, Any]:
 @extend_schema_view(get=extend_schema(parameters=FILTERS))
 class SessionFindingList(generics.ListCreateAPIView):
     """A session's findings in report order (fix now, clarify, mention; then position).
-    Participants add findings; the doc's latest revision is where the quote is anchored."""
+    Participants add findings; the doc's latest revision is where the quote is anchored.
+    A new finding is a draft (``draft: true``) seen by its author alone until they
+    publish their review, unless the session files directly (``file_directly``)."""
 
     serializer_class = FindingSerializer
     error_field_names = RENAME
 
     def get_queryset(self) -> QuerySet[Finding]:
         session = _session_for(self.request, self.kwargs["session_pk"])
-        # Counted in the list's one query, not once per finding.
-        qs = session.findings.select_related("author", "revision").annotate(reply_total=Count("replies"))
+        # Counted in the list's one query, not once per finding; drafts are their author's alone.
+        user = self.request.user
+        seen = Q(replies__published_at__isnull=False) | Q(replies__author=user)
+        qs = selectors.published_or_own(session.findings.all(), user).select_related(
+            "author", "revision", "publication"
+        ).annotate(reply_total=Count("replies", filter=seen))
         params = self.request.query_params
         if (value := _choice_filter(params, "pass", ReviewPass.values)) is not None:
             qs = qs.filter(review_pass=value)
@@ -86,6 +93,13 @@ class SessionFindingList(generics.ListCreateAPIView):
         if (value := _choice_filter(params, "orphaned", ["true", "false"])) is not None:
             qs = qs.filter(orphaned=value == "true")
         return selectors.findings_in_report_order(qs)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        if self.request.method == "GET":
+            # Near-duplicates worked out once for the page, not once per finding.
+            context["duplicates"] = duplicates_in_session(self.kwargs["session_pk"])
+        return context
 
     def perform_create(self, serializer: FindingSerializer) -> None:
         session = _session_for(self.request, self.kwargs["session_pk"])
@@ -125,7 +139,7 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
     error_field_names = RENAME
 
     def get_queryset(self) -> QuerySet[Finding]:
-        return selectors.findings_visible_to(self.request.user).select_related("author", "revision")
+        return selectors.findings_visible_to(self.request.user).select_related("author", "revision", "publication")
 
     def perform_update(self, serializer: FindingSerializer) -> None:
         finding = serializer.instance
@@ -151,7 +165,8 @@ class FindingDetail(generics.RetrieveUpdateDestroyAPIView):
 
 
 class FindingReplyList(generics.ListCreateAPIView):
-    """A finding's discussion thread, oldest first. Participants reply."""
+    """A finding's discussion thread, oldest first. Participants and the doc's authors
+    reply; a reviewer's reply is a draft, seen by them alone, until they publish their review."""
 
     serializer_class = FindingReplySerializer
 
@@ -159,12 +174,13 @@ class FindingReplyList(generics.ListCreateAPIView):
         return get_object_or_404(selectors.findings_visible_to(self.request.user), pk=self.kwargs["pk"])
 
     def get_queryset(self) -> QuerySet[FindingReply]:
-        return self._finding().replies.select_related("author").order_by("created_at", "id")
+        replies = self._finding().replies.select_related("author").order_by("created_at", "id")
+        return selectors.published_or_own(replies, self.request.user)
 
     def perform_create(self, serializer: FindingReplySerializer) -> None:
         finding = self._finding()
-        if not permissions.can_add_finding(self.request.user, finding.session):
-            raise PermissionDenied("Only the session's participants reply.")
+        if not permissions.can_reply(self.request.user, finding.session):
+            raise PermissionDenied("Only the session's participants and the doc's authors reply.")
         serializer.instance = services.reply_create(
             finding=finding, author=self.request.user, body=serializer.validated_data["body"]
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import OuterRef, ProtectedError, QuerySet, Subquery
+from django.db.models import JSONField, OuterRef, ProtectedError, QuerySet, Subquery
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework import viewsets
@@ -15,6 +15,8 @@ from rest_framework.response import Response
 
 from reviewer import permissions, selectors
 from reviewer.api.serializers import (
+    FleetCheckResultSerializer,
+    FleetCheckSerializer,
     FleetConfigSerializer,
     FleetConfigVersionSerializer,
     TraceUploadSerializer,
@@ -23,6 +25,7 @@ from reviewer.models.review import FleetConfig, FleetConfigVersion
 from reviewer.services import review as services
 from reviewer.services import traces as trace_services
 from reviewer.services.errors import Conflict
+from reviewer.services.fleet_editor import scenario_check
 
 
 class FleetConfigViewSet(viewsets.ModelViewSet):
@@ -41,13 +44,15 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             selectors.fleet_configs_visible_to(self.request.user)
             .select_related("owner")
             .annotate(latest_number=Subquery(latest.values("number")[:1]),
-                      latest_id=Subquery(latest.values("pk")[:1]))
+                      latest_id=Subquery(latest.values("pk")[:1]),
+                      latest_provenance=Subquery(latest.values("provenance")[:1], output_field=JSONField()))
         )
 
     def perform_create(self, serializer: FleetConfigSerializer) -> None:
         data = serializer.validated_data
         serializer.instance = services.fleet_config_create(
-            owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc")
+            owner=self.request.user, name=data["name"], toml=data["toml"], doc=data.get("doc"),
+            provenance=data.get("provenance"),
         )
 
     def perform_update(self, serializer: FleetConfigSerializer) -> None:
@@ -58,6 +63,7 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             name=data.get("name"),
             toml=data.get("toml"),
             doc=data.get("doc", services.UNCHANGED),
+            provenance=data.get("provenance"),
         )
 
     def perform_destroy(self, instance: FleetConfig) -> None:
@@ -67,6 +73,17 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             raise Conflict(
                 "Review sessions or emulator runs use this fleet config; remove them first."
             ) from None
+
+    @extend_schema(request=FleetCheckSerializer, responses={200: FleetCheckResultSerializer})
+    @action(detail=False, methods=["post"], url_path="check", serializer_class=FleetCheckSerializer)
+    def check(self, request: Request) -> Response:
+        """Check a scenario without saving it (the fleet editor calls this as you type):
+        200 with ``valid``; a valid scenario comes back as JSON and TOML, an invalid one
+        with the emulator's first error and its key path."""
+        given = FleetCheckSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        return Response(scenario_check(toml=data.get("toml"), scenario=data.get("scenario")))
 
     @extend_schema(responses=FleetConfigVersionSerializer(many=True))
     @action(detail=True, methods=["get"], serializer_class=FleetConfigVersionSerializer)

@@ -71,13 +71,21 @@ class DesignDocSerializer(serializers.ModelSerializer):
         help_text="The revision your edit started from; a newer one answers 409.",
     )
     orphaned_findings = serializers.SerializerMethodField()
+    reanchoring = serializers.SerializerMethodField(
+        help_text="Moving the open findings onto the latest revision: status (pending, done, superseded), "
+                  "done and total findings. While pending, findings not moved yet have anchor_pending."
+    )
 
     class Meta:
         model = DesignDoc
         fields = [
             "id", "title", "body", "body_html", "owner", "revision", "base_revision",
-            "orphaned_findings", "created_at", "updated_at",
+            "orphaned_findings", "reanchoring", "created_at", "updated_at",
         ]
+
+    @extend_schema_field(serializers.DictField())
+    def get_reanchoring(self, obj: DesignDoc) -> dict[str, Any]:
+        return selectors.doc_reanchoring(obj)
 
     def get_owner(self, obj: DesignDoc) -> str:
         return obj.owner.get_username()
@@ -113,7 +121,7 @@ class FleetConfigVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FleetConfigVersion
-        fields = ["id", "number", "toml", "scenario", "author", "created_at"]
+        fields = ["id", "number", "toml", "scenario", "provenance", "author", "created_at"]
 
     def get_author(self, obj: FleetConfigVersion) -> str | None:
         return username_or_none(obj.author)
@@ -133,16 +141,31 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     trace = serializers.SerializerMethodField(
         help_text="The file name of the uploaded request trace the scenario replays, or null."
     )
+    provenance = serializers.JSONField(
+        required=False, write_only=True,
+        help_text='Where each figure comes from, by key path: {"traffic.qps": {"source": "doc", "quote": '
+                  '"..."}, "worker.mbu": {"source": "assumed"}}; unlisted figures are unmarked. Left out '
+                  "on a save, the marks of the keys the new scenario still has are kept.",
+    )
 
     class Meta:
         model = FleetConfig
         fields = [
             "id", "name", "doc", "toml", "scenario", "owner", "version", "version_id",
-            "trace", "created_at", "updated_at",
+            "trace", "provenance", "created_at", "updated_at",
         ]
 
     def get_owner(self, obj: FleetConfig) -> str:
         return obj.owner.get_username()
+
+    def to_representation(self, instance: FleetConfig) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        # The latest version's marks: annotated by the API's list query, else read.
+        if hasattr(instance, "latest_provenance"):
+            data["provenance"] = instance.latest_provenance or {}
+        else:
+            data["provenance"] = instance.provenance
+        return data
 
     def get_version(self, obj: FleetConfig) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by the API's query
@@ -212,3 +235,24 @@ class DesignDocSummarySerializer(DesignDocSerializer):
 
     class Meta(DesignDocSerializer.Meta):
         fields = ["id", "title", "owner", "revision", "orphaned_findings", "created_at", "updated_at"]
+
+
+class FleetCheckSerializer(serializers.Serializer):
+    """A scenario to check without saving: ``toml`` text, or a ``scenario`` object."""
+
+    toml = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+    scenario = serializers.JSONField(required=False, help_text="The scenario as JSON; used when no toml is given.")
+
+
+class FleetCheckErrorSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text='The key path at fault, e.g. "hosts[0].workers[1]"; "" for the whole text.')
+    message = serializers.CharField(help_text="The emulator's one-line message, with its fix.")
+
+
+class FleetCheckResultSerializer(serializers.Serializer):
+    """The check's outcome: when valid, the scenario's JSON and TOML forms; else the first error."""
+
+    valid = serializers.BooleanField()
+    toml = serializers.CharField(allow_null=True)
+    scenario = serializers.JSONField(allow_null=True)
+    error = FleetCheckErrorSerializer(allow_null=True)

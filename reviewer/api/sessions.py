@@ -20,7 +20,7 @@ def finding_count_annotations() -> dict[str, Count]:
 
     Distinct, because the visibility filter joins the reviewers and would repeat each finding.
     """
-    live = ~Q(findings__status="dropped")
+    live = ~Q(findings__status="dropped") & Q(findings__published_at__isnull=False)
     counts = {
         f"findings_{severity}": Count("findings", filter=live & Q(findings__severity=severity), distinct=True)
         for severity in ("fix_now", "clarify", "mention")
@@ -31,8 +31,8 @@ def finding_count_annotations() -> dict[str, Count]:
 
 def _same(session: ReviewSession, name: str, value: Any) -> bool:
     """Whether ``value`` is what the session already holds for field ``name``."""
-    if name == "reviewers":
-        return {u.pk for u in value} == set(session.reviewers.values_list("pk", flat=True))
+    if name in ("reviewers", "authors"):
+        return {u.pk for u in value} == set(getattr(session, name).values_list("pk", flat=True))
     return getattr(session, name) == value
 
 
@@ -47,7 +47,7 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
         return (
             selectors.sessions_visible_to(self.request.user)
             .select_related("owner", "doc", "fleet_config")
-            .prefetch_related("reviewers")
+            .prefetch_related("reviewers", "authors")
             .annotate(**finding_count_annotations())
             # Aggregating queries drop Meta.ordering; pages need a fixed order.
             .order_by("-updated_at", "-id")
@@ -71,6 +71,8 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             fleet_config=data.get("fleet_config"),
             title=data.get("title", ""),
             reviewers=data.get("reviewers", []),
+            authors=data.get("authors", []),
+            file_directly=data.get("file_directly", False),
         )
 
     def perform_update(self, serializer: ReviewSessionSerializer) -> None:
@@ -96,6 +98,8 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             current_pass=data.get("current_pass"),
             status=data.get("status"),
             reviewers=data.get("reviewers"),
+            authors=data.get("authors"),
+            file_directly=data.get("file_directly"),
         )
 
     def perform_destroy(self, instance: ReviewSession) -> None:

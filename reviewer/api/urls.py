@@ -8,7 +8,7 @@ from drf_spectacular.views import (
 )
 from rest_framework.routers import SimpleRouter
 
-from reviewer.api import exports, findings, runs
+from reviewer.api import collaboration, exports, findings, review_document, runs
 from reviewer.api.docs import DesignDocViewSet
 from reviewer.api.fleets import FleetConfigViewSet
 from reviewer.api.sessions import ReviewSessionViewSet
@@ -40,8 +40,17 @@ urlpatterns = [
     path("sessions/<int:pk>/export.csv", exports.ExportCSV.as_view(), name="api-session-export-csv"),
     path("sessions/<int:pk>/export.md", exports.ExportMarkdown.as_view(), name="api-session-export-md"),
     path("sessions/<int:pk>/export.jsonld", exports.ExportJSONLD.as_view(), name="api-session-export-jsonld"),
+    path("sessions/<int:pk>/document/", review_document.ReviewDocumentView.as_view(), name="api-session-document"),
+    path("sessions/<int:pk>/diff/", review_document.SessionDiff.as_view(), name="api-session-diff"),
+    path(
+        "sessions/<int:session_pk>/findings/duplicates/",
+        review_document.SessionDuplicates.as_view(),
+        name="api-session-findings-duplicates",
+    ),
+    path("findings/<int:pk>/merge/", review_document.FindingMerge.as_view(), name="api-finding-merge"),
     path("findings/<int:pk>/", findings.FindingDetail.as_view(), name="api-finding"),
     path("findings/<int:pk>/replies/", findings.FindingReplyList.as_view(), name="api-finding-replies"),
     *runs.urlpatterns,
+    *collaboration.urlpatterns,
     *router.urls,
 ]

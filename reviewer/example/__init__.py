@@ -1,1 +1,1 @@
-"""The example review that ships with the product (loaded by ``manage.py load_example``)."""
+"""The example reviews that ship with the product (loaded by ``manage.py load_example``)."""

@@ -1,5 +1,14 @@
 """The app's models, one module per area; re-exported here for Django."""
 
+from reviewer.models.collaboration import (
+    EmailMode,
+    FindingState,
+    Notification,
+    NotificationKind,
+    NotificationSetting,
+    Review,
+    Verdict,
+)
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -8,6 +17,7 @@ from reviewer.models.review import (
     FindingStatus,
     FleetConfig,
     FleetConfigVersion,
+    ReanchorStatus,
     ReviewPass,
     ReviewSession,
     SessionStatus,
@@ -24,6 +34,13 @@ from reviewer.models.runs import (
 )
 
 __all__ = [
+    "EmailMode",
+    "FindingState",
+    "Notification",
+    "NotificationKind",
+    "NotificationSetting",
+    "Review",
+    "Verdict",
     "CommandKind",
     "EmulatorRun",
     "RunCommand",
@@ -32,6 +49,7 @@ __all__ = [
     "Sweep",
     "DesignDoc",
     "DocRevision",
+    "ReanchorStatus",
     "Finding",
     "FindingReply",
     "FindingStatus",

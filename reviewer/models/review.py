@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from reviewer.fleet_toml import validate_scenario_toml
+from reviewer.models.collaboration import FindingState
 
 
 class ReviewPass(models.TextChoices):
@@ -51,6 +52,11 @@ class TraceHop(models.TextChoices):
     DISPATCHER = "dispatcher", "Dispatcher"
     WORKER = "worker", "Worker"
     RESPONSE_PATH = "response_path", "Response path"
+    # Hops of paths drawn from a fleet config (reviewer.scenario_view.trace_path).
+    ROUTING = "routing", "Routing"
+    PREFILL_POOL = "prefill_pool", "Prefill pool"
+    KV_TRANSFER = "kv_transfer", "KV transfer"
+    DECODE_POOL = "decode_pool", "Decode pool"
 
 
 class SessionStatus(models.TextChoices):
@@ -91,6 +97,14 @@ class DesignDoc(models.Model):
         return self.revisions.order_by("-number").first()
 
 
+class ReanchorStatus(models.TextChoices):
+    """Where moving a doc's findings onto a new revision stands."""
+
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+    SUPERSEDED = "superseded", "Superseded"
+
+
 class DocRevision(models.Model):
     """One saved state of a doc. Findings point at the revision they were made on."""
 
@@ -102,6 +116,13 @@ class DocRevision(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Moving the doc's open findings onto this revision (a background task; see
+    # services.review.reanchor_revision): pending until done, or superseded by
+    # a newer revision that takes the findings over.
+    reanchor_status = models.CharField(max_length=10, choices=ReanchorStatus.choices, default=ReanchorStatus.DONE)
+    reanchor_total = models.PositiveIntegerField(default=0, help_text="Open findings to move onto this revision.")
+    reanchor_done = models.PositiveIntegerField(default=0, help_text="Of those, the ones handled so far.")
+    reanchor_beat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the re-anchoring.")
 
     class Meta:
         ordering = ["doc", "number"]
@@ -155,6 +176,12 @@ class FleetConfig(models.Model):
         """The newest version, or None for a config saved without the service."""
         return self.versions.order_by("-number").first()
 
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Where the latest version's figures come from (see reviewer.provenance)."""
+        latest = self.latest_version()
+        return dict(latest.provenance) if latest else {}
+
 
 class FleetConfigVersion(models.Model):
     """One saved state of a fleet config: what an emulator run actually used."""
@@ -163,6 +190,8 @@ class FleetConfigVersion(models.Model):
     number = models.PositiveIntegerField()
     toml = models.TextField()
     scenario = models.JSONField(default=dict, editable=False)
+    # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.provenance.
+    provenance = models.JSONField(default=dict, blank=True)
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -204,8 +233,27 @@ class ReviewSession(models.Model):
         max_length=16, choices=ReviewPass.choices, default=ReviewPass.RESTATE
     )
     status = models.CharField(max_length=8, choices=SessionStatus.choices, default=SessionStatus.OPEN)
+    # The doc's authors: they see published findings, reply and set their state.
+    authors = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="authored_review_sessions")
+    file_directly = models.BooleanField(
+        default=False, help_text="Findings and replies are published as they are filed, without drafts."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # The review document: what the export opens with, before the findings.
+    # Changed through services.document.review_document_update, guarded by
+    # document_version as findings are by their version.
+    opening = models.TextField(
+        blank=True, help_text="Markdown. The verdict in a sentence and the things to fix now."
+    )
+    strengths = models.TextField(blank=True, help_text="Markdown. What the doc gets right.")
+    restatement = models.TextField(blank=True, help_text="Markdown. The design said back (the restate pass).")
+    document_version = models.PositiveIntegerField(default=1)
+    document_updated_at = models.DateTimeField(null=True, blank=True)
+    document_updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["-updated_at", "-id"]
@@ -223,6 +271,12 @@ class ReviewSession(models.Model):
         if not getattr(user, "is_authenticated", False):
             return False
         return self.owner_id == user.pk or self.reviewers.filter(pk=user.pk).exists()
+
+    def is_author(self, user: Any) -> bool:
+        """One of the doc's authors named on the session."""
+        if not getattr(user, "is_authenticated", False):
+            return False
+        return self.authors.filter(pk=user.pk).exists()
 
 
 class Finding(models.Model):
@@ -269,9 +323,27 @@ class Finding(models.Model):
     evidence_t_to_s = models.FloatField(null=True, blank=True)
     evidence_metric = models.CharField(max_length=64, blank=True)
 
+    # A draft (unset) is seen by its author alone until their review is published.
+    published_at = models.DateTimeField(null=True, blank=True)
+    publication = models.ForeignKey(
+        "reviewer.Review", on_delete=models.SET_NULL, null=True, blank=True, related_name="findings"
+    )
+    state = models.CharField(max_length=8, choices=FindingState.choices, default=FindingState.OPEN)
+    state_reason = models.TextField(blank=True)
+    fixed_revision = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The number of the doc revision that fixes the finding."
+    )
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     version = models.PositiveIntegerField(default=1)
+
+    # A near-duplicate folded into another finding: kept (with its evidence),
+    # its replies moved under the surviving finding.
+    merged_into = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="merged_findings"
+    )
 
     class Meta:
         # Buckets are ordered by SEVERITY_ORDER, not alphabetically: see
@@ -286,6 +358,11 @@ class Finding(models.Model):
     def has_anchor(self) -> bool:
         """True when the finding quotes the doc."""
         return bool(self.anchor_exact)
+
+    @property
+    def is_draft(self) -> bool:
+        """True until its author publishes their review."""
+        return self.published_at is None
 
     @property
     def has_evidence(self) -> bool:
@@ -317,8 +394,16 @@ class FindingReply(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="finding_replies"
     )
     body = models.TextField(help_text="Markdown.")
+    published_at = models.DateTimeField(null=True, blank=True)
+    publication = models.ForeignKey(
+        "reviewer.Review", on_delete=models.SET_NULL, null=True, blank=True, related_name="replies"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set on a reply moved here when its finding was merged into this one.
+    merged_from = models.ForeignKey(
+        Finding, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         ordering = ["finding", "created_at", "id"]

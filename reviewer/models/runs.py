@@ -71,6 +71,10 @@ class EmulatorRun(models.Model):
         help_text="Times a lost queued run was handed to the broker again; only the latest hand-off starts it.",
     )
     enqueued_at = models.DateTimeField(default=timezone.now, help_text="When the run was last handed to the broker.")
+    awaiting_slot = models.BooleanField(
+        default=False,
+        help_text="Queued in the database until the dispatcher hands it to the broker for a free worker slot.",
+    )
     expected_requests = models.BigIntegerField(
         default=0, help_text="Simulated requests the scenario is expected to offer (for the budgets)."
     )
@@ -84,6 +88,7 @@ class EmulatorRun(models.Model):
         indexes = [
             models.Index(fields=["status", "heartbeat_at"]),
             models.Index(fields=["started_by", "status"]),
+            models.Index(fields=["status", "awaiting_slot"]),
         ]
 
     def __str__(self) -> str:

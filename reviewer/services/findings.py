@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max, Q
+from django.utils import timezone
 
 from reviewer import realtime
 from reviewer.anchoring import (
@@ -37,6 +38,7 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import EmulatorRun
 from reviewer.representations import finding_representation
+from reviewer.services import notifications
 from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 
@@ -165,7 +167,12 @@ def finding_create(
     evidence_t_to_s: float | None = None,
     evidence_metric: str = "",
 ) -> Finding:
-    """Record a finding; a quote (or a reader's selection) is anchored on the doc's latest revision."""
+    """Record a finding; a quote (or a reader's selection) is anchored on the doc's latest revision.
+
+    It is a draft, seen by its author alone until they publish their review
+    (:func:`reviewer.services.publishing.review_publish`), unless the session
+    files findings directly.
+    """
     if not session.is_open:
         raise Invalid("session", "The session is closed; reopen it to add findings.")
     _check_evidence_run(session, author.pk, evidence_run_id)
@@ -186,6 +193,7 @@ def finding_create(
         evidence_t_from_s=evidence_t_from_s,
         evidence_t_to_s=evidence_t_to_s,
         evidence_metric=evidence_metric,
+        published_at=timezone.now() if session.file_directly else None,
     )
     # The doc's row lock orders this against doc_revise, which takes it too: a
     # revision committed meanwhile would otherwise leave the new finding on the
@@ -208,6 +216,9 @@ def finding_create(
     finding.position = _next_position(session, severity) if position is None else position
     finding.full_clean(exclude=["session", "author", "revision"])
     finding.save()
+    if not finding.is_draft:
+        notifications.notify_mentions(session=session, actor=author, finding=finding,
+                                      text=f"{finding.title}\n{finding.body}")
     publish_finding(finding, "finding.created")
     return finding
 
@@ -271,6 +282,10 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
     finding.full_clean(exclude=["session", "author", "revision"])
     finding.version += 1
     finding.save()
+    if not finding.is_draft and ("title" in changes or "body" in changes):
+        # A name already notified about this finding is not notified again.
+        notifications.notify_mentions(session=finding.session, actor=finding.author, finding=finding,
+                                      text=f"{finding.title}\n{finding.body}")
     publish_finding(finding, "finding.updated")
     return finding
 
@@ -284,8 +299,10 @@ def finding_delete(*, finding: Finding, version: int | None = None) -> None:
             f"The finding was changed meanwhile (version {finding.version}, you sent {version}).",
             current=finding.version,
         )
-    session_id, finding_id = finding.session_id, finding.pk
+    session_id, finding_id, draft = finding.session_id, finding.pk, finding.is_draft
     finding.delete()
+    if draft:  # nobody else ever heard of it
+        return
     realtime.session_event(session_id, "finding.deleted", {"finding": {"id": finding_id, "session": session_id}})
 
 
@@ -322,14 +339,33 @@ def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequ
 
 @transaction.atomic
 def reply_create(*, finding: Finding, author: User, body: str) -> FindingReply:
-    """Add a reply to a finding's thread; viewers see the finding updated."""
+    """Add a reply to a finding's thread; viewers see the finding updated.
+
+    A reviewer's reply is a draft until they publish their review; the doc's
+    authors answer at once, and so does everyone in a session that files
+    directly.
+    """
     if not body.strip():
         raise Invalid("body", "A reply needs some text.")
-    reply = FindingReply.objects.create(finding=finding, author=author, body=body)
-    publish_finding(finding, "finding.updated")
+    if finding.merged_into_id is not None:
+        raise Invalid("finding", f"This finding was merged into finding {finding.merged_into_id}; reply there.")
+    session = finding.session
+    direct = session.file_directly or session.is_author(author)
+    reply = FindingReply.objects.create(
+        finding=finding, author=author, body=body, published_at=timezone.now() if direct else None
+    )
+    if direct:
+        notifications.notify_mentions(session=session, actor=author, finding=finding, reply=reply, text=body)
+        publish_finding(finding, "finding.updated")
     return reply
 
 
 def publish_finding(finding: Finding, event: str) -> None:
-    """Tell the session's viewers that ``finding`` was created or updated (after commit)."""
+    """Tell the session's viewers that ``finding`` was created or updated (after commit).
+
+    Drafts are nobody else's business: their changes are not announced, and
+    the review that publishes them announces them all at once.
+    """
+    if finding.is_draft:
+        return
     realtime.session_event(finding.session_id, event, {"finding": finding_representation(finding)})

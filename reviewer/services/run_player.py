@@ -370,8 +370,31 @@ def run_play(*, run_id: int, worker: str = "", dispatch: int | None = None) -> s
     """Play a run to its end in this process; return its final status.
 
     Safe to call again for the same run (a redelivered task): it resumes
-    without storing or publishing any frame twice.
+    without storing or publishing any frame twice. Once the run has ended, the
+    slot it held goes to the next waiting run (and a sweep whose last point
+    this was gets its curve).
     """
+    try:
+        return _play(run_id=run_id, worker=worker, dispatch=dispatch)
+    finally:
+        after_run(run_id)
+
+
+def after_run(run_id: int) -> None:
+    """Finish the run's sweep if this was its last point, then hand the freed slot on."""
+    from reviewer.services.dispatch import dispatch_quietly
+    from reviewer.services.sweeps import sweep_finish_if_ended
+
+    sweep_id = EmulatorRun.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
+    if sweep_id is not None:
+        try:
+            sweep_finish_if_ended(sweep_id=sweep_id)
+        except Exception:  # the watchdog finishes it later
+            log.warning("finishing sweep %s failed", sweep_id, exc_info=True)
+    dispatch_quietly()
+
+
+def _play(*, run_id: int, worker: str, dispatch: int | None) -> str:
     runs_reap_stale()
     run = claim_run(run_id, worker, dispatch)
     if run is None:

@@ -32,6 +32,7 @@ from reviewer.models import (
     RunStatus,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
+from reviewer.scenario_view import run_facts
 from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 log = logging.getLogger(__name__)
@@ -246,7 +247,19 @@ def time_limits_for(*, duration_s: float, speed: str) -> tuple[float, float]:
 
 
 def enqueue_run(run: EmulatorRun) -> None:
-    """Hand the run to a Celery worker once the current transaction commits.
+    """Queue the run for a worker: the dispatcher hands it over when a slot is free, fairly between users.
+
+    The run waits in the database (``awaiting_slot``); once the current
+    transaction commits, a dispatch is asked for (see
+    :mod:`reviewer.services.dispatch`).
+    """
+    from reviewer.services.dispatch import dispatch_soon
+
+    dispatch_soon()
+
+
+def hand_to_broker(run: EmulatorRun) -> None:
+    """Send the run's task to the broker once the current transaction commits.
 
     The task carries the run's ``dispatches``: a run handed to the broker again
     (see :func:`runs_requeue_lost`) is started only by its latest task.
@@ -264,7 +277,12 @@ def enqueue_run(run: EmulatorRun) -> None:
             log.warning("could not hand run %s to the broker", run_id, exc_info=True)
 
     # Off the request path: a broker that stops answering must not hold up the request.
-    transaction.on_commit(lambda: _enqueuer().submit(send))
+    transaction.on_commit(lambda: submit_off_request_path(send))
+
+
+def submit_off_request_path(send: Any) -> None:
+    """Run ``send`` (a call to the broker) on this process's hand-off thread, in order."""
+    _enqueuer().submit(send)
 
 
 _ENQUEUER: tuple[int, ThreadPoolExecutor] | None = None
@@ -299,7 +317,8 @@ def build_run(
 
     scenario = resolved.scenario
     effective_seed = int(scenario.seed if seed is None else seed)
-    layout = Engine(scenario, seed=effective_seed).layout()
+    # The charts' facts (batching, SLOs, scheduled faults) travel with the layout.
+    layout = {**Engine(scenario, seed=effective_seed).layout(), "facts": run_facts(scenario)}
     return EmulatorRun.objects.create(
         config_version=resolved.config_version,
         session=session,
@@ -312,6 +331,7 @@ def build_run(
         speed=speed,
         layout=layout,
         expected_requests=expected_requests(scenario),
+        awaiting_slot=True,
     )
 
 
@@ -359,6 +379,8 @@ def run_cancel(*, run: EmulatorRun, user: Any) -> EmulatorRun:
     run.refresh_from_db()
     if cancelled_queued:
         publish_status(run)
+        if not run.awaiting_slot:  # it held a slot: the next waiting run may take it
+            enqueue_run(run)
         return run
     if run.is_final:
         raise Conflict(f"run {run.pk} is already {run.status}; nothing to cancel", field="status")
@@ -489,14 +511,15 @@ def runs_requeue_lost(*, waiting_s: float = REQUEUE_AFTER_S) -> dict[str, list[i
     """Hand queued runs whose task was lost back to the broker; fail those handed over too often.
 
     A broker restarted without its data (or a task dropped on the way) leaves
-    runs ``queued`` with no task to start them. A queued run older than
-    ``waiting_s`` while the broker's queue is empty has no task waiting, so it
-    is handed over again; its older tasks, if one ever turns up, no longer
+    runs ``queued`` with no task to start them. A run handed to the broker
+    over ``waiting_s`` ago and not started while the broker's queue is empty
+    has no task waiting, so it is handed over again (runs still waiting for a
+    slot have no task yet and are the dispatcher's); its older tasks, if one ever turns up, no longer
     start it. Called by every worker's watchdog (so at a worker's start too)
     and by the beat.
     """
     cutoff = timezone.now() - timedelta(seconds=waiting_s)
-    waiting = EmulatorRun.objects.filter(status=RunStatus.QUEUED, enqueued_at__lt=cutoff)
+    waiting = EmulatorRun.objects.filter(status=RunStatus.QUEUED, awaiting_slot=False, enqueued_at__lt=cutoff)
     if not waiting.exists() or broker_queue_length() > 0:
         return {"requeued": [], "failed": []}
     requeued: list[int] = []
@@ -504,7 +527,7 @@ def runs_requeue_lost(*, waiting_s: float = REQUEUE_AFTER_S) -> dict[str, list[i
     for run_id in list(waiting.values_list("pk", flat=True)):
         with transaction.atomic():
             run = EmulatorRun.objects.select_for_update().filter(
-                pk=run_id, status=RunStatus.QUEUED, enqueued_at__lt=cutoff).first()
+                pk=run_id, status=RunStatus.QUEUED, awaiting_slot=False, enqueued_at__lt=cutoff).first()
             if run is None:
                 continue
             if run.dispatches >= MAX_DISPATCHES:
@@ -518,7 +541,7 @@ def runs_requeue_lost(*, waiting_s: float = REQUEUE_AFTER_S) -> dict[str, list[i
             run.dispatches += 1
             run.enqueued_at = timezone.now()
             run.save(update_fields=["dispatches", "enqueued_at"])
-            enqueue_run(run)
+            hand_to_broker(run)
             requeued.append(run_id)
     if requeued or failed:
         log.warning("queued runs without a task: handed %s to the broker again, failed %s", requeued, failed)

@@ -1,9 +1,12 @@
 """Sweeps: one scenario run at speed max for each value of one key.
 
-The runs go out as a Celery group with a chord whose callback gathers their
-summaries into a curve (p99 latency and ok-rate against the value) and answers
-"the smallest value that meets p99 <= target". The group spreads over every
-worker there is, which is how sweeps scale past one machine.
+The points are runs of the sweep's owner, queued like any other run: the
+dispatcher hands them to free worker slots fairly between users (see
+:mod:`reviewer.run_queue`), spread over every worker there is, which is how
+sweeps scale past one machine. When the last point ends, its worker gathers
+the summaries into a curve (p99 latency and ok-rate against the value) and
+answers "the smallest value that meets p99 <= target"; the watchdog finishes
+a sweep whose last worker died first.
 """
 
 from __future__ import annotations
@@ -108,6 +111,16 @@ def sweep_start(
     return sweep
 
 
+def sweep_finish_if_ended(*, sweep_id: int) -> bool:
+    """Finish the sweep when none of its points is queued or running; True if it was finished now."""
+    if EmulatorRun.objects.filter(sweep_id=sweep_id).exclude(status__in=FINAL_STATUSES).exists():
+        return False
+    if Sweep.objects.filter(pk=sweep_id, status__in=FINAL_STATUSES).exists():
+        return False
+    sweep_finish(sweep_id=sweep_id)
+    return True
+
+
 @transaction.atomic
 def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
     """Cancel a sweep: its queued points at once, its running points at their next step."""
@@ -127,13 +140,10 @@ def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
 
 
 def enqueue_sweep(sweep_id: int, run_ids: list[int], soft: float, hard: float) -> None:
-    """Send the runs as a group with a chord that finishes the sweep."""
-    from celery import chord
+    """The points wait for worker slots like other runs: ask for a dispatch (called on commit)."""
+    from reviewer.services.dispatch import dispatch_soon
 
-    from reviewer.tasks import run_emulation, sweep_finish
-
-    header = [run_emulation.si(run_id).set(soft_time_limit=soft, time_limit=hard) for run_id in run_ids]
-    chord(header)(sweep_finish.si(sweep_id))
+    dispatch_soon()
 
 
 def ok_rate(summary: dict[str, Any]) -> float | None:
@@ -173,7 +183,48 @@ def sweep_answer(sweep: Sweep, curve: list[dict[str, Any]]) -> dict[str, Any] | 
                             f"p99 <= {sweep.target_p99_s:g} s"}
     return {"value": None, "p99_s": None, "ok_rate": None,
             "text": f"no swept value of {sweep.key} meets p99 <= {sweep.target_p99_s:g} s; "
-                    f"sweep larger values"}
+                    f"{why_no_value(sweep, curve)}"}
+
+
+def why_no_value(sweep: Sweep, curve: list[dict[str, Any]]) -> str:
+    """Why no point of a finished sweep met its target, from the curve and the scenario:
+    a target below the latency floor, p99 still falling at the end of the range, p99
+    levelling off above the target, or p99 growing with the value."""
+    target = float(sweep.target_p99_s or 0)
+    done = [p for p in curve if p["status"] == RunStatus.DONE and p["p99_s"] is not None]
+    if not done:
+        return "no point finished with a completed request, so there is no p99 to compare"
+    floor = _latency_floor(sweep.scenario or {})
+    if floor is not None and target < floor:
+        return (f"the target is below the latency floor of {floor:g} s (the batch time every request "
+                f"waits for), which no value of {sweep.key} changes")
+    best = min(done, key=lambda p: p["p99_s"])
+    p99s = [p["p99_s"] for p in done]
+    if sweep.min_ok_rate is not None and any(p <= target for p in p99s):
+        return (f"the values whose p99 meets it serve fewer than {100 * sweep.min_ok_rate:g}% of requests "
+                "(a short p99 of the few that were served)")
+    if len(done) >= 2 and p99s[-1] < p99s[-2] * 0.95 and best is done[-1]:
+        return (f"p99 still falls at the largest value ({best['p99_s']:.2f} s at {best['value']:g}): "
+                "sweep larger values")
+    if len(done) >= 2 and best is done[0] and p99s[-1] > p99s[0] * 1.05:
+        return (f"p99 grows with {sweep.key} and is already {best['p99_s']:.2f} s at the smallest value "
+                f"({best['value']:g}): sweep smaller values")
+    if len(done) >= 2:
+        return (f"p99 levels off at about {best['p99_s']:.2f} s (best at {best['value']:g}), above the "
+                f"target: more of {sweep.key} does not bring it down; the limit is elsewhere")
+    return f"its one point has p99 {best['p99_s']:.2f} s"
+
+
+def _latency_floor(scenario: dict[str, Any]) -> float | None:
+    """The shortest batch time of the statically batched models (None: none is static):
+    no request completes faster."""
+    base = scenario.get("worker") or {}
+    floors = []
+    for spec in (scenario.get("models") or {}).values():
+        worker = {**base, **((spec or {}).get("worker") or {})}
+        if worker.get("batching", "static") == "static":
+            floors.append(float(worker.get("batch_s", 1.5)))
+    return min(floors) if floors else None
 
 
 @transaction.atomic
@@ -198,8 +249,9 @@ def sweep_finish(*, sweep_id: int) -> Sweep:
 def sweeps_finish_stalled() -> list[int]:
     """Finish every sweep whose runs are all final but which is not; return their ids.
 
-    The chord's callback is lost when a worker dies holding it; the watchdog
-    and the periodic reaper call this so such a sweep still gets its curve.
+    A worker that dies after its point ended but before finishing the sweep
+    leaves it so; the watchdog and the periodic reaper call this so such a
+    sweep still gets its curve.
     """
     unfinished = Sweep.objects.exclude(status__in=FINAL_STATUSES).exclude(
         runs__status__in=[s for s in RunStatus if s not in FINAL_STATUSES]

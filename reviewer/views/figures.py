@@ -16,14 +16,19 @@ from django.views.decorators.http import require_GET, require_http_methods
 from reviewer.views.pages import get_session_for_user, int_or_none
 
 
+def _fleet_for_session(user: Any, session_id: int) -> Any:
+    """The session's fleet config; 404 when it has none."""
+    session = get_session_for_user(user, session_id)
+    if session.fleet_config is None:
+        raise Http404("This session has no fleet config.")
+    return session.fleet_config
+
+
 def _scenario_for_session(user: Any, session_id: int) -> Any:
     """The emulator Scenario of the session's fleet config; 404 when it has none."""
     from emulator.scenario import Scenario
 
-    session = get_session_for_user(user, session_id)
-    if session.fleet_config is None:
-        raise Http404("This session has no fleet config.")
-    return Scenario.from_dict(session.fleet_config.scenario)
+    return Scenario.from_dict(_fleet_for_session(user, session_id).scenario)
 
 
 def _stale_scenario(exc: Exception) -> JsonResponse:
@@ -40,13 +45,15 @@ def _stale_scenario(exc: Exception) -> JsonResponse:
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass computed from the session's fleet config."""
     from emulator.analysis import numbers
-    from emulator.scenario import ScenarioError
+    from emulator.scenario import Scenario, ScenarioError
+    from reviewer.numbers_report import numbers_report
 
+    fleet = _fleet_for_session(request.user, session_id)
     try:
-        scenario = _scenario_for_session(request.user, session_id)
+        scenario = Scenario.from_dict(fleet.scenario)
     except ScenarioError as exc:
         return _stale_scenario(exc)
-    return JsonResponse(numbers.compute(scenario).to_dict())
+    return JsonResponse(numbers_report(numbers.compute(scenario).to_dict(), fleet.provenance, fleet.scenario))
 
 
 @login_required
@@ -59,11 +66,12 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
     groups that would make it a fleet config (``host_groups``).
     """
     from emulator.analysis import placement
-    from emulator.analysis.placement.scenario import problem_args
-    from emulator.scenario import ScenarioError
+    from emulator.analysis.placement.scenario import current_fleet, layout_config_name, problem_args
+    from emulator.scenario import Scenario, ScenarioError
 
+    fleet = _fleet_for_session(request.user, session_id)
     try:
-        scenario = _scenario_for_session(request.user, session_id)
+        scenario = Scenario.from_dict(fleet.scenario)
     except ScenarioError as exc:
         return _stale_scenario(exc)
     requested = int_or_none(request.GET.get("hosts"))
@@ -75,14 +83,19 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
         problem = problem_args(scenario)
         if requested is not None:
             problem["hosts"] = requested
-        result = placement.solve(**problem).to_dict()
+        solved = placement.solve(**problem)
+        result = solved.to_dict()
+        current_label = current_fleet(solved.problem, scenario).label(solved.problem.names)
     except placement.PlacementError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     units = problem["units"]
-    # The scenario form of each ranked layout, so "use this layout" can make a
-    # fleet config without the browser knowing the TOML grammar.
+    result["current_label"] = current_label
+    # The scenario form of each ranked layout, and the name of the config it
+    # makes, so "use this layout" can make one without the browser knowing the
+    # TOML grammar.
     for entry in result["ranked"]:
         entry["host_groups"] = placement.placement_to_hosts(entry, units)
+        entry["config_name"] = layout_config_name(fleet.name, current_label, entry["label"])
     return JsonResponse(result)
 
 

@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewer import permissions, selectors
+from reviewer import permissions, scenario_view, selectors
 from reviewer.anchoring import align
 from reviewer.markdown import render_markdown, rendered_text
 from reviewer.models import (
@@ -28,6 +28,7 @@ from reviewer.models import (
     Severity,
     TraceHop,
 )
+from reviewer.models.collaboration import Verdict
 from reviewer.pass_guides import PASS_GUIDES
 from reviewer.services import review as review_services
 from reviewer.services.traces import uploaded_trace_name
@@ -108,6 +109,9 @@ def _page_config(
         "currentPass": session.current_pass,
         "isOpen": session.is_open,
         "canManage": permissions.can_manage_session(request.user, session),
+        "canPublish": permissions.can_add_finding(request.user, session),
+        "isAuthor": session.is_author(request.user),
+        "fileDirectly": session.file_directly,
         # Highlights are drawn through the server's map from the source to the
         # rendered text; the page never searches the text for a quote itself.
         "docRevision": revision.number if revision else None,
@@ -117,6 +121,8 @@ def _page_config(
             "name": fleet.name,
             "versionId": fleet_version.pk if fleet_version else None,
             "scenario": fleet.scenario,
+            # The break pass's one-click changes and the trace pass's path, from the scenario.
+            **scenario_view.page_facts(fleet.scenario),
         }
         if fleet
         else None,
@@ -127,11 +133,18 @@ def _page_config(
             "reorder": f"/api/sessions/{session.pk}/findings/reorder/",
             "finding": "/api/findings/{id}/",
             "session": f"/api/sessions/{session.pk}/",
+            "document": f"/api/sessions/{session.pk}/document/",
+            "merge": "/api/findings/{id}/merge/",
+            "diff": reverse("session-diff", args=[session.pk]),
             "runs": "/api/runs/",
             "run": "/api/runs/{id}/",
             "numbers": reverse("session-numbers", args=[session.pk]),
             "placement": reverse("session-placement", args=[session.pk]),
+            "breakAdvice": reverse("session-break-advice", args=[session.pk]),
             "wsSession": f"/ws/sessions/{session.pk}/",
+            "reviews": reverse("api-session-reviews", args=[session.pk]),
+            "turn": reverse("api-session-turn", args=[session.pk]),
+            "findingState": "/api/findings/{id}/state/",
             "wsRun": "/ws/runs/{id}/",
             "plotly": reverse("plotly-js"),
         },
@@ -159,5 +172,7 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
         "export_formats": ["md", "json", "csv", "jsonld"],
         "page_config": page_config,
         "can_manage": page_config["canManage"],
+        "can_publish": page_config["canPublish"],
+        "verdicts": list(Verdict),
     }
     return render(request, "reviewer/session.html", context)

@@ -60,22 +60,32 @@ export class FindingStore extends EventTarget {
 // Threads the reader has open, and replies being written, survive re-renders.
 const openThreads = new Set();
 const drafts = new Map();
+// The replies last loaded per finding: a re-rendered thread shows them at once
+// while it reads them again, instead of an empty list.
+const loadedReplies = new Map();
 
-function thread(f, onError) {
+function thread(f, onError, onReplied) {
   const url = `/api/findings/${f.id}/replies/`;
   const list = el("ul", { class: "replies" });
   const text = el("textarea", { rows: 2, "aria-label": `Reply to ${f.title}` });
   text.value = drafts.get(f.id) || "";
   text.addEventListener("input", () => drafts.set(f.id, text.value));
   const send = el("button", { type: "button" }, "Reply");
+  function show(replies) {
+    list.replaceChildren(...replies.map((r) => {
+      const body = el("div", { class: "body" });
+      body.innerHTML = r.body_html; // sanitized by the server
+      return el("li", { class: r.draft ? "draft" : "" }, el("span", { class: "meta" }, `${r.author}:`),
+        r.draft ? el("span", { class: "badge draft", title: "Only you see it until you publish your review." }, "draft") : null,
+        body);
+    }));
+  }
+  if (loadedReplies.has(f.id)) show(loadedReplies.get(f.id));
   async function load() {
     try {
       const replies = await apiList(url);
-      list.replaceChildren(...replies.map((r) => {
-        const body = el("div", { class: "body" });
-        body.innerHTML = r.body_html; // sanitized by the server
-        return el("li", {}, el("span", { class: "meta" }, `${r.author}:`), body);
-      }));
+      loadedReplies.set(f.id, replies);
+      show(replies);
     } catch (err) {
       onError(`Could not load replies: ${err.message}`);
     }
@@ -88,6 +98,7 @@ function thread(f, onError) {
       drafts.delete(f.id);
       text.value = "";
       await load();
+      onReplied();
     } catch (err) {
       onError(`Could not reply: ${err.message}`);
     } finally {
@@ -96,6 +107,59 @@ function thread(f, onError) {
   });
   load();
   return el("div", { class: "thread" }, list, text, send);
+}
+
+/** The author's side: state controls for the doc's authors, "reopen" for the finding's reviewer. */
+function stateControls(f, { onAction, mine }) {
+  const S = config.findingState;
+  if (f.draft) return null;
+  const url = config.urls.findingState.replace("{id}", f.id);
+  async function send(body) {
+    try {
+      onAction("replace", f, await api(url, { method: "POST", body }));
+    } catch (err) {
+      onAction("error", f, `Could not change the state: ${err.message}`);
+    }
+  }
+  if (config.isAuthor) {
+    const choice = el("select", { "aria-label": `State of ${f.title}` },
+      config.findingStates.filter((s) => s.key !== S.REOPENED)
+        .map((s) => el("option", { value: s.key, selected: f.state === s.key }, s.label)));
+    const revision = el("input", { type: "number", min: 1, placeholder: "revision",
+      "aria-label": `Revision that fixes ${f.title}`, value: f.fixed_revision ?? "" });
+    const reason = el("input", { type: "text", placeholder: "reason", "aria-label": `Why ${f.title} will not be fixed`,
+      value: f.state_reason || "" });
+    const sync = () => {
+      revision.hidden = choice.value !== S.FIXED;
+      reason.hidden = choice.value !== S.WONT_FIX;
+    };
+    choice.addEventListener("change", sync);
+    sync();
+    const save = el("button", { type: "button", onclick: () => send({
+      state: choice.value,
+      ...(choice.value === S.FIXED && revision.value ? { fixed_revision: Number(revision.value) } : {}),
+      ...(choice.value === S.WONT_FIX ? { reason: reason.value } : {}),
+    }) }, "Set state");
+    return el("div", { class: "state-box" }, choice, revision, reason, save);
+  }
+  if (mine && (f.state === S.FIXED || f.state === S.WONT_FIX)) {
+    return el("div", { class: "state-box" },
+      el("button", { type: "button", onclick: () => send({ state: S.REOPENED }) }, "Reopen"));
+  }
+  return null;
+}
+
+function stateBadge(f) {
+  if (!f.state || f.state === config.findingState.OPEN) return null;
+  let text = labelOf(config.findingStates, f.state);
+  const badge = (label) => el("span", { class: `badge state state-${f.state}`, title: f.state_reason || "" }, label);
+  if (f.state === config.findingState.FIXED && f.fixed_revision != null) {
+    // Fixed in revision n: the diff from the revision before it shows the fix.
+    const from = Math.max(1, f.fixed_revision - 1);
+    return el("a", { class: "state-diff", href: `${config.urls.diff}?from=${from}&to=${f.fixed_revision}`,
+      title: `The changes of revision ${f.fixed_revision}` }, badge(`${text} in r${f.fixed_revision}`));
+  }
+  return badge(f.state_reason ? `${text}: ${f.state_reason}` : text);
 }
 
 /** One finding as a list item; actions get (action, finding, value). */
@@ -118,26 +182,42 @@ export function findingItem(f, { onAction, username }) {
   const threadBox = el("div");
   const toggle = el("button", { type: "button", "aria-expanded": openThreads.has(f.id) ? "true" : "false" },
     `Replies (${f.reply_count ?? 0})`);
-  const showThread = () => threadBox.replaceChildren(thread(f, (msg) => onAction("error", f, msg)));
+  // A reply of one's own (a draft is announced to nobody) refreshes the count here.
+  const refresh = async () => {
+    try { onAction("replace", f, await api(`/api/findings/${f.id}/`)); } catch { /* the live event may still come */ }
+  };
+  const showThread = () => threadBox.replaceChildren(thread(f, (msg) => onAction("error", f, msg), refresh));
   toggle.addEventListener("click", () => {
     const open = !openThreads.has(f.id);
     if (open) { openThreads.add(f.id); showThread(); } else { openThreads.delete(f.id); threadBox.replaceChildren(); }
     toggle.setAttribute("aria-expanded", open ? "true" : "false");
   });
   if (openThreads.has(f.id)) showThread();
+  // Near-duplicates are offered for merging; a merged finding says where it went.
+  const merges = f.merged_into == null
+    ? (f.duplicates || []).map((id) => el("button", { type: "button", onclick: () => onAction("merge", f, id) }, `Merge into #${id}`))
+    : [];
   const actions = el("div", { class: "row" },
     f.anchor_exact && !f.orphaned ? el("button", { type: "button", onclick: () => onAction("show", f) }, "Show in doc") : null,
-    toggle, status,
+    toggle, status, ...merges,
     mine ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
-  return el("li", { class: "finding-item", dataset: { findingId: f.id } },
+  return el("li", { class: `finding-item${f.draft ? " draft" : ""}${f.merged_into != null ? " merged" : ""}`, dataset: { findingId: f.id } },
     el("div", { class: "meta" },
+      f.draft ? el("span", { class: "badge draft", title: "Only you see it until you publish your review." }, "draft") : null,
+      el("span", {}, `#${f.id}`),
       el("span", { class: `badge ${f.severity}` }, labelOf(config.severities, f.severity)),
+      stateBadge(f),
+      f.verdict ? el("span", { class: `verdict verdict-${f.verdict}` }, labelOf(config.verdicts, f.verdict)) : null,
       el("span", {}, passOf(f)),
       f.trace_hop ? el("span", {}, `hop: ${f.trace_hop}`) : null,
       el("span", {}, `by ${authorName(f)}`),
       f.status && f.status !== config.openStatus ? el("span", {}, f.status) : null,
-      f.orphaned ? el("span", { class: "error", title: "The quote is not in the doc's latest revision." }, "orphaned quote") : null),
+      f.orphaned ? el("span", { class: "error", title: "The quote is not in the doc's latest revision." }, "orphaned quote") : null,
+      (f.duplicates || []).length && f.merged_into == null
+        ? el("span", { class: "duplicate", title: "Same pass and the same quote, or the same title and text." },
+          `possible duplicate of ${f.duplicates.map((id) => `#${id}`).join(", ")}`) : null,
+      f.merged_into != null ? el("span", {}, `merged into #${f.merged_into}`) : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
-    body, evidence, actions, threadBox);
+    body, evidence, actions, stateControls(f, { onAction, mine }), threadBox);
 }

@@ -245,7 +245,7 @@ export class MechanismCharts {
       font: { size: 11 },
       hovermode: "x unified",
       legend: { orientation: "h", y: -0.3, font: { size: 10 } },
-      xaxis: { ...this.xaxis, zeroline: false, title: { text: "simulated time", font: { size: 10 }, standoff: 2 } },
+      xaxis: { title: { text: "simulated time (s)", font: { size: 10 }, standoff: 2 }, ...this.xaxis, zeroline: false },
       yaxis: { title: { text: spec.y_title, font: { size: 10 } }, rangemode: "tozero",
         ...(spec.tick_suffix ? { ticksuffix: spec.tick_suffix } : {}),
         ...(spec.range ? { range: spec.range, autorange: false } : {}) },
@@ -282,6 +282,11 @@ export class MechanismCharts {
       }
       this.node.dataset.charts = shown.join(" ");
     });
+  }
+
+  /** The divs of the charts shown, for fitting them to a changed width. */
+  shownDivs() {
+    return this.charts.filter((c) => c.present && c.div.data).map((c) => c.div);
   }
 
   /** The shown chart drawing ``metricKey`` (for the evidence bar's visible window), or undefined. */

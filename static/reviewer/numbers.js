@@ -20,13 +20,21 @@ export async function initNumbers(ctx) {
       el("td", { class: "num" }, f.display ?? `${f.value} ${f.unit || ""}`),
       el("td", { class: "explain" }, f.explain || "")))));
 
+  const headline = el("div", { class: "headline-figures", "aria-label": "Headline figures" },
+    (report.headline || []).map((f) => el("div", { class: "headline-figure", dataset: { key: f.key } },
+      el("span", { class: "slot" }, f.slot),
+      el("strong", { class: "value" }, f.display ?? `${f.value} ${f.unit || ""}`),
+      el("span", { class: "label" }, `${f.label}${f.model && f.model !== "fleet" ? ` (${f.model})` : ""}`))));
+
   const suggestions = el("div", { class: "suggestions" });
   function drawSuggestions() {
     const titles = new Set(ctx.store.all().map((f) => f.title));
     suggestions.replaceChildren(...(report.findings || []).map((s) => {
       const adopted = titles.has(s.title);
-      const button = el("button", { type: "button", class: adopted ? "" : "primary", disabled: adopted }, adopted ? "Adopted" : "Adopt");
-      button.addEventListener("click", async () => {
+      // The doc's authors answer findings; they do not file them.
+      const button = !ctx.config.canPublish ? null
+        : el("button", { type: "button", class: adopted ? "" : "primary", disabled: adopted }, adopted ? "Adopted" : "Adopt");
+      button?.addEventListener("click", async () => {
         button.disabled = true;
         try {
           const created = await api(ctx.config.urls.findings, {
@@ -40,17 +48,58 @@ export async function initNumbers(ctx) {
           ctx.say(`Could not adopt: ${err.message}`);
         }
       });
-      return el("div", { class: "suggestion" },
+      return el("div", { class: "suggestion", dataset: { assumed: s.assumed ? "yes" : "no" } },
         el("div", { class: "row" }, el("span", { class: `badge ${s.severity}` }, s.severity.replace("_", " ")),
           el("strong", {}, s.title), button),
-        el("p", {}, s.body));
+        ...s.body.split("\n\n").map((para) => el("p", {}, para)));
     }));
   }
   drawSuggestions();
   ctx.events.addEventListener("findings", drawSuggestions);
 
   box.replaceChildren(
+    headline,
+    provenanceBlock(report),
     el("h3", {}, "Figures"), table,
     el("h3", {}, "Suggested findings"),
     (report.findings || []).length ? suggestions : el("p", { class: "muted" }, "The calculator has no suggestions for this fleet."));
+}
+
+/** Where the fleet config's input figures come from: the doc (with a link to the words) or the reviewer. */
+function provenanceBlock(report) {
+  const p = report.provenance || { doc: [], assumed: [] };
+  const value = (v) => (Array.isArray(v) ? v.join(", ") : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v));
+  const fromDoc = p.doc.map((f) => el("li", {},
+    el("code", {}, f.path), ` = ${value(f.value)} `,
+    el("a", { href: "#doc-body", class: "quote-link", onclick: (e) => { e.preventDefault(); showQuote(f.quote); } }, `“${f.quote}”`)));
+  const assumed = p.assumed.map((f) => el("li", {}, el("code", {}, f.path), ` = ${value(f.value)}`));
+  return el("div", { class: "provenance" },
+    el("h3", {}, "Where the inputs come from"),
+    p.doc.length || p.assumed.length
+      ? el("div", { class: "provenance-lists" },
+        el("div", {}, el("strong", {}, "From the doc"), fromDoc.length ? el("ul", { class: "from-doc" }, fromDoc) : el("p", { class: "muted" }, "none marked")),
+        el("div", {}, el("strong", {}, "Assumed by the reviewer"), assumed.length ? el("ul", { class: "assumed" }, assumed) : el("p", { class: "muted" }, "none")))
+      : el("p", { class: "muted" }, "No figure of this fleet config is marked as from the doc or assumed; mark them in the fleet editor."),
+    report.assumed_note ? el("p", { class: "assumed-note" }, report.assumed_note) : null);
+}
+
+/** Select and show the doc's words a figure was read from. */
+function showQuote(quote) {
+  const root = document.getElementById("doc-body");
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const words = quote.replace(/\s+/g, " ");
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.nodeValue.replace(/\s/g, " ");
+    const at = text.indexOf(words);
+    if (at < 0) continue;
+    const range = document.createRange();
+    range.setStart(node, at);
+    range.setEnd(node, at + words.length);
+    const sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    node.parentElement.scrollIntoView({ block: "center" });
+    return;
+  }
+  root.scrollIntoView({ block: "start" });
 }

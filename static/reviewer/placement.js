@@ -84,16 +84,21 @@ export function heatmapTrace(grid, frame, { restyle = false } = {}) {
 
 const MODEL_COLOURS = ["#3b7dd8", "#8e44ad", "#16a085", "#d35400", "#c0392b", "#2c3e50"];
 
-function verdict(entry) {
-  const downs = [];
-  for (const c of entry.cases || []) {
-    if (c.failure === "none") continue;
-    for (const [model, cap] of Object.entries(c.capacity || {})) {
-      if (cap === 0 && (entry.cases[0].capacity[model] || 0) > 0) downs.push(`losing ${c.failure} takes ${model} down`);
-    }
+/** The solver's verdict: a model with no worker, or one a single host's loss takes down, fails it. */
+export function verdictText(entry) {
+  const problems = (entry.unplaced || []).map((model) => `${model} has no worker at all`);
+  for (const [model, failures] of Object.entries(entry.lost_with || {})) {
+    for (const failure of failures) problems.push(`losing ${failure} takes ${model} down`);
   }
-  if (downs.length) return el("p", { class: "verdict bad" }, `✗ ${downs.join("; ")}`);
-  return el("p", { class: "verdict ok" }, "✓ every model survives the loss of any one host");
+  if (problems.length || entry.survives_any_host_loss !== true) {
+    return { ok: false, text: `✗ ${problems.join("; ") || "not every model survives the loss of any one host"}` };
+  }
+  return { ok: true, text: "✓ every model survives the loss of any one host" };
+}
+
+function verdict(entry) {
+  const { ok, text } = verdictText(entry);
+  return el("p", { class: `verdict ${ok ? "ok" : "bad"}` }, text);
 }
 
 function layoutCard(ctx, entry, models, onUse) {
@@ -111,13 +116,24 @@ function layoutCard(ctx, entry, models, onUse) {
       el("td", {}, c.failure === "none" ? "nothing" : `${c.failure}${c.alike > 1 ? ` (or any of ${c.alike} alike)` : ""}`),
       ...models.map((m) => el("td", { class: "num" }, c.capacity[m] == null ? "–" : Number(c.capacity[m]).toFixed(1)))))));
   const use = el("button", { type: "button", onclick: () => onUse(entry, use) }, "Use this layout");
+  const edit = el("button", { type: "button", onclick: () => editLayout(ctx, entry) }, "Edit this layout first");
   return el("article", { class: "layout-card", dataset: { rank: entry.rank } },
     el("h4", {}, `#${entry.rank} ${entry.label || ""}`),
     strips,
     verdict(entry),
     el("p", { class: "muted" }, `${Number(entry.nominal_qps || 0).toFixed(0)} QPS nominal · ${entry.wasted_units} units wasted`),
-    cases, use);
+    cases, el("div", { class: "row" }, use, edit));
 }
+
+/** Open the fleet editor on a new config: this fleet with the layout's hosts, not yet saved. */
+function editLayout(ctx, entry) {
+  const fleet = ctx.config.fleet;
+  sessionStorage.setItem(LAYOUT_KEY, JSON.stringify({ from: fleet.id, hosts: entry.host_groups, name: entry.config_name }));
+  location.assign(`/fleets/new?from=${fleet.id}&session=${ctx.config.sessionId}`);
+}
+
+/** Where "edit this layout first" leaves the layout for the fleet editor to pick up. */
+export const LAYOUT_KEY = "fleet-editor-layout";
 
 export async function initPlacement(ctx) {
   const box = document.getElementById("placement-panel");
@@ -134,10 +150,11 @@ export async function initPlacement(ctx) {
     button.disabled = true;
     const scenario = JSON.parse(JSON.stringify(fleet.scenario));
     scenario.hosts = entry.host_groups;
-    const name = `${fleet.name} · ${entry.label || `layout ${entry.rank}`}`.slice(0, 200);
+    const name = entry.config_name || `${fleet.name} · layout ${entry.rank}`.slice(0, 200);
     try {
       const created = await api("/api/fleets/", { method: "POST", body: { name, scenario } });
-      const actions = [el("span", {}, `Made fleet config "${created.name}". `)];
+      const actions = [el("span", {}, `Made fleet config "${created.name}". `),
+        el("a", { href: `/fleets/${created.id}/edit?session=${ctx.config.sessionId}` }, "Open it in the editor"), " "];
       if (ctx.config.canManage) {
         actions.push(el("button", {
           type: "button",

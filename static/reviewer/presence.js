@@ -45,8 +45,12 @@ export function connectSession(ctx, handlers) {
       try { msg = JSON.parse(event.data); } catch { return; }
       if (msg.type && msg.type.startsWith("finding.")) {
         handlers.onFinding(msg.type.slice("finding.".length), msg.finding);
+      } else if (msg.type === "review.published") {
+        handlers.onReview?.(msg.review, msg.findings || []);
       } else if (msg.type === "pass.changed") {
         ctx.events.dispatchEvent(new CustomEvent("pass-changed", { detail: msg.pass }));
+      } else if (msg.type === "document.updated") {
+        ctx.events.dispatchEvent(new CustomEvent("document-updated", { detail: msg.document }));
       } else if (msg.type === "presence") {
         renderPresence(ctx, msg.viewers);
       }

@@ -4,43 +4,49 @@
 
 import { api, el, fill, wsUrl } from "./api.js";
 import { config } from "./config.js";
+import { changedKeysText, ChangeControls } from "./breakpass.js";
+import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, timeAxis, valueAxes } from "./charts.js";
+import { keepChartsFitted } from "./fit.js";
 import { MechanismCharts } from "./mechanisms.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
-const CHART_LAYOUT = {
-  margin: { l: 48, r: 8, t: 26, b: 30 },
-  legend: { orientation: "h", y: -0.25, font: { size: 10 } },
-  xaxis: { ticksuffix: " s" },
-  font: { size: 11 },
-  hovermode: "x unified",
-};
+// A series is noted as stopped after this many frames (and at least this many seconds) without a completion.
+const STOP_FRAMES = 5;
+const STOP_MIN_S = 5;
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
 // The charts and the frame metrics each draws come from the server:
 // [{key, title, per_model, connect_gaps, metrics: [{key, label, dash}]}].
 const CHARTS = config.runCharts;
 const { active: ACTIVE, final: FINAL } = config.runStatuses;
-const { RUNNING, DONE } = config.runStatus;
+const { QUEUED, RUNNING, DONE } = config.runStatus;
+const QUEUE_POLL_MS = 2000;
 
-/** One trace per model and metric (per_model), or one per metric summed over models. */
+/** One trace per model and metric (per_model), or one per metric summed over models.
+ * ``models`` are [name, index in the frame] pairs: a token chart draws only the
+ * models that batch continuously. */
 function chartTraces(chart, models) {
   const trace = (name, metric) => ({
     x: [], y: [], name, mode: "lines", connectgaps: Boolean(chart.connect_gaps),
     ...(metric.dash ? { line: { dash: metric.dash } } : {}),
+    ...(metric.y2 ? { yaxis: "y2" } : {}),
   });
+  const many = models.length > 1;
   return chart.per_model
-    ? models.flatMap((m) => chart.metrics.map((metric) => trace(`${m} ${metric.label}`, metric)))
+    ? models.flatMap(([m]) => chart.metrics.map((metric) => trace(many ? `${m} ${metric.label}` : metric.label, metric)))
     : chart.metrics.map((metric) => trace(metric.label, metric));
 }
 
 /** The new points of each of a chart's traces, in chartTraces' order. A metric
- * the run's worker model does not report is a gap, not an error. */
+ * the run's worker model does not report is a gap, not an error. A log axis
+ * shows no zero: a frame without that outcome is a gap there. */
 function chartColumns(chart, models, frames) {
   const values = (f, key) => f.m[key] || [];
+  const positive = (v) => (chart.log && !(v > 0) ? null : v);
   return chart.per_model
-    ? models.flatMap((_, mi) => chart.metrics.map((metric) => frames.map((f) => values(f, metric.key)[mi] ?? null)))
-    : chart.metrics.map((metric) => frames.map((f) => sum(values(f, metric.key))));
+    ? models.flatMap(([, mi]) => chart.metrics.map((metric) => frames.map((f) => values(f, metric.key)[mi] ?? null)))
+    : chart.metrics.map((metric) => frames.map((f) => positive(sum(values(f, metric.key)))));
 }
 
 function sum(values) {
@@ -59,6 +65,7 @@ export class RunView {
     this.run = null;
     this.closed = true;
     this.node = this.build();
+    keepChartsFitted(this.node);
   }
 
   build() {
@@ -71,13 +78,19 @@ export class RunView {
     this.speed = el("select", { "aria-label": `${this.label} speed` },
       config.speeds.map((s) => el("option", { value: s, selected: s === "10" }, s === "max" ? "as fast as possible" : `${s}× real time`)));
     this.seed = el("input", { type: "number", min: 0, value: scenario.seed ?? 1, "aria-label": `${this.label} seed` });
-    this.overrides = el("input", { type: "text", placeholder: "dispatcher.policy=pull; traffic.qps=500", "aria-label": `${this.label} overrides` });
+    this.changes = new ChangeControls(this.label, c.fleet ? c.fleet.breakControls : null);
+    this.overrides = el("input", { type: "text", placeholder: "worker.kv_cache_tokens=100000", "aria-label": `${this.label} overrides` });
+    this.changed = el("span", { class: "changed-keys muted" }, "");
+    this.queuePlace = el("span", { class: "queue-place muted", hidden: true }, "");
     this.startButton = el("button", { type: "button", class: "primary", onclick: () => this.start() }, "Start run");
     this.cancelButton = el("button", { type: "button", disabled: true, onclick: () => this.cancel() }, "Cancel");
     this.message = el("p", { class: "status-line", role: "status" });
 
     this.charts = CHARTS.map((chart) => ({ ...chart, div: el("div", { class: "chart", "data-chart": chart.key }) }));
     this.heatmapDiv = el("div", { class: "heatmap", "data-chart": "heatmap" });
+    this.kvDiv = el("div", { class: "heatmap kv-heatmap", "data-chart": "kv-heatmap", hidden: true });
+    this.kvLegend = el("p", { class: "muted rank-help", hidden: true }, KV_LEGEND);
+    this.stopNote = el("p", { class: "stop-note", hidden: true, role: "note" });
     this.faults = el("div", { class: "fault-buttons", role: "group", "aria-label": `${this.label} faults` });
     this.events = el("div", { class: "run-events", "aria-live": "polite" });
     this.summary = el("div", { class: "summary" });
@@ -91,20 +104,24 @@ export class RunView {
       el("span", {}, "Visible window →"), this.metric, this.target, this.attachButton);
 
     return el("section", { class: "run-view", "aria-label": this.label },
-      el("div", { class: "run-head" }, this.title, this.statusBadge),
+      el("div", { class: "run-head" }, this.title, this.statusBadge, this.queuePlace),
+      this.changed,
+      this.changes.node,
       el("div", { class: "run-controls" },
         el("label", {}, "Speed", this.speed),
         el("label", {}, "Seed", this.seed),
-        el("label", {}, "Overrides", this.overrides),
+        el("label", {}, "More overrides", this.overrides),
         el("div", { class: "row" }, this.startButton, this.cancelButton)),
       this.message,
       // Hidden until a run's layout arrives, so an idle panel stays compact.
       this.body = el("div", { class: "run-body", hidden: true },
         el("div", { class: "row" }, this.progress, this.progressText),
         this.faults,
+        this.stopNote,
         this.charts.map((chart) => chart.div),
-        this.heatmapDiv,
+        el("div", { class: "heatmaps" }, this.heatmapDiv, this.kvDiv),
         el("p", { class: "muted rank-help" }, HEATMAP_LEGEND),
+        this.kvLegend,
         this.mechanisms.node,
         this.events,
         this.evidenceBar,
@@ -114,7 +131,8 @@ export class RunView {
   say(text) { this.message.textContent = text; }
 
   async start() {
-    const overrides = this.overrides.value.split(/[;\n]/).map((s) => s.trim()).filter(Boolean);
+    const typed = this.overrides.value.split(/[;\n]/).map((s) => s.trim()).filter(Boolean);
+    const overrides = [...this.changes.overrides(), ...typed];
     const speed = this.speed.value === "max" ? "max" : Number(this.speed.value);
     this.startButton.disabled = true;
     this.say("Starting…");
@@ -149,6 +167,13 @@ export class RunView {
     this.layout = null;
     this.queue = [];
     this.frameCount = 0;
+    clearTimeout(this.queueTimer);
+    this.queueTimer = null;
+    this.showQueuePlace(null);
+    this.markers = [];
+    this.lastOkT = null;
+    this.stop = null;
+    this.stopNote.hidden = true;
     this.events.replaceChildren();
     this.summary.replaceChildren();
     this.mechanisms.reset();
@@ -187,6 +212,8 @@ export class RunView {
   onMessage(msg) {
     if (msg.type === "layout") {
       this.run = msg.run;
+      this.changed.textContent = changedKeysText(msg.run.overrides);
+      this.node.dataset.overrides = (msg.run.overrides || []).join("; ");
       if (!this.layout) this.setup(msg.layout);
       this.setStatus(msg.run.status);
     } else if (msg.type === "frame") {
@@ -204,8 +231,38 @@ export class RunView {
     }
   }
 
+  /** While the run waits for a worker, its place in the queue, read every few seconds. */
+  showQueuePlace(place) {
+    this.queuePlace.hidden = !place;
+    this.queuePlace.textContent = place ? `place ${place} in the queue for a worker` : "";
+    this.node.dataset.queuePlace = place ? String(place) : "";
+  }
+
+  async pollQueue() {
+    clearTimeout(this.queueTimer);
+    if (this.runId === null || !this.run || this.run.status !== QUEUED) { this.showQueuePlace(null); return; }
+    try {
+      const run = await api(fill(this.ctx.config.urls.run, this.runId));
+      if (run.id !== this.runId) return;
+      this.showQueuePlace(run.status === QUEUED ? run.queue_position : null);
+      if (run.status !== QUEUED) return;
+    } catch (err) {
+      this.showQueuePlace(null);
+    }
+    this.queueTimer = setTimeout(() => this.pollQueue(), QUEUE_POLL_MS);
+  }
+
   setStatus(status, reason = null) {
+    const wasQueued = this.run && this.run.status === QUEUED && this.queueTimer;
     if (this.run) this.run.status = status;
+    if (status === QUEUED && !wasQueued) {
+      this.showQueuePlace(this.run && this.run.queue_position);
+      this.queueTimer = setTimeout(() => this.pollQueue(), QUEUE_POLL_MS);
+    } else if (status !== QUEUED) {
+      clearTimeout(this.queueTimer);
+      this.queueTimer = null;
+      this.showQueuePlace(null);
+    }
     this.statusBadge.textContent = status;
     this.statusBadge.className = `badge status-${status}`;
     const live = ACTIVE.includes(status);
@@ -222,21 +279,81 @@ export class RunView {
     this.layout = layout;
     this.body.hidden = false;
     const models = layout.models;
+    this.facts = layout.facts || { batching: {}, slo: {}, faults: [], sample_s: 1 };
+    const indexed = models.map((m, i) => [m, i]);
+    const continuous = indexed.filter(([m]) => (this.facts.batching || {})[m] === "continuous");
     // A finding's evidence opens the run zoomed to its window.
-    const xaxis = this.pendingWindow
-      ? { ...CHART_LAYOUT.xaxis, range: this.pendingWindow, autorange: false } : CHART_LAYOUT.xaxis;
+    const xaxis = timeAxis(this.run && this.run.duration_s, this.pendingWindow);
+    const zoomed = Boolean(this.pendingWindow);
     this.pendingWindow = null;
     for (const chart of this.charts) {
-      window.Plotly.newPlot(chart.div, chartTraces(chart, models), { ...CHART_LAYOUT, xaxis, title: { text: chart.title, font: { size: 12 } } }, CONFIG);
+      chart.models = chart.continuous ? continuous : indexed;
+      chart.div.hidden = chart.models.length === 0;
+      if (chart.div.hidden) continue;
+      const layoutFor = {
+        ...BASE_LAYOUT, ...valueAxes(chart), xaxis, height: 240,
+        title: { text: chart.title, font: { size: 12 } },
+        ...decorations(chart, { slo: this.facts.slo || {} }),
+      };
+      window.Plotly.newPlot(chart.div, chartTraces(chart, chart.models), layoutFor, CONFIG);
+      const limit = chart.slo ? (this.facts.slo || {})[chart.slo] : null;
+      if (limit != null) chart.div.dataset.slo = String(limit);
+      if (zoomed) chart.div.dataset.zoomed = "1";
+      else delete chart.div.dataset.zoomed;
     }
     this.grid = unitGrid(layout);
+    // Both heatmaps' places are set before either is drawn, so each takes its own width.
+    this.kvDiv.hidden = continuous.length === 0;
+    this.kvLegend.hidden = this.kvDiv.hidden;
     window.Plotly.newPlot(this.heatmapDiv, [heatmapTrace(this.grid, null)],
-      { margin: { l: 56, r: 8, t: 26, b: 24 }, title: { text: "Hosts × units", font: { size: 12 } }, yaxis: { autorange: "reversed" }, font: { size: 11 } },
+      { margin: { l: 56, r: 8, t: 26, b: 36 }, title: { text: "Hosts × units: busy and backlog", font: { size: 12 } }, yaxis: { autorange: "reversed" }, xaxis: { title: { text: "unit", font: { size: 10 }, standoff: 0 } }, font: { size: 11 } },
       { ...CONFIG, displayModeBar: false });
     this.mechanisms.setup(layout, xaxis);
+    if (!this.kvDiv.hidden) {
+      window.Plotly.newPlot(this.kvDiv, [kvHeatmapTrace(this.grid, null)],
+        { margin: { l: 56, r: 8, t: 26, b: 36 }, title: { text: "Hosts × units: KV cache in use", font: { size: 12 } }, yaxis: { autorange: "reversed" }, xaxis: { title: { text: "unit", font: { size: 10 }, standoff: 0 } }, font: { size: 11 } },
+        { ...CONFIG, displayModeBar: false });
+    }
     this.buildFaultButtons(layout);
     this.fillTargets();
     this.attachButton.disabled = false;
+  }
+
+  /** The charts drawn for this run (token charts only for continuous batching). */
+  shownCharts() {
+    return this.charts.filter((chart) => !chart.div.hidden && chart.models);
+  }
+
+  /** Redraw every chart's SLO line, event markers and stop note. */
+  decorate() {
+    const P = window.Plotly;
+    const marks = this.markers.map((m) => m.t.toFixed(1)).join(",");
+    for (const chart of this.shownCharts()) {
+      P.relayout(chart.div, decorations(chart, { slo: this.facts.slo || {}, markers: this.markers, stop: this.stop }));
+      chart.div.dataset.markers = marks;
+    }
+  }
+
+  /** The time of an event seen in the frame ending at ``t``: a scheduled fault's own
+   * time when it is one, else the frame's end. */
+  eventTime(label, t) {
+    const sample = this.facts.sample_s || 1;
+    const scheduled = (this.facts.faults || []).find((f) => f.command === label && f.at_s <= t + 1e-9 && f.at_s > t - sample - 1e-9);
+    return scheduled ? scheduled.at_s : t;
+  }
+
+  /** A note where completions stop: "no request completed since 67 s". */
+  updateStop(frames) {
+    for (const f of frames) if (sum(f.m.ok || []) > 0) this.lastOkT = f.t_s;
+    const t = frames[frames.length - 1].t_s;
+    const since = this.lastOkT ?? 0;
+    const quiet = t - since >= Math.max(STOP_MIN_S, STOP_FRAMES * (this.facts.sample_s || 1));
+    const text = !quiet ? null : this.lastOkT == null ? "no request completed yet" : `no request completed since ${since.toFixed(0)} s`;
+    const changed = (this.stop && this.stop.text) !== text;
+    this.stop = text ? { t: since, text } : null;
+    this.stopNote.hidden = !text;
+    this.stopNote.textContent = text ? `${text[0].toUpperCase()}${text.slice(1)} (simulated time ${t.toFixed(0)} s).` : "";
+    return changed;
   }
 
   buildFaultButtons(layout) {
@@ -283,13 +400,17 @@ export class RunView {
     if (!frames.length || !this.layout) return;
     const P = window.Plotly;
     const x = frames.map((f) => f.t_s);
-    const models = this.layout.models;
-    for (const chart of this.charts) {
-      const y = chartColumns(chart, models, frames);
+    for (const chart of this.shownCharts()) {
+      const y = chartColumns(chart, chart.models, frames);
       P.extendTraces(chart.div, { x: y.map(() => x), y }, y.map((_, i) => i), MAX_POINTS);
     }
     const last = frames[frames.length - 1];
+    // An autoscaled fleet places and parks workers as it runs: its frames say where each one is.
+    if (last.w.host && last.w.first_unit) {
+      this.grid = unitGrid({ ...this.layout, workers: { ...this.layout.workers, host: last.w.host, first_unit: last.w.first_unit } });
+    }
     P.restyle(this.heatmapDiv, heatmapTrace(this.grid, last, { restyle: true }), [0]);
+    if (!this.kvDiv.hidden) P.restyle(this.kvDiv, kvHeatmapTrace(this.grid, last, { restyle: true }), [0]);
     this.heatmapDiv.dataset.frame = String(last.i);
     this.heatmapDiv.dataset.deadHosts = String(last.h.alive.filter((a) => !a).length);
     this.heatmapDiv.dataset.busy = String(last.w.state.filter((s) => s === 1).length);
@@ -299,10 +420,29 @@ export class RunView {
     this.progressText.textContent = `${last.t_s.toFixed(0)} / ${duration.toFixed(0)} s simulated${last.behind ? " (behind its speed)" : ""}`;
     this.node.dataset.frames = String(last.i + 1);
     this.mechanisms.add(frames);
+    let marked = false;
     for (const f of frames) {
-      for (const e of f.events || []) this.events.prepend(el("div", {}, `t=${f.t_s.toFixed(0)} s: ${e}`));
+      for (const e of f.events || []) {
+        this.events.prepend(el("div", {}, `t=${f.t_s.toFixed(0)} s: ${e}`));
+        this.markers.push({ t: this.eventTime(e, f.t_s), label: e });
+        marked = true;
+      }
+    }
+    if (this.updateStop(frames) || marked) this.decorate();
+    this.onDrawn();
+  }
+
+  /** Fit every chart to its box again (after the panel changed width: a second run opened or closed). */
+  resize() {
+    if (!this.layout) return;
+    for (const div of [...this.shownCharts().map((c) => c.div), this.heatmapDiv, ...(this.kvDiv.hidden ? [] : [this.kvDiv]),
+      ...this.mechanisms.shownDivs()]) {
+      window.Plotly.Plots.resize(div);
     }
   }
+
+  /** Called after each drawing (the compare view keeps two runs' axes shared). */
+  onDrawn() {}
 
   showSummary(s) {
     if (!s) return;

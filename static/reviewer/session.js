@@ -6,8 +6,11 @@ import { api, apiList, describeError, fill } from "./api.js";
 import { config } from "./config.js";
 import { drawHighlights, selectionIn } from "./doc.js";
 import { FindingStore, authorName, findingItem, passOf } from "./findings.js";
+import { initKeyboard } from "./keyboard.js";
 import { initPasses } from "./passes.js";
 import { connectSession } from "./presence.js";
+import { initReviewDocument } from "./review_document.js";
+import { initPublish } from "./publish.js";
 
 const store = new FindingStore();
 const docBody = document.getElementById("doc-body");
@@ -39,7 +42,7 @@ function selectionInProgress() {
 }
 
 function renderDoc() {
-  const findings = store.all().filter((f) => f.status !== config.droppedStatus);
+  const findings = store.all().filter((f) => f.status !== config.droppedStatus && f.merged_into == null);
   const unplaced = drawHighlights(docBody, originalDocHtml, findings,
     { revision: config.docRevision, map: config.docMap }, activate);
   // A finding moved to a newer revision than this page shows: the doc was revised meanwhile.
@@ -53,10 +56,24 @@ function renderDoc() {
   if (activeFindingId !== null) markActive(activeFindingId, false);
 }
 
+/** Near-duplicates both ways: a finding filed later names the earlier one, not the reverse. */
+function withDuplicates(items) {
+  const more = new Map();
+  for (const f of store.all()) {
+    if (f.merged_into != null) continue;
+    for (const id of f.duplicates || []) more.set(id, [...(more.get(id) || []), f.id]);
+  }
+  return items.map((f) => {
+    if (f.merged_into != null || !more.has(f.id)) return f;
+    const live = (id) => store.get(id) && store.get(id).merged_into == null;
+    return { ...f, duplicates: [...new Set([...(f.duplicates || []), ...more.get(f.id)])].filter(live).sort((a, b) => a - b) };
+  });
+}
+
 function renderLists() {
   for (const pass of config.passes) {
     const list = document.querySelector(`[data-findings-for="${pass.key}"]`);
-    const items = ctx.findingsForPass(pass.key);
+    const items = withDuplicates(ctx.findingsForPass(pass.key));
     list.replaceChildren(...items.map((f) => findingItem(f, { onAction, username: config.user.username })));
     const count = document.querySelector(`[data-count-for="${pass.key}"]`);
     count.textContent = items.length ? `(${items.length})` : "";
@@ -90,7 +107,19 @@ function activate(id) {
 
 async function onAction(action, f, value) {
   if (action === "show") markActive(f.id);
+  else if (action === "replace") store.upsert(value);
   else if (action === "error") ctx.say(value);
+  else if (action === "merge") {
+    const into = store.get(value);
+    if (!window.confirm(`Merge "${f.title}" into "${into ? into.title : `finding ${value}`}"? Its replies move there; it stays, marked as merged.`)) return;
+    try {
+      store.upsert(await api(fill(config.urls.merge, f.id), { method: "POST", body: { into: value, version: f.version } }));
+      store.upsert(await api(fill(config.urls.finding, f.id)));
+      ctx.say(`Merged "${f.title}" into finding ${value}.`);
+    } catch (err) {
+      ctx.say(`Could not merge: ${err.message}`);
+    }
+  }
   else if (action === "status") {
     try {
       store.upsert(await api(fill(config.urls.finding, f.id), { method: "PATCH", body: { status: value, version: f.version } }));
@@ -151,6 +180,12 @@ function onFindingEvent(kind, finding) {
   else store.upsert(finding);
 }
 
+/** A reviewer published: their findings arrive together, with the verdict. */
+function onReviewPublished(review, findings) {
+  for (const finding of findings) onFindingEvent("created", finding);
+  ctx.events.dispatchEvent(new CustomEvent("review-published", { detail: review }));
+}
+
 /** Apply a finding the page itself changed (rank moves, evidence) at once. */
 function updateFinding(f) {
   store.upsert(f);
@@ -176,10 +211,22 @@ const fields = {
 // The reader's selection (rendered text, context, position) the form was opened with.
 let formSelection = null;
 let formEvidence = null;
+// The finding the form changes (null: the form files a new one).
+let editingFinding = null;
+const formHeading = document.getElementById("finding-form-h");
 
-function openFindingForm({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null } = {}) {
+function openFindingForm(...args) {
+  // The doc's authors answer findings; they do not file them.
+  if (!config.canPublish) return;
+  openFindingFormFor(...args);
+}
+
+function openFindingFormFor({ selection = null, pass = null, hop = "", evidence = null, title = "", body = "", severity = null, editing = null } = {}) {
+  editingFinding = editing;
+  formHeading.textContent = editing ? `Edit finding: ${editing.title}` : "New finding";
+  fields.submit.textContent = editing ? "Save changes" : "File finding";
   formSelection = selection;
-  const formQuote = selection ? selection.quote : "";
+  const formQuote = selection ? selection.quote : editing ? editing.anchor_exact || "" : "";
   formEvidence = evidence;
   fields.quote.value = formQuote;
   fields.pass.value = pass || ctx.currentView || config.currentPass;
@@ -196,8 +243,22 @@ function openFindingForm({ selection = null, pass = null, hop = "", evidence = n
   fields.title.focus({ preventScroll: true });
 }
 
+/** Open the form on an existing finding (the reader's own). */
+function editFinding(f) {
+  if (authorName(f) !== config.user.username) {
+    ctx.say(`Only ${authorName(f)}, who filed "${f.title}", edits it.`);
+    return;
+  }
+  openFindingForm({ editing: f, pass: passOf(f), hop: f.trace_hop, title: f.title, body: f.body, severity: f.severity });
+}
+ctx.editFinding = editFinding;
+ctx.markActive = (id) => markActive(id);
+
 function closeForm() {
+  // Focus must not stay in a hidden field, or the page's shortcuts would take keys for typing.
+  if (form.contains(document.activeElement)) document.activeElement.blur();
   form.hidden = true;
+  editingFinding = null;
   formSelection = null;
   formEvidence = null;
   if (pending.length && !selectionInProgress()) applyPending();
@@ -224,6 +285,31 @@ form.addEventListener("submit", async (event) => {
     ...(formEvidence || {}),
   };
   fields.submit.disabled = true;
+  if (editingFinding) {
+    const editing = editingFinding;
+    const { selection: _selection, ...changes } = payload;
+    // The quote is placed again only when it was changed in the form.
+    if (quote !== (editing.anchor_exact || "").replace(/\s+/g, " ").trim()) {
+      if (quote) changes.selection = { quote };
+      else Object.assign(changes, { anchor_exact: "", anchor_start: null, anchor_end: null });
+    }
+    try {
+      const saved = await api(fill(config.urls.finding, editing.id), { method: "PATCH", body: { ...changes, version: editing.version } });
+      store.upsert(saved, { quiet: true });
+      closeForm();
+      renderAll();
+      markActive(saved.id, false);
+      ctx.say(`Saved "${saved.title}".`);
+    } catch (err) {
+      if (err.status === 409) store.upsert(await api(fill(config.urls.finding, editing.id)));
+      fields.error.textContent = err.status === 409
+        ? "The finding was changed meanwhile; its current text is in the list. Edit it again."
+        : err.message || describeError(0, null);
+    } finally {
+      fields.submit.disabled = false;
+    }
+    return;
+  }
   try {
     const created = await api(config.urls.findings, { method: "POST", body: payload });
     store.upsert(created, { quiet: true });
@@ -276,9 +362,16 @@ async function loadFindings() {
   }
 }
 
+ctx.reloadFindings = loadFindings;
 initPasses(ctx);
+initReviewDocument(ctx);
+initKeyboard(ctx);
+initPublish(ctx);
 connectSession(ctx, {
   onFinding: onFindingEvent,
+  onReview: onReviewPublished,
   onReconnect: loadFindings,
 });
-loadFindings();
+// A link to one finding (an inbox item: #finding-<id>) opens its pass and marks it.
+const linked = /^#finding-(\d+)$/.exec(location.hash);
+loadFindings().then(() => { if (linked && store.get(linked[1])) { activate(linked[1]); markActive(linked[1]); } });

@@ -1,21 +1,50 @@
-// Fleet-size sweeps from the break pass: one key, a list of values, run at
-// full speed on the workers; progress as points done, then the curve of p99
-// and ok-rate against the value and the smallest value meeting the target.
+// Sweeps from the break pass: any key (every host group's count, the QPS, a
+// worker key, or one typed), a list of values, the scheduled faults kept or
+// dropped, run at full speed on the workers; progress as points done, then the
+// curve of p99 and ok-rate against the value and the answer, or why there is none.
 
 import { api, el } from "./api.js";
 
 const POLL_MS = 1000;
 
+/** The keys worth sweeping on this scenario, each with default values: every host
+ * group's count, the offered load, and the worker keys of its batching. */
+function sweepKeys(scenario) {
+  const keys = [];
+  const scale = (v, factors) => [...new Set(factors.map((f) => Number((v * f).toPrecision(3))))];
+  (scenario.hosts || []).forEach((group, i) => {
+    const models = [...new Set((group.workers || []).map((w) => String(typeof w === "object" ? w.model : w).split("@")[0]))];
+    const n = group.count ?? 1;
+    keys.push({ key: `hosts[${i}].count`, label: `hosts[${i}].count (${n} hosts of ${models.join(" + ") || "no worker"})`,
+      values: [...new Set([Math.max(1, Math.floor(n / 2)), n, n * 2, n * 4, n * 8])] });
+  });
+  const qps = scenario.traffic?.qps;
+  if (qps && !scenario.traffic?.trace) keys.push({ key: "traffic.qps", label: `traffic.qps (offered load, ${qps})`, values: scale(qps, [0.25, 0.5, 1, 2, 4]) });
+  const worker = scenario.worker || {};
+  const continuous = worker.batching === "continuous";
+  const workerKeys = continuous ? ["kv_cache_tokens", "max_num_seqs", "max_batched_tokens"] : ["batch_s"];
+  for (const k of workerKeys) {
+    const v = typeof worker[k] === "number" ? worker[k] : null;
+    if (v) keys.push({ key: `worker.${k}`, label: `worker.${k} (${v})`, values: scale(v, [0.25, 0.5, 1, 2, 4]) });
+  }
+  const maxBatch = scenario.dispatcher?.max_batch_tokens;
+  if (!continuous && maxBatch) keys.push({ key: "dispatcher.max_batch_tokens", label: `dispatcher.max_batch_tokens (${maxBatch})`, values: scale(maxBatch, [0.25, 0.5, 1, 2, 4]) });
+  keys.push({ key: "", label: "another key…", values: [] });
+  return keys;
+}
+
 export function initSweep(ctx) {
   const box = document.getElementById("sweep-panel");
   if (!box || !ctx.config.fleet) return;
   const scenario = ctx.config.fleet.scenario || {};
-  const hostCount = (scenario.hosts || [])[0]?.count ?? 1;
-  const key = el("select", { "aria-label": "Key to sweep" },
-    el("option", { value: "hosts[0].count" }, "hosts[0].count (hosts of the first group)"),
-    el("option", { value: "traffic.qps" }, "traffic.qps (offered load)"));
-  const values = el("input", { type: "text", "aria-label": "Values", value: [1, 2, 4, 8, 16].map((v) => v * hostCount).join(", ") });
+  const keys = sweepKeys(scenario);
+  const key = el("select", { "aria-label": "Key to sweep" }, keys.map((k) => el("option", { value: k.key }, k.label)));
+  const otherKey = el("input", { type: "text", hidden: true, placeholder: "e.g. client.timeout_s", "aria-label": "Other key" });
+  const values = el("input", { type: "text", "aria-label": "Values", value: keys[0].values.join(", ") });
   const target = el("input", { type: "number", step: "0.1", min: 0, value: 5, "aria-label": "Target p99 seconds" });
+  const faultCount = (scenario.faults || []).length;
+  const keepFaults = el("input", { type: "checkbox", checked: true, "aria-label": "Keep the scheduled faults" });
+  const faultsLabel = el("label", { class: "inline", hidden: !faultCount }, keepFaults, ` keep the ${faultCount} scheduled fault${faultCount === 1 ? "" : "s"}`);
   const start = el("button", { type: "button", class: "primary" }, "Run sweep");
   const progress = el("progress", { class: "progress", max: 1, value: 0, hidden: true, "aria-label": "Sweep progress" });
   const status = el("p", { class: "status-line", role: "status" });
@@ -23,10 +52,9 @@ export function initSweep(ctx) {
   let timer = null;
 
   key.addEventListener("change", () => {
-    const qps = scenario.traffic?.qps ?? 1000;
-    values.value = key.value === "traffic.qps"
-      ? [0.25, 0.5, 1, 2, 4].map((f) => Math.round(qps * f)).join(", ")
-      : [1, 2, 4, 8, 16].map((v) => v * hostCount).join(", ");
+    const chosen = keys.find((k) => k.key === key.value);
+    otherKey.hidden = key.value !== "";
+    values.value = chosen ? chosen.values.join(", ") : "";
   });
 
   function draw(sweep) {
@@ -45,11 +73,13 @@ export function initSweep(ctx) {
       window.Plotly.react(chart, [
         { x, y: curve.map((pt) => pt.p99_s), name: "p99 s", mode: "lines+markers" },
         { x, y: curve.map((pt) => pt.ok_rate), name: "ok rate", mode: "lines+markers", yaxis: "y2" },
+        ...(sweep.target_p99_s ? [{ x: [null], y: [null], name: `target p99 ${sweep.target_p99_s} s`, mode: "lines", line: { color: "#b42318", dash: "dash" } }] : []),
       ], {
         margin: { l: 48, r: 48, t: 26, b: 36 }, font: { size: 11 },
         title: { text: `p99 and ok-rate against ${sweep.key}`, font: { size: 12 } },
-        xaxis: { title: { text: sweep.key } }, yaxis: { title: { text: "p99 s" } },
-        yaxis2: { title: { text: "ok rate" }, overlaying: "y", side: "right", range: [0, 1.05] },
+        xaxis: { title: { text: sweep.key } }, yaxis: { title: { text: "p99 latency (s)" }, rangemode: "tozero" },
+        shapes: sweep.target_p99_s ? [{ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: sweep.target_p99_s, y1: sweep.target_p99_s, line: { color: "#b42318", dash: "dash", width: 1.5 } }] : [],
+        yaxis2: { title: { text: "ok rate (share of offered)" }, overlaying: "y", side: "right", range: [0, 1.05] },
         legend: { orientation: "h", y: -0.3 },
       }, { displaylogo: false, responsive: true });
     }
@@ -79,7 +109,11 @@ export function initSweep(ctx) {
     try {
       const sweep = await api("/api/sweeps/", {
         method: "POST",
-        body: { session: ctx.config.sessionId, key: key.value, values: list, target_p99_s: Number(target.value) || null },
+        body: {
+          session: ctx.config.sessionId, key: key.value || otherKey.value.trim(), values: list,
+          target_p99_s: Number(target.value) || null,
+          ...(faultCount && !keepFaults.checked ? { overrides: ["faults=[]"] } : {}),
+        },
       });
       draw(sweep);
       poll(sweep.id);
@@ -90,9 +124,10 @@ export function initSweep(ctx) {
   });
 
   box.replaceChildren(
-    el("p", { class: "muted" }, "Run the fleet config once per value at full speed, spread over the workers, and find the smallest value that meets a p99 target."),
+    el("p", { class: "muted" }, "Run the fleet config once per value of any key at full speed, spread over the workers, and find the smallest value that meets a p99 target."),
     el("div", { class: "run-controls" },
-      el("label", {}, "Key", key), el("label", {}, "Values", values),
+      el("label", {}, "Key", key, otherKey), el("label", {}, "Values", values),
       el("label", {}, "Target p99 (s)", target), el("div", { class: "row" }, start)),
+    faultsLabel,
     progress, status, chart);
 }

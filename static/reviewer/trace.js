@@ -14,32 +14,46 @@ function svg(tag, attrs = {}, text = null) {
   return node;
 }
 
-function facts(s) {
-  if (!s) return {};
-  const d = s.dispatcher || {}, w = s.worker || {}, c = s.client || {}, g = s.gateway || {};
-  const models = Object.keys(s.models || {});
-  return {
-    client: [`timeout ${c.timeout_s ?? "?"}${typeof c.timeout_s === "number" ? " s" : ""}`, `retries ${c.retries ?? 0}`],
-    gateway: [`${g.instances ?? "?"} instances`, g.rate_limit_qps ? `limit ${g.rate_limit_qps}/key` : "no rate limit",
-      g.shared_counter === false ? "counters per instance" : "shared counter"],
-    dispatcher: [`${d.policy ?? "?"}, ${d.max_batch_tokens ?? "?"} tokens`, `close after ${d.close_after_s ?? "?"}`,
-      `queue ${d.queue_limit ? d.queue_limit : "unbounded"}, standby ${d.standby ?? "?"}`],
-    worker: [`${w.batch_s ?? "?"} s per batch`, `${w.service ?? "?"} service`, `${models.length} model(s)`],
-    response_path: [d.standby === "replicated" ? "mapping survives failover" : "mapping lost with the dispatcher"],
-  };
+const PER_ROW = 3;
+const WIDTH = 820;
+const GAP = 34;
+const LINE = 16;
+// About how many characters of the figures' 11.5 px type fit in a box this wide.
+function clip(text, width) {
+  const most = Math.max(8, Math.floor((width - 20) / 6.6));
+  return text.length > most ? `${text.slice(0, most - 1)}…` : text;
+}
+
+/** The path as the server drew it from the fleet config, or the five hops of the
+ * vocabulary (with no figures) for a session without one. */
+function pathOf(ctx) {
+  const drawn = ctx.config.fleet && ctx.config.fleet.tracePath;
+  if (drawn && drawn.length) return drawn;
+  return ctx.config.hops.map((h) => ({ key: h.key, label: h.label, facts: [] }));
 }
 
 export function initTrace(ctx) {
   const box = document.getElementById("trace-panel");
-  const hops = ctx.config.hops; // [{key, label, returns}] in the request's order
-  const forward = hops.filter((h) => !h.returns);
-  const back = hops.find((h) => h.returns);
-  const info = facts(ctx.config.fleet && ctx.config.fleet.scenario);
-  // The dispatcher, in the middle of the path, is where most findings sit.
-  let selected = forward[Math.floor(forward.length / 2)].key;
+  const hops = ctx.config.hops; // every hop a finding can be filed on: [{key, label, returns}]
+  const path = pathOf(ctx);
+  const returning = new Set(hops.filter((h) => h.returns).map((h) => h.key));
+  const forward = path.filter((h) => !returning.has(h.key));
+  const back = path.find((h) => returning.has(h.key));
+  // The hop with the most findings is shown first; without any, the middle of the path.
+  const counted = forward.map((h) => [h.key, ctx.store.all().filter((f) => f.trace_hop === h.key).length]);
+  const busiest = counted.reduce((a, b) => (b[1] > a[1] ? b : a), [null, 0]);
+  let selected = busiest[0] || forward[Math.floor((forward.length - 1) / 2)].key;
 
-  const width = 820, boxW = 160, boxH = 92, gap = (width - forward.length * boxW) / (forward.length - 1 || 1);
-  const drawing = svg("svg", { viewBox: `0 0 ${width} 200`, class: "trace-svg", role: "group", "aria-label": "The request's path" });
+  // Rows of up to PER_ROW hops, read left to right; the response path returns below.
+  const perRow = Math.min(PER_ROW, forward.length);
+  const rows = Math.ceil(forward.length / perRow);
+  const boxW = (WIDTH - (perRow - 1) * GAP) / perRow;
+  const lines = Math.max(1, ...path.map((h) => (h.facts || []).length));
+  const boxH = 30 + lines * LINE;
+  const rowH = boxH + GAP;
+  const backY = rows * rowH + 6;
+  const height = back ? backY + 20 + Math.max(1, (back.facts || []).length) * LINE + 12 : rows * rowH;
+  const drawing = svg("svg", { viewBox: `0 0 ${WIDTH} ${height}`, class: "trace-svg", role: "group", "aria-label": "The request's path" });
   const defs = svg("defs");
   const marker = svg("marker", { id: "arrowhead", markerWidth: 10, markerHeight: 8, refX: 9, refY: 4, orient: "auto" });
   marker.append(svg("path", { d: "M0,0 L10,4 L0,8 z", fill: "#7b8aa3" }));
@@ -50,8 +64,12 @@ export function initTrace(ctx) {
   function hopGroup(h, x, y, w, h2) {
     const g = svg("g", { class: "hop", tabindex: 0, role: "button", "data-hop": h.key, "aria-label": `${h.label}: show its findings` });
     g.append(svg("rect", { x, y, width: w, height: h2, rx: 8 }));
-    g.append(svg("text", { x: x + 10, y: y + 20 }, h.label));
-    (info[h.key] || []).forEach((line, i) => g.append(svg("text", { x: x + 10, y: y + 38 + i * 14, class: "facts" }, line)));
+    g.append(svg("text", { x: x + 10, y: y + 20 }, clip(h.label, w * 0.8)));
+    (h.facts || []).forEach((line, i) => {
+      const t = svg("text", { x: x + 10, y: y + 38 + i * LINE, class: "facts" }, clip(line, w));
+      t.append(svg("title", {}, line));
+      g.append(t);
+    });
     const count = svg("text", { x: x + w - 10, y: y + 20, class: "count", "text-anchor": "end" }, "");
     g.append(count);
     g.addEventListener("click", () => select(h.key));
@@ -62,18 +80,33 @@ export function initTrace(ctx) {
     drawing.append(g);
   }
 
+  const place = (i) => ({ x: (i % perRow) * (boxW + GAP), y: 6 + Math.floor(i / perRow) * rowH });
   forward.forEach((h, i) => {
-    const x = i * (boxW + gap);
-    hopGroup(h, x, 10, boxW, boxH);
-    if (i < forward.length - 1) {
-      drawing.append(svg("path", { class: "arrow", d: `M${x + boxW + 2},${10 + boxH / 2} L${x + boxW + gap - 4},${10 + boxH / 2}`, "marker-end": "url(#arrowhead)" }));
-    }
+    const { x, y } = place(i);
+    hopGroup(h, x, y, boxW, boxH);
+    if (i === forward.length - 1) return;
+    const next = place(i + 1);
+    const d = next.y === y
+      ? `M${x + boxW + 2},${y + boxH / 2} L${next.x - 4},${y + boxH / 2}`
+      // To the next row: down from this hop, back along the gap, into the next hop's top.
+      : `M${x + boxW / 2},${y + boxH + 2} L${x + boxW / 2},${y + boxH + GAP / 2} L${next.x + boxW / 2},${y + boxH + GAP / 2} L${next.x + boxW / 2},${next.y - 4}`;
+    drawing.append(svg("path", { class: "arrow", d, "marker-end": "url(#arrowhead)" }));
   });
   if (back) {
-    const y = 150;
-    drawing.append(svg("path", { class: "arrow back", d: `M${width - boxW / 2},${10 + boxH + 2} L${width - boxW / 2},${y + 16} L${boxW + 4},${y + 16}`, "marker-end": "url(#arrowhead)" }));
-    hopGroup(back, width / 2 - 130, y - 4, 260, 44);
+    const last = place(forward.length - 1);
+    const w = Math.min(WIDTH, 2 * boxW);
+    const x = (WIDTH - w) / 2;
+    const bh = 26 + Math.max(1, (back.facts || []).length) * LINE;
+    const from = last.x + boxW / 2;
+    // Down from the last hop, then along to the nearer side of the response path.
+    const to = from < x ? x - 4 : from > x + w ? x + w + 4 : null;
+    const d = to === null
+      ? `M${from},${last.y + boxH + 2} L${from},${backY - 4}`
+      : `M${from},${last.y + boxH + 2} L${from},${backY + bh / 2} L${to},${backY + bh / 2}`;
+    drawing.append(svg("path", { class: "arrow back", d, "marker-end": "url(#arrowhead)" }));
+    hopGroup(back, x, backY, w, bh);
   }
+  const onPath = new Set(path.map((h) => h.key));
 
   const hopTitle = el("h3");
   const list = el("ul", { class: "finding-list" });
@@ -88,7 +121,7 @@ export function initTrace(ctx) {
       g.classList.toggle("selected", key === selected);
       g.setAttribute("aria-pressed", key === selected ? "true" : "false");
     }
-    const label = hops.find((h) => h.key === selected)?.label || selected;
+    const label = path.find((h) => h.key === selected)?.label || hops.find((h) => h.key === selected)?.label || selected;
     hopTitle.textContent = `Findings at the ${label.toLowerCase()}`;
     const items = all.filter((f) => f.trace_hop === selected);
     list.replaceChildren(...(items.length
@@ -97,7 +130,22 @@ export function initTrace(ctx) {
   }
   function select(key) { selected = key; draw(); }
 
-  box.replaceChildren(drawing, el("p", { class: "muted" }, "Choose a hop (click, or Tab and Enter) to see and file findings about it."), hopTitle, list, add);
+  // Findings filed on a hop this system does not have (a path drawn before the fleet changed).
+  const elsewhere = el("div", { class: "trace-elsewhere" });
+  function drawElsewhere() {
+    const items = ctx.store.all().filter((f) => f.trace_hop && !onPath.has(f.trace_hop));
+    elsewhere.replaceChildren(...(items.length ? [
+      el("h3", {}, "Findings on hops this fleet does not have"),
+      el("ul", { class: "finding-list" }, items.map((f) => findingItem(f, { onAction: ctx.onFindingAction, username: ctx.config.user.username }))),
+    ] : []));
+  }
+  const source = ctx.config.fleet && ctx.config.fleet.tracePath && ctx.config.fleet.tracePath.length
+    ? `The path is drawn from the fleet config "${ctx.config.fleet.name}": each hop shows its figures (queues, capacity, timeouts).`
+    : "This session has no fleet config: the path is the generic one, without figures.";
+  box.replaceChildren(el("p", { class: "muted" }, source), drawing,
+    el("p", { class: "muted" }, "Choose a hop (click, or Tab and Enter) to see and file findings about it."), hopTitle, list, add, elsewhere);
+  ctx.events.addEventListener("findings", drawElsewhere);
+  drawElsewhere();
   draw();
   ctx.events.addEventListener("findings", draw);
 }

@@ -117,3 +117,38 @@ def screenshot(page: Any, name: str, full_page: bool = False) -> Path:
     path = screenshot_path(name)
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+def sideways_overflow(page: Any) -> int:
+    """How many pixels the page is wider than its viewport (0 or less: none)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def widest_elements(page: Any, limit: int = 5) -> list[str]:
+    """The elements reaching furthest past the viewport's right edge, to say what overflows."""
+    return list(page.evaluate(
+        """(limit) => [...document.querySelectorAll('body *')]
+            .map((e) => [e, e.getBoundingClientRect().right])
+            .filter(([, r]) => r > window.innerWidth + 0.5)
+            .sort((a, b) => b[1] - a[1]).slice(0, limit)
+            .map(([e, r]) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${[...e.classList].join('.')} right=${Math.round(r)}`)""",
+        limit,
+    ))
+
+
+def assert_fits(page: Any, what: str) -> None:
+    """The page is no wider than the viewport; else name what sticks out."""
+    overflow = sideways_overflow(page)
+    assert overflow <= 0, f"{what} scrolls sideways by {overflow} px: {widest_elements(page)}"
+
+
+def charts_spilling(page: Any) -> list[str]:
+    """Charts (plotly) or tables wider than the run view they sit in."""
+    return list(page.evaluate(
+        """() => [...document.querySelectorAll('.run-view')].flatMap((view) => {
+            const edge = view.getBoundingClientRect().right + 0.5;
+            return [...view.querySelectorAll('.js-plotly-plot .main-svg')]
+              .filter((c) => c.getBoundingClientRect().right > edge)
+              .map((c) => `${view.getAttribute('aria-label')}: ${c.closest('[data-chart]').dataset.chart}`);
+        })"""
+    ))

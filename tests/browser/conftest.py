@@ -142,6 +142,7 @@ def example_review(transactional_db: Any, django_user_model: Any) -> ExampleRevi
     from django.core.management import call_command
     from django.db import connection
 
+    from reviewer.management.commands.load_example import EXAMPLE_TITLE
     from reviewer.models import ReviewSession
 
     alice = django_user_model.objects.create_user("alice", password=PASSWORD, is_staff=False)
@@ -151,16 +152,41 @@ def example_review(transactional_db: Any, django_user_model: Any) -> ExampleRevi
         # async_to_sync, which refuses to run beside Playwright's event loop.
         try:
             with open(os.devnull, "w") as quiet:
-                call_command("load_example", owner="alice", stdout=quiet)
+                call_command("load_example", owner="alice", example=["gateway"], stdout=quiet)
         finally:
             connection.close()
 
     loader = threading.Thread(target=load)
     loader.start()
     loader.join(timeout=60)
-    session = ReviewSession.objects.get()
+    session = ReviewSession.objects.get(doc__title=EXAMPLE_TITLE)
     session.reviewers.add(bob)
     return ExampleReview(session_id=session.pk, alice=alice, bob=bob)
+
+
+@pytest.fixture
+def second_example(example_review: ExampleReview) -> ExampleReview:
+    """The second example (``load_example --example chat-70b``) beside the first, owned by
+    alice with bob as a reviewer."""
+    from django.core.management import call_command
+    from django.db import connection
+
+    from reviewer.example.reviews import SECOND
+    from reviewer.models import ReviewSession
+
+    def load() -> None:
+        try:
+            with open(os.devnull, "w") as quiet:
+                call_command("load_example", owner="alice", example=[SECOND.key], stdout=quiet)
+        finally:
+            connection.close()
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    loader.join(timeout=120)
+    session = ReviewSession.objects.get(doc__title=SECOND.title)
+    session.reviewers.add(example_review.bob)
+    return ExampleReview(session_id=session.pk, alice=example_review.alice, bob=example_review.bob)
 
 
 @pytest.fixture

@@ -39,6 +39,9 @@ CHART_DATA = """(key) => {
           shapes: (d.layout.shapes || []).length, yTitle: d.layout.yaxis.title.text, width: d.getBoundingClientRect().width};
 }"""
 
+WIDE = """() => [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+  .slice(0, 8).map((e) => `${e.tagName}.${e.className && e.className.baseVal === undefined ? e.className : ''} ${Math.round(e.getBoundingClientRect().right)}`)"""
+
 NO_OVERFLOW = "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
 
 
@@ -131,8 +134,12 @@ def test_it_draws_the_mechanisms_a_run_carries(
     mechanisms = page.query_selector(".run-view .mechanisms")
     for width in (1280, 800):
         page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(400)  # plotly's responsive resize
-        assert page.evaluate(NO_OVERFLOW), width
+        # The charts follow the new width once plotly has resized them.
+        try:
+            wait_for_page(page, NO_OVERFLOW, timeout=5000)
+        except AssertionError:
+            raise AssertionError(f"overflow at {width} px: {page.evaluate(WIDE)}") from None
+        page.wait_for_timeout(300)
         for chart in charts:
             assert page.evaluate(CHART_DATA, chart)["width"] <= width
         mechanisms.scroll_into_view_if_needed()
@@ -149,6 +156,6 @@ def test_a_run_without_the_mechanisms_shows_none_of_their_charts(
     assert all(page.evaluate(CHART_DATA, chart) is None for chart in ALL_CHARTS)
     assert page.evaluate(NO_OVERFLOW)
     page.set_viewport_size({"width": 800, "height": 900})
-    page.wait_for_timeout(400)
+    wait_for_page(page, NO_OVERFLOW, timeout=5000)
     page.query_selector(".run-view .heatmap").scroll_into_view_if_needed()
     page.screenshot(path=str(screenshot_path("mechanisms-none-800")))

@@ -19,7 +19,7 @@ SECOND_SENTENCE = "The gateway authenticates the caller."
 def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, tmp_path: Path
 ) -> None:
-    from reviewer.models import Finding
+    from reviewer.models import Finding, ReviewSession
 
     alice = signed_in("alice")
     bob = signed_in("bob")
@@ -30,6 +30,11 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     bob.goto(dashboard.url + example_review.path)
     bob.wait_for_selector("#doc-body mark.finding")
     bob.wait_for_selector(".presence .viewer:has-text('alice')")
+    # The owner files directly here, so each finding reaches bob as it is filed
+    # (drafts and publishing are tested in test_publish.py).
+    alice.check("#file-directly")
+    wait_for(lambda: ReviewSession.objects.get(pk=example_review.session_id).file_directly,
+             what="filing directly to be saved")
 
     # Alice selects a sentence: the form opens with the quote and her pass.
     select_text(alice, SENTENCE)
@@ -80,6 +85,10 @@ def test_it_files_a_finding_from_a_selection_ranks_it_and_exports_it(
     bob.wait_for_selector(".rank-col[data-severity=fix_now] .rank-card:has-text('Who closes a batch')", timeout=3000)
 
     # ... and another one to "mention" by drag and drop.
+    # With the review bar above it the board sits low in the window, and a drag
+    # started near the bottom edge never starts in headless Chromium (no
+    # dragstart); the board is scrolled up first, as a reader would.
+    alice.evaluate("() => document.querySelector('.rank-board').scrollIntoView({block: 'start'})")
     alice.drag_and_drop(
         ".rank-card:has-text('Authentication before rate limiting')", ".rank-col[data-severity=mention]"
     )

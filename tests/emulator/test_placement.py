@@ -74,6 +74,26 @@ def test_it_shows_one_big_two_small_everywhere_survives_any_single_host_loss():
     assert fleet.rank == 1 and result.ranked[0] is fleet
 
 
+def test_it_does_not_call_a_fleet_without_a_model_one_that_survives_any_host_loss():
+    # "5 small" on every host has no big worker at all: its capacity is zero with
+    # nothing lost, so no single loss "takes big down", yet big is never served.
+    result = solve(3, 10, SEED, HALF, qps_per_worker=QPS, top=50)
+    fleet = entry(result, ["5 small"] * 3)
+    assert fleet.worst_ratio == 0
+    shown = fleet.to_dict(result.problem)
+    assert shown["unplaced"] == ["big"]
+    assert shown["survives_any_host_loss"] is False
+
+
+def test_it_names_the_host_losses_that_take_a_model_down_and_passes_a_fleet_that_survives():
+    result = seed_result()
+    mixed = entry(result, ["2 big", "2 big", "5 small"]).to_dict(result.problem)
+    assert mixed["unplaced"] == [] and mixed["lost_with"] == {"small": ["host:2"]}
+    assert mixed["survives_any_host_loss"] is False
+    spread = entry(result, ["1 big + 2 small"] * 3).to_dict(result.problem)
+    assert spread["survives_any_host_loss"] is True and spread["lost_with"] == {}
+
+
 def test_it_gives_about_100_to_120_qps_either_way():
     result = seed_result()
     for labels in (["2 big", "2 big", "5 small"], ["1 big + 2 small"] * 3):

@@ -119,6 +119,12 @@ def celery_workers(redis_url: str, django_db_setup: Any, django_db_blocker: Any)
         _purge_queue()
 
 
+@pytest.fixture(autouse=True)
+def _reanchor_in_process(settings: Any) -> None:
+    """Revisions re-anchor their findings before returning, as with eager tasks; the task's own tests turn it on."""
+    settings.REANCHOR_IN_BACKGROUND = False
+
+
 @pytest.fixture(scope="module")
 def celery_worker_process(celery_workers: CeleryWorkers) -> str:
     """One real Celery worker for the module; its node name."""
@@ -152,11 +158,12 @@ def run_users(django_user_model: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def review_session(run_users: dict[str, Any]) -> Any:
-    """A review session owned by ``owner`` with ``reviewer`` taking part."""
+    """A review session owned by ``owner`` with ``reviewer`` taking part; it files
+    findings directly (drafts are tested in test_drafts.py)."""
     from reviewer.models import DesignDoc, ReviewSession
 
     doc = DesignDoc.objects.create(title="Inference serving", body="A doc.", owner=run_users["owner"])
-    session = ReviewSession.objects.create(title="Review", doc=doc, owner=run_users["owner"])
+    session = ReviewSession.objects.create(title="Review", doc=doc, owner=run_users["owner"], file_directly=True)
     session.reviewers.add(run_users["reviewer"])
     return session
 

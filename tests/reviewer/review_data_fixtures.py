@@ -63,7 +63,12 @@ def review_fleet(people: dict[str, Any], review_doc: Any) -> Any:
 
 @pytest.fixture
 def open_review(people: dict[str, Any], review_doc: Any, review_fleet: Any) -> Any:
-    """A session on ``review_doc`` owned by ``owner`` with ``reviewer`` taking part."""
+    """A session on ``review_doc`` owned by ``owner`` with ``reviewer`` taking part.
+
+    It files directly: the tests that use it are about findings as every
+    participant receives them; drafts and publishing have their own tests
+    (test_drafts.py) on sessions that keep drafts.
+    """
     from reviewer.services import review as services
 
     return services.session_create(
@@ -72,6 +77,7 @@ def open_review(people: dict[str, Any], review_doc: Any, review_fleet: Any) -> A
         fleet_config=review_fleet,
         title="Chat serving review",
         reviewers=[people["reviewer"]],
+        file_directly=True,
     )
 
 

@@ -69,6 +69,20 @@ def test_a_bad_scenario_shows_the_emulators_key_path_error_on_the_field(staff_cl
     assert not FleetConfig.objects.exists()
 
 
+@pytest.mark.parametrize(("toml", "expected"), [
+    ("[traffic\nqps = 1", "scenario: not valid TOML"),
+    ('hosts = "nope"', "traffic: missing"),
+    ("", "scenario: empty"),
+])
+def test_an_invalid_scenario_shows_its_one_error_on_the_field(staff_client, people, toml, expected):
+    response = staff_client.post("/admin/reviewer/fleetconfig/add/", _fleet_form(people, toml))
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    messages = [m for field in form.errors.values() for m in field]
+    assert messages == form.errors["toml"]
+    assert len(messages) == 1 and expected in messages[0], messages
+
+
 def test_a_good_scenario_saves_with_a_version_and_shows_the_numbers(staff_client, people):
     response = staff_client.post("/admin/reviewer/fleetconfig/add/", _fleet_form(people, SMALL_SCENARIO))
     assert response.status_code == 302

@@ -13,7 +13,12 @@ pytestmark = pytest.mark.django_db
 PATHS = ["/api/docs/", "/api/docs/{id}/", "/api/fleets/", "/api/fleets/{id}/", "/api/sessions/",
          "/api/sessions/{id}/", "/api/sessions/{session_pk}/findings/", "/api/findings/{id}/",
          "/api/sessions/{id}/export.json", "/api/sessions/{id}/export.csv", "/api/sessions/{id}/export.md",
-         "/api/sessions/{id}/export.jsonld"]
+         "/api/sessions/{id}/export.jsonld", "/api/sessions/{id}/document/", "/api/sessions/{id}/diff/",
+         "/api/sessions/{session_pk}/findings/duplicates/", "/api/findings/{id}/merge/",
+         "/api/sessions/{session_pk}/reviews/",
+         "/api/sessions/{session_pk}/turn/", "/api/findings/{id}/state/", "/api/notifications/",
+         "/api/notifications/unread/", "/api/notifications/{id}/read/", "/api/notifications/read-all/",
+         "/api/notifications/settings/"]
 
 
 def test_the_schema_lists_every_review_endpoint(client):
@@ -25,6 +30,7 @@ def test_the_schema_lists_every_review_endpoint(client):
         assert path in schema["paths"], path
     finding = schema["components"]["schemas"]["Finding"]["properties"]
     assert {"pass", "severity", "version", "anchor_exact", "anchor_start"} <= set(finding)
+    assert {"draft", "verdict", "state", "state_reason", "fixed_revision"} <= set(finding)
     assert {"tokenAuth", "cookieAuth"} <= set(schema["components"]["securitySchemes"])
 
 

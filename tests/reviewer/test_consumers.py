@@ -323,3 +323,61 @@ async def test_it_limits_presence_messages_and_closes_a_flooding_client(run_user
     assert message["code"] == 1008
     assert broadcasts <= consumers.INBOUND_BURST + 1
     assert refusals == consumers.INBOUND_REFUSALS_BEFORE_CLOSE - 1
+
+
+def _draft_two_findings(session: Any, reviewer: Any) -> None:
+    from reviewer.services import review as services
+
+    session.file_directly = False
+    session.save(update_fields=["file_directly"])
+    for title in ("Only copy of the queue", "Round-robin ignores busy workers"):
+        services.finding_create(session=session, author=reviewer, review_pass="trace", title=title)
+
+
+def _publish_review(session: Any, reviewer: Any) -> None:
+    from reviewer.services.publishing import review_publish
+
+    review_publish(session=session, reviewer=reviewer, verdict="needs_changes", summary="Two to fix.")
+
+
+async def test_drafts_stay_off_the_socket_and_arrive_together_on_publish(run_users: dict,
+                                                                         review_session: Any) -> None:
+    await _clear_presence(review_session.pk)
+    owner, ok, _ = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["owner"])
+    assert ok
+    assert (await owner.receive_json_from())["type"] == "presence"
+    await sync_to_async(_draft_two_findings)(review_session, run_users["reviewer"])
+    assert await owner.receive_nothing(timeout=0.5)
+    await sync_to_async(_publish_review)(review_session, run_users["reviewer"])
+    event = await owner.receive_json_from(timeout=5)
+    assert event["type"] == "review.published"
+    assert (event["review"]["verdict"], event["review"]["reviewer"]) == ("needs_changes", "reviewer")
+    assert sorted(f["title"] for f in event["findings"]) == ["Only copy of the queue",
+                                                             "Round-robin ignores busy workers"]
+    assert {(f["draft"], f["verdict"]) for f in event["findings"]} == {(False, "needs_changes")}
+    assert await owner.receive_nothing(timeout=0.3)
+    await owner.disconnect()
+
+
+def _notify_reviewer(session: Any, owner: Any, reviewer: Any) -> None:
+    from django.db import transaction
+
+    from reviewer.services import notifications
+
+    with transaction.atomic():
+        notifications.notify(recipient=reviewer, kind="mention", session=session, actor=owner,
+                             text="owner mentioned you")
+
+
+async def test_the_inbox_socket_carries_the_users_own_unread_count(run_users: dict, review_session: Any) -> None:
+    reviewer, ok, _ = await ws_connect("/ws/inbox/", run_users["reviewer"])
+    assert ok
+    assert await reviewer.receive_json_from() == {"type": "inbox.unread", "unread": 0}
+    owner, _, _ = await ws_connect("/ws/inbox/", run_users["owner"])
+    assert await owner.receive_json_from() == {"type": "inbox.unread", "unread": 0}
+    await sync_to_async(_notify_reviewer)(review_session, run_users["owner"], run_users["reviewer"])
+    assert await reviewer.receive_json_from(timeout=5) == {"type": "inbox.unread", "unread": 1}
+    assert await owner.receive_nothing(timeout=0.5)  # nobody else hears of it
+    assert await ws_refusal("/ws/inbox/", None) == 4401
+    await reviewer.disconnect()
+    await owner.disconnect()

@@ -90,11 +90,13 @@ def test_markdown_report_follows_the_review_order(api_as, reviewed):
     assert response.status_code == 200 and response["Content-Type"].startswith("text/markdown")
     text = response.content.decode()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings == ["## Restatement", "## The numbers", "## Fix now", "## Clarify", "## Mention"]
+    assert headings == ["## Opening", "## What the doc gets right", "## Restatement", "## Fix now", "## Clarify",
+                        "## Mention", "## Placement", "## Figures from the fleet config"]
     sections = {h: text.split(h, 1)[1].split("\n## ", 1)[0] for h in headings}
+    assert "No opening written yet." in sections["## Opening"]
+    assert "No strengths recorded yet." in sections["## What the doc gets right"]
     assert "Two models behind a gateway" in sections["## Restatement"]
-    numbers = sections["## The numbers"]
-    assert "**About 50 times too small** (ranked under clarify)" in numbers
+    numbers = sections["## Figures from the fleet config"]
     assert "Computed from the fleet config small fleet (version 1):" in numbers
     figures = {f["key"]: f for f in compute(Scenario.from_dict(reviewed.fleet_config.scenario)).to_dict()["figures"]
                if f["model"] == "fleet"}
@@ -104,7 +106,7 @@ def test_markdown_report_follows_the_review_order(api_as, reviewed):
     assert fix_now.index("### 1. Round-robin to busy workers") < fix_now.index("### 2. Failover loses the queue")
     assert "> The queue sends each batch to the next worker in round-robin order." in fix_now
     run_id = EmulatorRun.objects.get().pk
-    assert f"Evidence: emulator run {run_id}, 100 s to 160.5 s, metric `backlog`." in fix_now
+    assert f"Evidence: run {run_id} (small, seed 1), 100 s to 160.5 s, metric `backlog`: no frames stored." in fix_now
     assert "hop: dispatcher" in fix_now
     assert "### 3. About 50 times too small" in sections["## Clarify"]
     assert "> Serve 10k QPS at peak." in sections["## Clarify"]
@@ -149,7 +151,10 @@ def test_jsonld_export_is_a_w3c_annotation_collection(api_as, reviewed):
             assert "selector" not in target
     with_evidence = next(a for a in items if "evidence" in a)
     run_id = EmulatorRun.objects.get().pk
-    assert with_evidence["evidence"] == {"run": run_id, "fromSeconds": 100.0, "toSeconds": 160.5, "metric": "backlog"}
+    assert with_evidence["evidence"] == {
+        "run": run_id, "fromSeconds": 100.0, "toSeconds": 160.5, "metric": "backlog",
+        "runLabel": f"run {run_id} (small, seed 1)",
+        "measured": f"run {run_id} (small, seed 1), 100 s to 160.5 s, metric `backlog`: no frames stored."}
 
 
 def test_the_published_context_defines_every_term_the_export_adds(api_as, reviewed, client):
@@ -184,7 +189,7 @@ def test_an_orphaned_finding_is_exported_with_its_original_anchor(api_as, review
 
 
 def test_the_example_review_exports_in_all_four_formats(api_as, people):
-    call_command("load_example", owner="owner", verbosity=0)
+    call_command("load_example", owner="owner", example=["gateway"], verbosity=0)
     session = ReviewSession.objects.get()
     findings = _report_order(session)
     assert findings
@@ -254,3 +259,18 @@ def test_it_defuses_csv_cells_that_a_spreadsheet_would_run_as_formulas(api_as, o
     row = next(csv.DictReader(io.StringIO(response.content.decode())))
     assert row["title"] == f"'{start}HYPERLINK(\"http://evil.example\")"
     assert row["body"] == f"'{start}1+1"
+
+
+def test_the_exports_keep_apart_the_figures_from_the_doc_and_those_assumed(api_as, people):
+    from reviewer.example.reviews import SECOND
+
+    call_command("load_example", owner="owner", example=[SECOND.key], verbosity=0)
+    session = ReviewSession.objects.get()
+    client = api_as("owner")
+    marks = json.loads(client.get(f"/api/sessions/{session.pk}/export.json").content)["fleet_config"]["provenance"]
+    assert [m["path"] for m in marks["assumed"]] == ["worker.mbu", "worker.mfu"]
+    assert {"path": "slo.tpot_s", "value": 0.008, "quote": "Time per output token (TPOT) of at most 8 ms"} in marks["doc"]
+    report = client.get(f"/api/sessions/{session.pk}/export.md").content.decode()
+    assert "from figures the doc states and figures the reviewer assumed:" in report
+    assert "Assumed by the reviewer (not stated in the doc):\n\n- `worker.mbu` = 0.6\n- `worker.mfu` = 0.5" in report
+    assert '- `slo.tpot_s` = 0.008: "Time per output token (TPOT) of at most 8 ms"' in report

@@ -64,7 +64,7 @@ def test_it_answers_a_finding_post_at_once_while_redis_stalls(layer_on_stalled_r
 
     owner = get_user_model().objects.create_user("owner")
     doc = services.doc_create(owner=owner, title="Doc", body="The queue is in memory.")
-    session = services.session_create(owner=owner, doc=doc)
+    session = services.session_create(owner=owner, doc=doc, file_directly=True)
     client = APIClient()
     client.force_authenticate(owner)
     answered: list[int] = []

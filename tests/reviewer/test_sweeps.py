@@ -1,4 +1,4 @@
-"""Sweeps: a Celery group of runs at speed max, gathered by a chord into a curve."""
+"""Sweeps: one run per value at speed max, queued as runs of the owner, gathered into a curve."""
 
 from __future__ import annotations
 

@@ -157,6 +157,27 @@ def test_it_ranks_placements_with_host_groups_ready_for_a_fleet_config(
     assert any(case["failure"].startswith("host:") for case in best["cases"])
 
 
+def test_it_names_a_config_made_from_a_layout_after_that_layout_only(
+    people: dict, review: ReviewSession
+) -> None:
+    from emulator.analysis.placement.scenario import layout_config_name
+
+    first = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json").json()
+    best = first["ranked"][0]
+    assert best["config_name"] == f"as written · {best['label']}"
+    # The config made from it, reviewed in its turn, names its next layout alone.
+    scenario = dict(review.fleet_config.scenario, hosts=best["host_groups"])
+    made = review_services.fleet_config_create(
+        owner=people["owner"], name=best["config_name"], doc=review.doc,
+        toml=review_services.scenario_dict_to_toml(scenario))
+    review_services.session_update(session=review, fleet_config=made)
+    again = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json").json()
+    assert again["current_label"] == best["label"]
+    other = next(e for e in again["ranked"] if e["label"] != best["label"])
+    assert other["config_name"] == f"as written · {other['label']}"
+    assert layout_config_name("plan · 5 small", "2 big", "2 big / 5 small") == "plan · 5 small · 2 big / 5 small"
+
+
 def test_it_refuses_a_silly_host_count_with_a_message(people: dict, review: ReviewSession) -> None:
     response = client_for(people["reviewer"]).get(f"/sessions/{review.pk}/placement.json?hosts=0")
     assert response.status_code == 400

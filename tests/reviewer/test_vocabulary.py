@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from reviewer.vocabulary import FRAME_METRICS, RUN_CHARTS, vocabulary
+from reviewer.vocabulary import FRAME_METRICS, RUN_CHARTS, TOKEN_FRAME_METRICS, vocabulary
 
 STATIC = Path(__file__).resolve().parents[2] / "static" / "reviewer"
 
@@ -22,7 +22,7 @@ COMMON_WORDS = {"open", "ok"}
 def _words() -> set[str]:
     v = vocabulary()
     words = {c["key"] for name in ("passes", "severities", "findingStatuses", "hops") for c in v[name]}
-    words |= set(v["runStatuses"]["all"]) | set(v["frameMetrics"])
+    words |= set(v["runStatuses"]["all"]) | set(v["frameMetrics"]) | set(v["tokenFrameMetrics"])
     return words - COMMON_WORDS
 
 
@@ -33,8 +33,21 @@ def test_it_names_exactly_the_metrics_the_engine_puts_in_a_frame() -> None:
     engine = Engine(load_scenario("doc-as-written", max_requests=None), seed=1)
     frame = engine.advance_to(1.0)[0].to_dict()
     assert list(frame["m"]) == list(FRAME_METRICS)
-    drawn = [m["key"] for chart in RUN_CHARTS for m in chart["metrics"]]
+    drawn = [m["key"] for chart in RUN_CHARTS if not chart.get("continuous") for m in chart["metrics"]]
     assert drawn and set(drawn) <= set(FRAME_METRICS)
+
+
+def test_its_token_charts_draw_metrics_a_continuous_frame_carries() -> None:
+    from emulator.scenario import load_scenario
+    from emulator.sim.engine import Engine
+
+    engine = Engine(load_scenario("continuous-comfortable", max_requests=None), seed=1)
+    frame = engine.advance_to(2.0)[-1].to_dict()
+    assert set(TOKEN_FRAME_METRICS) <= set(frame["m"])
+    drawn = {m["key"] for chart in RUN_CHARTS if chart.get("continuous") for m in chart["metrics"]}
+    assert drawn and drawn <= set(TOKEN_FRAME_METRICS)
+    # Every chart names the unit of its y axis.
+    assert all(chart.get("y_title") for chart in RUN_CHARTS)
 
 
 def test_it_leaves_no_pass_severity_status_hop_or_metric_spelled_out_in_the_scripts() -> None:

@@ -325,6 +325,21 @@ class FleetPlacement:
             return " / ".join(lay.label(names) for lay in self.hosts())
         return " / ".join(f"{c} x ({lay.label(names)})" for c, lay in self.groups)
 
+    def verdict(self, names: Sequence[str]) -> dict[str, Any]:
+        """Which models the fleet does not serve: ``unplaced`` (no worker at all),
+        ``lost_with`` (model -> the single-host losses that leave it no capacity),
+        and ``survives_any_host_loss``, true only when every model has a worker
+        and keeps one whichever host is lost."""
+        none_case = self.cases[0]
+        unplaced = [n for n, cap in zip(names, none_case.capacity, strict=True) if cap == 0]
+        lost_with: dict[str, list[str]] = {}
+        for c in self.cases[1:]:
+            for n, before, after in zip(names, none_case.capacity, c.capacity, strict=True):
+                if before > 0 and after == 0:
+                    lost_with.setdefault(n, []).append(c.failure)
+        return {"unplaced": unplaced, "lost_with": lost_with,
+                "survives_any_host_loss": not unplaced and not lost_with}
+
     def to_dict(self, problem: PlacementProblem) -> dict[str, Any]:
         """JSON-safe form, as in the placement interface."""
         names = problem.names
@@ -333,6 +348,7 @@ class FleetPlacement:
             return {n: (None if v is None else float(v)) for n, v in zip(names, values, strict=True)}
 
         worst_case = next((c.failure for c in self.cases if c.worst == self.worst_ratio), "none")
+        verdict = self.verdict(names)
         return {
             "rank": self.rank,
             "label": self.label(names),
@@ -347,6 +363,9 @@ class FleetPlacement:
             "worst_case": worst_case,
             "nominal_qps": float(self.nominal),
             "wasted_units": self.wasted_units,
+            "unplaced": verdict["unplaced"],
+            "lost_with": verdict["lost_with"],
+            "survives_any_host_loss": verdict["survives_any_host_loss"],
             "cases": [
                 {"failure": c.failure, "alike": c.alike,
                  "capacity": per_model(c.capacity), "ratio": per_model(c.ratio)}

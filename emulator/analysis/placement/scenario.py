@@ -28,7 +28,7 @@ from emulator.analysis.placement.search import (
 )
 from emulator.scenario import Scenario
 
-__all__ = ["current_fleet", "problem_args", "rank_of"]
+__all__ = ["current_fleet", "layout_config_name", "problem_args", "rank_of"]
 
 
 def problem_args(scenario: Scenario) -> dict[str, Any]:
@@ -102,3 +102,15 @@ def _integer_key(problem: PlacementProblem, fleet: FleetPlacement) -> tuple[int,
     worst = min(w_int[i] * (counts[m] - lost[m]) for i, m in enumerate(live))
     nominal = sum(q_int[m] * counts[m] for m in range(k))
     return worst, nominal, -fleet.wasted_units
+
+
+def layout_config_name(config_name: str, current_label: str, new_label: str) -> str:
+    """The name of a config made by giving ``config_name``'s fleet the layout ``new_label``.
+
+    A config made from a layout is named "<name> · <layout>"; made again from
+    that one, the layout it has now is replaced rather than appended, so names
+    do not grow a layout per step ("seed · 5 small / ... · 2 big / ...").
+    """
+    suffix = f" · {current_label}"
+    base = config_name[: -len(suffix)] if current_label and config_name.endswith(suffix) else config_name
+    return f"{base} · {new_label}"[:200]

@@ -1,82 +1,76 @@
-"""``manage.py load_example``: the example design doc, its fleet config and a review session.
+"""``manage.py load_example``: the example reviews, each a design doc, its fleet config
+and a started review session (see :mod:`reviewer.example.reviews`).
 
-Idempotent: a second run finds the example doc by its title and changes nothing.
+Idempotent: a second run finds each example doc by its title and changes nothing.
+Findings with emulator evidence get it from runs played here, flat out, in-process.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from reviewer.models import DesignDoc, ReviewPass, Severity
+from reviewer.example.reviews import EXAMPLES, FIRST, ExampleReview
+from reviewer.models import DesignDoc
 from reviewer.services import review as review_services
+from reviewer.services.document import review_document_update
+from reviewer.services.publishing import review_publish
 
-EXAMPLE_TITLE = "Chat inference serving: gateway, dispatchers and GPU workers"
-FLEET_NAME = "doc-as-written (Part 2 hosts: 2 big / 2 big / 5 small)"
-
-# A few findings so that a new user sees what a review looks like; each quotes
-# the example doc and is written in the dashboard's own words.
-EXAMPLE_FINDINGS: list[dict[str, Any]] = [
-    {
-        "review_pass": ReviewPass.RESTATE,
-        "severity": Severity.CLARIFY,
-        "title": "\"Low latency\" next to a 1.5 s batch time",
-        "body": "Every request spends at least one batch time (1.5 s) in a worker, plus the time "
-        "its batch takes to fill. Ask what latency target the author has in mind: it cannot be "
-        "sub-second with this engine.",
-        "anchor_exact": "Keep latency low for every user.",
-    },
-    {
-        "review_pass": ReviewPass.NUMBERS,
-        "severity": Severity.FIX_NOW,
-        "title": "The fleet is about 50 times too small for the peak goal",
-        "body": "A batch holds 10,000 / 500 = 20 requests, so one worker serves 20 / 1.5 s, about "
-        "13.3 QPS. 10k QPS needs about 750 workers; 1k QPS about 75. Three 10-unit hosts hold at "
-        "most 15 small workers, about 200 QPS.",
-        "anchor_exact": "Sustain 10,000 QPS at peak.",
-    },
-    {
-        "review_pass": ReviewPass.TRACE,
-        "severity": Severity.FIX_NOW,
-        "trace_hop": "dispatcher",
-        "title": "Round-robin pushes batches to workers that are still busy",
-        "body": "Workers take one batch at a time, yet batches are handed out in rotation "
-        "whatever each worker is doing. A batch can wait behind a busy worker while the next one "
-        "sits idle. Let idle workers pull the oldest closed batch instead.",
-        "anchor_exact": "That queue hands each batch to the next worker, in round-robin order.",
-    },
-]
-
+EXAMPLE_TITLE = FIRST.title
+FLEET_NAME = FIRST.fleet_name
 
 class Command(BaseCommand):
-    help = "Load the example review (design doc, fleet config, review session); safe to run twice."
+    help = "Load the example reviews (design docs, fleet configs, review sessions); safe to run twice."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--owner", help="username that owns the example (default: the first superuser)"
+            "--owner", help="username that owns the examples (default: the first superuser)"
+        )
+        parser.add_argument(
+            "--example", action="append", choices=[e.key for e in EXAMPLES],
+            help="load only this example (repeat for several; default: all of them)",
         )
 
-    @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
-        if DesignDoc.objects.filter(title=EXAMPLE_TITLE).exists():
-            self.stdout.write("load_example: the example review is already loaded")
+        chosen = [e for e in EXAMPLES if not options.get("example") or e.key in options["example"]]
+        missing = [e for e in chosen if not DesignDoc.objects.filter(title=e.title).exists()]
+        if not missing:
+            self.stdout.write("load_example: the example reviews are already loaded")
             return
         owner = self._owner(options.get("owner"))
-        body = resources.files("reviewer.example").joinpath("design-doc.md").read_text("utf-8")
-        toml = resources.files("emulator.scenario.presets").joinpath("doc-as-written.toml").read_text("utf-8")
-        doc = review_services.doc_create(owner=owner, title=EXAMPLE_TITLE, body=body)
-        fleet = review_services.fleet_config_create(owner=owner, name=FLEET_NAME, toml=toml, doc=doc)
+        for example in chosen:
+            if example in missing:
+                self._load(example, owner)
+            else:
+                self.stdout.write(f"load_example: {example.title!r} is already loaded")
+
+    @transaction.atomic
+    def _load(self, example: ExampleReview, owner: Any) -> None:
+        doc = review_services.doc_create(owner=owner, title=example.title, body=example.body())
+        fleet = review_services.fleet_config_create(
+            owner=owner, name=example.fleet_name, toml=example.toml(), doc=doc,
+            provenance=example.provenance or None)
         session = review_services.session_create(
-            owner=owner, doc=doc, fleet_config=fleet, title="Example review: chat inference serving"
-        )
-        for finding in EXAMPLE_FINDINGS:
+            owner=owner, doc=doc, fleet_config=fleet, title=example.session_title)
+        runs = {run.label: _play(owner, session, run.overrides) for run in example.runs}
+        for finding in example.findings({label: run.summary or {} for label, run in runs.items()}):
+            evidence = finding.pop("evidence", None)
+            if evidence is not None:
+                label, metric = evidence
+                run = runs[label]
+                finding.update(evidence_run_id=run.pk, evidence_t_from_s=0.0,
+                               evidence_t_to_s=float(run.sim_s), evidence_metric=metric)
             review_services.finding_create(session=session, author=owner, **finding)
+        review_document_update(session=session, author=owner, version=session.document_version,
+                               **example.document)
+        # The example's findings are a published review, so every participant sees them.
+        review_publish(session=session, reviewer=owner, verdict=example.verdict, summary=example.summary)
         self.stdout.write(
             f"load_example: loaded doc {doc.pk}, fleet config {fleet.pk} and review session {session.pk}"
+            + (f" with {len(runs)} emulator runs" if runs else "")
         )
 
     def _owner(self, username: str | None) -> Any:
@@ -93,3 +87,19 @@ class Command(BaseCommand):
                 "or pass --owner USERNAME"
             )
         return owner
+
+
+def _play(owner: Any, session: Any, overrides: tuple[str, ...]) -> Any:
+    """A run of the session's fleet config, played to its end here (flat out)."""
+    from reviewer.models import EmulatorRun
+    from reviewer.services import run_player
+    from reviewer.services import runs as run_services
+
+    resolved = run_services.resolve_scenario(session=session, overrides=list(overrides))
+    run = run_services.build_run(user=owner, resolved=resolved, seed=None, speed="max",
+                                 session=session, overrides=list(overrides))
+    status = run_player.run_play(run_id=run.pk, worker="load_example")
+    if status != "done":
+        raise CommandError(f"the example's run {run.pk} ({', '.join(overrides) or 'as written'}) ended "
+                           f"{status}: {EmulatorRun.objects.get(pk=run.pk).reason}")
+    return EmulatorRun.objects.get(pk=run.pk)

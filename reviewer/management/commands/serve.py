@@ -81,6 +81,15 @@ class Command(BaseCommand):
                      "--without-gossip", "--without-mingle"],
                     log_path=log_dir / f"celery-{index + 1}.log",
                 )
+            if options["workers"]:
+                # Re-anchoring revised docs has a worker of its own: it never waits behind runs.
+                supervisor.start(
+                    "celery docs worker",
+                    [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-Q", settings.DOCS_QUEUE,
+                     "--loglevel", "INFO", "--concurrency", "1", "--hostname", "docs@%h",
+                     "--without-gossip", "--without-mingle"],
+                    log_path=log_dir / "celery-docs.log",
+                )
             if not options["no_beat"]:
                 # One beat for any number of workers: a worker's embedded beat
                 # (-B) would run the schedule once per worker started with it.

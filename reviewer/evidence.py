@@ -1,0 +1,154 @@
+"""What a finding's emulator evidence shows: the run, its window and the figures
+measured in it, read from the run's stored frames and summary.
+
+The exports use this so that a finding's evidence reads as a result ("queue
+depth peaked at 4,210 between 100 s and 160 s; 3,900 requests lost") rather
+than as a run id. All findings of an export are served by three queries,
+whatever their number. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Q
+
+from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS
+from reviewer.models.review import Finding
+from reviewer.models.runs import EmulatorRun, RunCommand, RunFrame
+
+# Frames read per export at most (a window of a long run at a fine sample).
+MAX_FRAMES = 20_000
+# The whole-run figures quoted with every piece of evidence, in this order.
+SUMMARY_KEYS = ("offered", "ok", "timed_out", "lost", "orphaned", "shed")
+
+
+def _fmt(value: float) -> str:
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    return f"{int(value):,}"
+
+
+def run_label(run: EmulatorRun) -> str:
+    """A run as people name it: its scenario, seed and the overrides it ran with."""
+    name = (run.scenario or {}).get("name") or "scenario"
+    parts = [f"run {run.pk}", f"{name}, seed {run.seed}"]
+    if run.overrides:
+        parts.append("with " + ", ".join(str(o) for o in run.overrides))
+    return f"{parts[0]} ({'; '.join(parts[1:])})"
+
+
+def _window_figures(metric: str, frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The metric measured over the frames: per model, a total for counts, peak and mean for the rest."""
+    if not frames:
+        return []
+    keys = [metric] if metric else ["queue_depth", "p99_s"]
+    figures: list[dict[str, Any]] = []
+    for key in keys:
+        per_model: dict[str, list[float]] = defaultdict(list)
+        for frame in frames:
+            values = frame.get("m", {}).get(key)
+            if values is None:
+                continue
+            for model, value in zip(frame.get("models", []), values, strict=False):
+                if value is not None:
+                    per_model[model].append(float(value))
+        for model, values in per_model.items():
+            if not values:
+                continue
+            if key in COUNT_KEYS:
+                figures.append({"metric": key, "model": model, "total": sum(values),
+                                "text": f"{key} {_fmt(sum(values))} in the window ({model})"})
+            elif key in DEPTH_KEYS or key in STAT_KEYS:
+                peak, mean = max(values), sum(values) / len(values)
+                unit = " s" if key.endswith("_s") else ""
+                figures.append({"metric": key, "model": model, "peak": peak, "mean": mean,
+                                "text": f"{key} peaked at {_fmt(peak)}{unit}, mean {_fmt(mean)}{unit} ({model})"})
+            else:
+                figures.append({"metric": key, "model": model, "peak": max(values),
+                                "text": f"{key} peaked at {_fmt(max(values))} ({model})"})
+    return figures
+
+
+def _summary_text(summary: dict[str, Any] | None) -> str | None:
+    if not summary:
+        return None
+    parts = [f"{_fmt(summary[k])} {k.replace('_', ' ')}" for k in SUMMARY_KEYS if summary.get(k)]
+    p99 = (summary.get("latency_s") or {}).get("p99")
+    if p99 is not None:
+        parts.append(f"p99 latency {_fmt(float(p99))} s")
+    return ", ".join(parts) if parts else None
+
+
+def evidence_details(findings: Iterable[Finding]) -> dict[int, dict[str, Any]]:
+    """``{finding id: evidence}`` for the findings that point at a run.
+
+    Each evidence holds the run's id and label (or ``missing`` for a run since
+    deleted), the window, the metric, the figures measured in the window, the
+    faults applied during the run, the whole run's outcome, and ``text``: all
+    of it in one line.
+    """
+    with_runs = [f for f in findings if f.evidence_run_id is not None]
+    if not with_runs:
+        return {}
+    run_ids = {f.evidence_run_id for f in with_runs}
+    runs = {r.pk: r for r in EmulatorRun.objects.filter(pk__in=run_ids)}
+    # One query for the frames of every window (a missing end means the run's end).
+    windows = Q()
+    for f in with_runs:
+        cond = Q(run_id=f.evidence_run_id)
+        if f.evidence_t_from_s is not None:
+            cond &= Q(t_s__gte=f.evidence_t_from_s)
+        if f.evidence_t_to_s is not None:
+            cond &= Q(t_s__lte=f.evidence_t_to_s)
+        windows |= cond
+    frames_by_run: dict[int, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+    for run_id, t_s, data in RunFrame.objects.filter(windows).order_by("run_id", "i").values_list(
+            "run_id", "t_s", "data")[:MAX_FRAMES]:
+        frames_by_run[run_id].append((t_s, data))
+    faults: dict[int, list[str]] = defaultdict(list)
+    for command in RunCommand.objects.filter(run_id__in=list(runs), kind="fault", applied_at_s__isnull=False,
+                                             error="").order_by("run_id", "id"):
+        faults[command.run_id].append(f"{command.command} at {command.applied_at_s or 0.0:g} s")
+
+    details: dict[int, dict[str, Any]] = {}
+    for f in with_runs:
+        run = runs.get(f.evidence_run_id or 0)
+        start, end = f.evidence_t_from_s, f.evidence_t_to_s
+        window = f"{'start' if start is None else f'{start:g} s'} to {'end' if end is None else f'{end:g} s'}"
+        if run is None:
+            details[f.pk] = {"run": f.evidence_run_id, "missing": True, "window": [start, end],
+                             "metric": f.evidence_metric, "figures": [],
+                             "text": f"run {f.evidence_run_id} (since deleted), {window}"}
+            continue
+        frames = [d for t, d in frames_by_run.get(run.pk, [])
+                  if (start is None or t >= start) and (end is None or t <= end)]
+        figures = _window_figures(f.evidence_metric, frames)
+        summary = _summary_text(run.summary)
+        pieces = [run_label(run), window]
+        if f.evidence_metric:
+            pieces.append(f"metric `{f.evidence_metric}`")
+        text = ", ".join(pieces)
+        if figures:
+            text += ": " + "; ".join(fig["text"] for fig in figures)
+        elif run.frames_stored == 0:
+            text += ": no frames stored"
+        if faults.get(run.pk):
+            text += ". Faults: " + ", ".join(faults[run.pk])
+        if summary:
+            text += f". Whole run ({run.status}): {summary}"
+        details[f.pk] = {
+            "run": run.pk,
+            "label": run_label(run),
+            "status": run.status,
+            "window": [start, end],
+            "metric": f.evidence_metric,
+            "frames": len(frames),
+            "figures": figures,
+            "faults": faults.get(run.pk, []),
+            "summary": {k: run.summary.get(k) for k in SUMMARY_KEYS} if run.summary else None,
+            "text": text + ".",
+        }
+    return details

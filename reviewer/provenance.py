@@ -1,0 +1,135 @@
+"""Where each input figure of a fleet config comes from: the design doc (with the
+sentence it was read from) or the reviewer's own assumption.
+
+Stored per key path on each fleet config version (``FleetConfigVersion.provenance``):
+``{"traffic.qps": {"source": "doc", "quote": "..."}, "worker.mbu": {"source":
+"assumed"}}``. A figure not listed is unmarked. Numbers computed from a config say
+which of their inputs are assumed, and so do the exports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FROM_DOC = "doc"
+ASSUMED = "assumed"
+SOURCES = (FROM_DOC, ASSUMED)
+SOURCE_LABELS = {FROM_DOC: "from the doc", ASSUMED: "assumed by the reviewer"}
+QUOTE_MAX = 1000
+
+__all__ = ["ASSUMED", "FROM_DOC", "SOURCES", "SOURCE_LABELS", "ProvenanceError", "assumed_note", "clean_provenance",
+           "input_figures", "split"]
+
+
+class ProvenanceError(ValueError):
+    """A provenance mark that cannot be kept; ``path`` is ``provenance.<key path>``."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def input_figures(scenario: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every leaf value of a scenario's JSON form by key path (``hosts[0].count``)."""
+    out: dict[str, Any] = {}
+    if isinstance(scenario, dict):
+        for key, value in scenario.items():
+            out.update(input_figures(value, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(scenario, list) and not all(isinstance(v, str) for v in scenario):
+        for i, value in enumerate(scenario):
+            out.update(input_figures(value, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = scenario
+    return out
+
+
+def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None,
+                     written: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """Check a provenance map against the scenario (and the doc's text for quotes).
+
+    Raises :class:`ProvenanceError` naming ``provenance.<key path>`` and the fix.
+    A marked figure the scenario no longer has is an error: re-mark after renaming.
+    """
+    if not isinstance(data, dict):
+        raise ProvenanceError("provenance", 'provenance: give an object of key path -> {"source": "doc"|"assumed"}')
+    # The scenario's JSON form leaves out keys set to their default; the TOML as written has them.
+    figures = {**input_figures(written or {}), **input_figures(scenario)}
+    # A list of names (a host's workers) is one figure, as are tables below a key.
+    known = set(figures) | {p.rsplit("[", 1)[0] for p in figures}
+    cleaned: dict[str, dict[str, str]] = {}
+    for path, mark in data.items():
+        where = f"provenance.{path}"
+        if path not in known and not any(p.startswith(f"{path}.") or p.startswith(f"{path}[") for p in figures):
+            raise ProvenanceError(where, f"{where}: the scenario has no key {path}; mark keys the fleet config sets")
+        if not isinstance(mark, dict) or mark.get("source") not in SOURCES:
+            raise ProvenanceError(where, f'{where}: give {{"source": "doc"}} with a quote, or {{"source": "assumed"}}')
+        if mark["source"] == ASSUMED:
+            cleaned[path] = {"source": ASSUMED}
+            continue
+        quote = " ".join(str(mark.get("quote") or "").split())
+        if not quote:
+            raise ProvenanceError(where, f"{where}: a figure from the doc needs the doc's words it came from; select them")
+        if len(quote) > QUOTE_MAX:
+            raise ProvenanceError(where, f"{where}: the quote is over {QUOTE_MAX} characters; select the sentence only")
+        if doc_text is not None and quote not in " ".join(doc_text.split()):
+            raise ProvenanceError(where, f"{where}: the quote is not in the doc's latest revision; select it in the doc")
+        cleaned[path] = {"source": FROM_DOC, "quote": quote}
+    return cleaned
+
+
+def split(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The marked figures grouped by source, each with its key path, value and quote."""
+    figures = input_figures(scenario)
+    groups: dict[str, list[dict[str, Any]]] = {FROM_DOC: [], ASSUMED: []}
+    spec: Any = None
+    for path, mark in sorted(provenance.items()):
+        value = figures.get(path, _subtree(scenario, path))
+        if value is None:
+            # A key left at its default: the emulator's value for it.
+            if spec is None:
+                spec = _spec(scenario)
+            value = _subtree(spec, path)
+        entry = {"path": path, "value": value}
+        if mark.get("quote"):
+            entry["quote"] = mark["quote"]
+        groups[mark["source"]].append(entry)
+    return groups
+
+
+def _spec(scenario: dict[str, Any]) -> Any:
+    from emulator.scenario import Scenario, ScenarioError
+
+    try:
+        return Scenario.from_dict(scenario)
+    except ScenarioError:
+        return {}
+
+
+def _subtree(scenario: Any, path: str) -> Any:
+    """The value at a key path of a scenario's JSON form, or of its spec objects."""
+    import re
+
+    node: Any = scenario
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            node = node[index] if isinstance(node, list | tuple) and index < len(node) else None
+        elif isinstance(node, dict):
+            node = node.get(part)
+        else:
+            node = getattr(node, part, None)
+            if part == "model" and node is not None and not isinstance(node, str | int | float):
+                node = getattr(node, "name", node)
+    if node is not None and not isinstance(node, str | int | float | bool | list | dict):
+        node = str(node)
+    return node
+
+
+def assumed_note(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> str:
+    """One sentence naming the assumed figures, or "" when none is assumed."""
+    assumed = split(provenance, scenario)[ASSUMED]
+    if not assumed:
+        return ""
+    listed = ", ".join(f"{a['path']} = {a['value']}" for a in assumed)
+    return f"Built on figures assumed by the reviewer, not taken from the doc: {listed}."

@@ -1,0 +1,126 @@
+"""Both example reviews in the browser: every pass renders for each, the second
+example's passes are saved as screenshots, and no page of a review (compare mode
+included) is wider than the viewport at 800 or 1280 px."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from browser_helpers import (
+    ExampleReview,
+    LiveServer,
+    assert_fits,
+    charts_spilling,
+    screenshot,
+    wait_for_page,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PASSES = ["restate", "numbers", "trace", "break", "rank"]
+
+
+def open_pass(page: Any, key: str) -> None:
+    """Show one pass and wait for what it draws from the fleet config."""
+    page.click(f"#tab-{key}")
+    panel = page.wait_for_selector(f"#panel-{key}:not([hidden])")
+    assert panel.query_selector(".guide") is not None
+    if key == "numbers":
+        page.wait_for_selector(".numbers-table tbody tr")
+        page.wait_for_selector(".suggestion")
+    elif key == "trace":
+        page.wait_for_selector(".trace-svg .hop")
+    elif key == "break":
+        page.wait_for_selector(".layout-card .verdict")
+        page.wait_for_selector(".run-view button:has-text('Start run')")
+    elif key == "rank":
+        page.wait_for_selector(".rank-col .rank-card")
+    page.wait_for_timeout(150)  # let the panel's layout settle
+
+
+def test_it_renders_every_pass_of_the_second_example_and_saves_each(
+    dashboard: LiveServer, second_example: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + second_example.path)
+    page.wait_for_selector("#doc-body mark.finding")
+    assert "70B chat model" in page.inner_text("h1")
+    for key in PASSES:
+        open_pass(page, key)
+        if key == "numbers":
+            table = page.inner_text(".numbers-table")
+            assert "Decode step floor" in table and "KV capacity per worker" in table
+            assert "TPOT goal is under" in page.inner_text("#numbers-panel")
+            # Headline first: the TPOT floor over the 8 ms goal, and what one host's loss leaves.
+            headline = page.inner_text(".headline-figures")
+            assert "17.6 ms" in headline and "33.2 QPS" in headline
+            assert "worker.mbu = 0.6" in page.inner_text(".provenance ul.assumed")
+            assert "slo.tpot_s" in page.inner_text(".provenance ul.from-doc")
+            assert page.locator(".suggestion[data-assumed=yes]").count() > 0
+            screenshot(page, "second-example-numbers-top")
+        elif key == "break":
+            # Every replica is one model; a host carries two of them.
+            assert page.locator(".layout-card").count() >= 1
+        elif key == "rank":
+            assert page.locator(".rank-card").count() == 5
+        screenshot(page, f"second-example-{key}", full_page=True)
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_no_page_of_either_review_is_wider_than_the_viewport(
+    dashboard: LiveServer, second_example: ExampleReview, example_review: ExampleReview,
+    signed_in: Any, width: int,
+) -> None:
+    from reviewer.models import EmulatorRun
+
+    page = signed_in("alice", width=width, height=900)
+    assert_fits(page, f"the home page at {width} px")
+    for review in (example_review, second_example):
+        page.goto(dashboard.url + review.path)
+        page.wait_for_selector("#doc-body mark.finding")
+        for key in PASSES:
+            open_pass(page, key)
+            assert_fits(page, f"the {key} pass of session {review.session_id} at {width} px")
+        # Compare mode: two runs side by side (for the second example, two finished runs
+        # with their charts, heatmaps and summaries).
+        open_pass(page, "break")
+        earlier = "#runs-panel select[aria-label='Open an earlier run']"
+        runs = list(EmulatorRun.objects.filter(session_id=review.session_id).order_by("pk"))
+        if runs:
+            page.locator(earlier).focus()
+            page.wait_for_selector(f"#runs-panel option[value='{runs[0].pk}']", state="attached")
+            page.select_option(earlier, str(runs[0].pk))
+            page.wait_for_selector(".run-view .summary table", timeout=30000)
+        page.click("#runs-panel button:has-text('Compare with a second run')")
+        page.wait_for_selector(".runs-side.two .run-view >> nth=1")
+        if runs:
+            page.select_option(earlier, str(runs[1].pk))
+            page.wait_for_selector(".runs-side.two .run-view >> nth=1 >> .summary table", timeout=30000)
+        page.wait_for_timeout(300)
+        assert_fits(page, f"compare mode of session {review.session_id} at {width} px")
+        # Run A's charts, drawn full width, narrow to their column when B opens.
+        wait_for_page(page, "() => document.querySelectorAll('.run-view .js-plotly-plot').length !== 1")
+        assert charts_spilling(page) == [], f"charts wider than their run at {width} px"
+        if review is second_example:
+            screenshot(page, f"second-example-compare-{width}px", full_page=True)
+    for path in ("/calibration/", "/account/tokens/"):
+        page.goto(dashboard.url + path)
+        page.wait_for_load_state("networkidle")
+        assert_fits(page, f"{path} at {width} px")
+
+
+def test_a_layout_without_a_model_is_not_said_to_survive_any_host_loss(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + example_review.path + "#break")
+    page.wait_for_selector(".layout-card .verdict")
+    card = page.locator(".layout-card:has(h4:text-matches(' 5 small / 5 small / 5 small$'))")
+    assert card.count() == 1
+    verdict = card.locator(".verdict")
+    assert "big has no worker at all" in verdict.inner_text()
+    assert "survives" not in verdict.inner_text()
+    assert verdict.get_attribute("class") == "verdict bad"
+    best = page.locator(".layout-card").first.locator(".verdict")
+    assert best.inner_text() == "✓ every model survives the loss of any one host"
