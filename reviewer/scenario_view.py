@@ -270,6 +270,17 @@ def _transfer_facts(model: str, pools: dict[str, Any]) -> list[str]:
     return lines or [f"{model}: prefill to decode"]
 
 
+def _auto_kv_tokens(data: dict[str, Any], model: str) -> int | None:
+    """A model's ``kv_cache_tokens = "auto"`` as the emulator resolves it from the
+    hardware and the model's arch (None when the scenario does not load)."""
+    from emulator.scenario import Scenario, ScenarioError
+
+    try:
+        return int(Scenario.from_dict(data, max_requests=None).worker_for(model).kv_cache_tokens)
+    except (ScenarioError, KeyError, TypeError, ValueError):
+        return None
+
+
 def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The request's path through the system the scenario describes, in order.
 
@@ -342,10 +353,17 @@ def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
             else:
                 kv = w.get("kv_cache_tokens", 200000)
                 facts.append(f"{m}: continuous, {w.get('max_num_seqs', 256)} seqs")
-                facts.append(f"{m}: KV {kv} tokens a worker")
+                if kv == "auto":
+                    resolved = _auto_kv_tokens(data, m)
+                    facts.append(f"{m}: KV {resolved:,} tokens a worker (what memory leaves)" if resolved
+                                 else f"{m}: KV sized from memory")
+                else:
+                    facts.append(f"{m}: KV {kv} tokens a worker")
         hops.append({"key": "worker", "label": "Workers", "facts": facts})
+    queued = static or policy == "pull"  # requests wait in a dispatcher's queue
     hops.append({"key": "response_path", "label": "Response path", "facts": [
-        "mapping survives failover" if standby == "replicated" else "mapping lost with the dispatcher",
+        ("mapping survives failover" if standby == "replicated" else "mapping lost with the dispatcher")
+        if queued else "tokens stream back through the router",
         f"client gives up after {_seconds(client.get('timeout_s', 60))}"]})
     return hops
 

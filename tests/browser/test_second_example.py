@@ -59,6 +59,15 @@ def test_it_renders_every_pass_of_the_second_example_and_saves_each(
             assert "slo.tpot_s" in page.inner_text(".provenance ul.from-doc")
             assert page.locator(".suggestion[data-assumed=yes]").count() > 0
             screenshot(page, "second-example-numbers-top")
+        elif key == "trace":
+            # The path is the fleet's own: no dispatcher queue (the seed's hop), the
+            # router, and the replicas as one pool of workers with their KV.
+            hops = page.evaluate("[...document.querySelectorAll('.trace-svg .hop')].map((g) => g.dataset.hop)")
+            assert hops == ["client", "gateway", "routing", "worker", "response_path"]
+            assert "dispatcher" not in hops
+            workers = page.text_content(".trace-svg .hop[data-hop=worker]") or ""
+            assert "chat: 8 × 4 units" in workers and "tokens a worker" in workers, workers
+            assert "dispatcher" not in (page.text_content(".trace-svg") or "")
         elif key == "break":
             # Every replica is one model; a host carries two of them.
             assert page.locator(".layout-card").count() >= 1

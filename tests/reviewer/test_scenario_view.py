@@ -157,6 +157,22 @@ def test_a_continuous_fleet_pushing_to_workers_has_no_dispatcher_queue() -> None
     assert "dispatcher" in _keys(pulled)  # held centrally until a worker takes it
 
 
+def test_the_second_examples_path_shows_its_resolved_kv_and_no_dispatcher() -> None:
+    import tomllib
+    from importlib import resources
+
+    text = resources.files("reviewer.example").joinpath("chat-70b-fleet.toml").read_text("utf-8")
+    data = load_scenario(text, max_requests=None).to_dict()
+    assert tomllib.loads(text)["worker"]["kv_cache_tokens"] == "auto"
+    hops = trace_path(data)
+    assert [h["key"] for h in hops] == ["client", "gateway", "routing", "worker", "response_path"]
+    facts = {h["key"]: " | ".join(h["facts"]) for h in hops}
+    kv = load_scenario(text, max_requests=None).worker_for("chat").kv_cache_tokens
+    assert f"chat: KV {kv:,} tokens a worker (what memory leaves)" in facts["worker"]
+    # No dispatcher holds these requests, so nothing of one is on the way back either.
+    assert "dispatcher" not in facts["response_path"] and "stream back" in facts["response_path"]
+
+
 def test_a_disaggregated_model_has_prefill_and_decode_pools_and_the_kv_transfer() -> None:
     data = _preset("continuous-comfortable")
     data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1, "decode_workers": 3, "kv_transfer_s": 0.02}
