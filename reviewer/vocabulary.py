@@ -12,6 +12,7 @@ from typing import Any
 
 from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS, TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
+from reviewer.mechanism_charts import mechanism_vocabulary
 from reviewer.models.collaboration import FindingState, Verdict
 from reviewer.models.review import FindingStatus, ReviewPass, Severity, TraceHop
 from reviewer.models.runs import ACTIVE_STATUSES, FINAL_STATUSES, SPEEDS, RunStatus
@@ -98,6 +99,8 @@ def vocabulary() -> dict[str, Any]:
         # A run summary's request counts: offered, then each outcome.
         "requestCounts": list(COUNT_KEYS),
         "runCharts": RUN_CHARTS,
+        # Prefix caching, prefill/decode pools and autoscaling, for runs whose frames carry them.
+        "mechanismCharts": mechanism_vocabulary(),
         # Publishing and the author's side of a finding.
         "verdicts": _choices(Verdict),
         "findingStates": _choices(FindingState),

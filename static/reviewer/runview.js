@@ -7,6 +7,7 @@ import { config } from "./config.js";
 import { changedKeysText, ChangeControls } from "./breakpass.js";
 import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, timeAxis, valueAxes } from "./charts.js";
 import { keepChartsFitted } from "./fit.js";
+import { MechanismCharts } from "./mechanisms.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
@@ -96,6 +97,7 @@ export class RunView {
 
     this.metric = el("select", { "aria-label": "Metric" },
       CHARTS.flatMap((chart) => chart.metrics.map((m) => el("option", { value: m.key }, m.key))));
+    this.mechanisms = new MechanismCharts(this.label, this.metric);
     this.target = el("select", { "aria-label": "Finding to attach to" });
     this.attachButton = el("button", { type: "button", disabled: true, onclick: () => this.attach() }, "Attach as evidence");
     this.evidenceBar = el("div", { class: "evidence-bar row" },
@@ -120,6 +122,7 @@ export class RunView {
         el("div", { class: "heatmaps" }, this.heatmapDiv, this.kvDiv),
         el("p", { class: "muted rank-help" }, HEATMAP_LEGEND),
         this.kvLegend,
+        this.mechanisms.node,
         this.events,
         this.evidenceBar,
         this.summary));
@@ -173,6 +176,7 @@ export class RunView {
     this.stopNote.hidden = true;
     this.events.replaceChildren();
     this.summary.replaceChildren();
+    this.mechanisms.reset();
     this.title.textContent = `${this.label}: run ${runId}`;
     this.connect();
   }
@@ -304,6 +308,7 @@ export class RunView {
     window.Plotly.newPlot(this.heatmapDiv, [heatmapTrace(this.grid, null)],
       { margin: { l: 56, r: 8, t: 26, b: 36 }, title: { text: "Hosts × units: busy and backlog", font: { size: 12 } }, yaxis: { autorange: "reversed" }, xaxis: { title: { text: "unit", font: { size: 10 }, standoff: 0 } }, font: { size: 11 } },
       { ...CONFIG, displayModeBar: false });
+    this.mechanisms.setup(layout, xaxis);
     if (!this.kvDiv.hidden) {
       window.Plotly.newPlot(this.kvDiv, [kvHeatmapTrace(this.grid, null)],
         { margin: { l: 56, r: 8, t: 26, b: 36 }, title: { text: "Hosts × units: KV cache in use", font: { size: 12 } }, yaxis: { autorange: "reversed" }, xaxis: { title: { text: "unit", font: { size: 10 }, standoff: 0 } }, font: { size: 11 } },
@@ -414,6 +419,7 @@ export class RunView {
     this.progress.value = last.t_s;
     this.progressText.textContent = `${last.t_s.toFixed(0)} / ${duration.toFixed(0)} s simulated${last.behind ? " (behind its speed)" : ""}`;
     this.node.dataset.frames = String(last.i + 1);
+    this.mechanisms.add(frames);
     let marked = false;
     for (const f of frames) {
       for (const e of f.events || []) {
@@ -429,7 +435,8 @@ export class RunView {
   /** Fit every chart to its box again (after the panel changed width: a second run opened or closed). */
   resize() {
     if (!this.layout) return;
-    for (const div of [...this.shownCharts().map((c) => c.div), this.heatmapDiv, ...(this.kvDiv.hidden ? [] : [this.kvDiv])]) {
+    for (const div of [...this.shownCharts().map((c) => c.div), this.heatmapDiv, ...(this.kvDiv.hidden ? [] : [this.kvDiv]),
+      ...this.mechanisms.shownDivs()]) {
       window.Plotly.Plots.resize(div);
     }
   }
@@ -439,6 +446,7 @@ export class RunView {
 
   showSummary(s) {
     if (!s) return;
+    this.mechanisms.summary(s);
     // The first count is what was offered; each outcome is shown as a share of it.
     const [offeredKey, ...outcomeKeys] = config.requestCounts;
     const offered = s[offeredKey];
@@ -463,7 +471,8 @@ export class RunView {
 
   /** The time window the reader has zoomed the chart holding the chosen metric to. */
   visibleWindow() {
-    const chart = this.charts.find((c) => c.metrics.some((m) => m.key === this.metric.value));
+    const chart = this.charts.find((c) => c.metrics.some((m) => m.key === this.metric.value))
+      || this.mechanisms.chartOf(this.metric.value);
     const range = chart.div.layout && chart.div.layout.xaxis && chart.div.layout.xaxis.range;
     if (range && range.length === 2) return [Math.max(0, Number(range[0])), Number(range[1])];
     const xs = chart.div.data && chart.div.data[0] ? chart.div.data[0].x : [];

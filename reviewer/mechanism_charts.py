@@ -1,0 +1,131 @@
+"""The run view's charts of the emulator's serving mechanisms: prefix caching,
+disaggregated prefill and decode pools, and autoscaling.
+
+Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
+metrics each chart draws are the emulator's own frame keys, imported from the
+modules that add them, so a renamed key breaks the server's tests rather than a
+chart. A chart appears only for runs whose frames carry its metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
+from emulator.sim.results import TOKEN_KEYS
+from emulator.sim.workers.continuous import ContinuousWorkers
+from emulator.sim.workers.disaggregated import DisaggregatedWorkers
+from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS
+
+#: The per-model frame metrics of the disaggregated worker model, beyond the continuous one's.
+POOL_KEYS: tuple[str, ...] = tuple(
+    k for k in DisaggregatedWorkers.frame_keys if k not in ContinuousWorkers.frame_keys
+)
+
+#: Every per-model frame metric the mechanism charts draw.
+MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS)
+
+#: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
+WORKER_PREFIX_HIT = "prefix_hit"
+
+#: An autoscaler's event in a frame's ``events``: "scale <direction> <model>[ worker
+#: <n>][ on host <h>]: <reason>" (``emulator.sim.autoscaler.Autoscaler._note``). The
+#: groups are direction, model, worker, host and reason; the same pattern is used
+#: by Python's ``re`` in the tests and by the browser's ``RegExp``.
+SCALE_EVENT_PATTERN = r"^scale (\S+) (\S+)(?: worker (\d+))?(?: on host (\d+))?: (.*)$"
+
+#: Colours of the scale-event markers by direction; others are grey.
+SCALE_DIRECTION_COLOURS = {
+    "up": "#2b8a3e", "ready": "#74b816", "down": "#e8590c", "parked": "#868e96",
+    "blocked": "#c92a2a", "lost": "#862e9c", "rewarm": "#1971c2",
+}
+
+_PREFIX_HIT, _SAVED = PREFIX_FRAME_KEYS
+(_P_TTFT50, _P_TTFT95, _D_TTFT50, _D_TTFT95, _TRANSFERS, _WAITING, _BACKLOG, _STRANDED) = POOL_KEYS
+_ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
+_CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
+
+# Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
+# title, the y axis's title (with its unit), how a value is scaled for display and
+# the axis's tick suffix, and its metrics (a trace per model that reports them).
+# ``spread`` adds, per model, the band between its workers' lowest and highest
+# per-worker figure; ``present_keys`` (default: every metric) are those whose values
+# decide which models a chart draws and whether it shows; ``per_frame`` adds the frame's length to the title; ``stacked``
+# stacks a model's metrics as areas; ``scale_events`` draws the autoscaler's events
+# as vertical markers and lists them under the chart.
+MECHANISM_CHARTS: list[dict[str, Any]] = [
+    {"key": "prefix_hit", "mechanism": "Prefix caching", "title": "Prefix cache hit rate per frame",
+     "y_title": "hit rate (%)", "scale": 100, "tick_suffix": "%", "range": [0, 100], "connect_gaps": True,
+     "metrics": [{"key": _PREFIX_HIT, "label": "hit rate"}],
+     "spread": {"worker_key": WORKER_PREFIX_HIT, "label": "workers' range"}},
+    {"key": "prefill_saved", "mechanism": "Prefix caching", "title": "Prefill tokens saved per frame",
+     "y_title": "tokens per frame", "per_frame": True, "metrics": [{"key": _SAVED, "label": "tokens saved"}]},
+    {"key": "pool_ttft", "mechanism": "Prefill and decode pools",
+     "title": "TTFT: prefill pool, decode pool (handoff to first token), client (both)",
+     "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True,
+     "present_keys": [_P_TTFT50, _D_TTFT50],
+     "metrics": [{"key": _P_TTFT50, "label": "prefill p50", "colour": "#1f77b4"},
+                 {"key": _P_TTFT95, "label": "prefill p95", "dash": "dot", "colour": "#1f77b4"},
+                 {"key": _D_TTFT50, "label": "decode p50", "colour": "#2ca02c"},
+                 {"key": _D_TTFT95, "label": "decode p95", "dash": "dot", "colour": "#2ca02c"},
+                 {"key": _CLIENT_TTFT50, "label": "client p50", "colour": "#9467bd"},
+                 {"key": _CLIENT_TTFT95, "label": "client p95", "dash": "dot", "colour": "#9467bd"}]},
+    {"key": "pool_handoff", "mechanism": "Prefill and decode pools",
+     "title": "KV handoff: transfers in flight, handoffs waiting, prefill backlog, stranded",
+     "y_title": "requests",
+     "metrics": [{"key": _TRANSFERS, "label": "KV transfers"},
+                 {"key": _WAITING, "label": "handoffs waiting"},
+                 {"key": _BACKLOG, "label": "prefill backlog", "dash": "dot"},
+                 {"key": _STRANDED, "label": "stranded", "dash": "dash"}]},
+    {"key": "autoscale_workers", "mechanism": "Autoscaling", "title": "Workers by state (stacked)",
+     "y_title": "workers", "stacked": True, "scale_events": True,
+     "metrics": [{"key": _ACTIVE, "label": "active", "colour": "#3b7dd8"},
+                 {"key": _WARMING, "label": "warming", "colour": "#f6b26b"},
+                 {"key": _DRAINING, "label": "draining", "colour": "#e8590c"},
+                 {"key": _PARKED, "label": "parked", "colour": "#ced4da"}]},
+]
+
+# The run's totals shown under each mechanism's charts once the summary arrives: a
+# path into the summary's ``per_model[<model>]`` (scope "model") or into the summary
+# itself (scope "run"), a label, the unit and a scale. A path that does not resolve
+# to a number (another mechanism's run) is left out.
+MECHANISM_TOTALS: list[dict[str, Any]] = [
+    {"mechanism": "Prefix caching", "scope": "model", "path": [_PREFIX_HIT], "label": "hit rate",
+     "unit": "%", "scale": 100, "digits": 1},
+    {"mechanism": "Prefix caching", "scope": "model", "path": [_SAVED], "label": "prefill tokens saved",
+     "unit": "tokens"},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "prefill_ttft_s", "p50"],
+     "label": "prefill TTFT p50", "unit": "s", "digits": 3},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "decode_ttft_s", "p50"],
+     "label": "decode TTFT p50", "unit": "s", "digits": 3},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "transfer_s", "p50"],
+     "label": "KV transfer p50", "unit": "s", "digits": 3},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "transfers"],
+     "label": "KV transfers", "unit": "requests"},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", _STRANDED],
+     "label": "stranded", "unit": "requests"},
+    {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "handoffs_lost"],
+     "label": "handoffs lost", "unit": "requests"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "scaled_up"], "label": "scaled up",
+     "unit": "workers"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "scaled_down"], "label": "scaled down",
+     "unit": "workers"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "blocked"], "label": "blocked looks",
+     "unit": ""},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "peak_workers"], "label": "most held at once",
+     "unit": "workers"},
+    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "worker_s"], "label": "worker time",
+     "unit": "worker-s"},
+]
+
+
+def mechanism_vocabulary() -> dict[str, Any]:
+    """What the run view needs to draw the mechanism charts and read scale events."""
+    return {
+        "charts": MECHANISM_CHARTS,
+        "totals": MECHANISM_TOTALS,
+        "scaleEventPattern": SCALE_EVENT_PATTERN,
+        "scaleColours": SCALE_DIRECTION_COLOURS,
+        # The summary's key holding the autoscaler's events with their exact times.
+        "scaleSummary": "autoscale",
+    }
