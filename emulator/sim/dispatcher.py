@@ -26,6 +26,8 @@ from emulator.sim.events import BATCH_CLOSE, FAILOVER_END, EventQueue
 from emulator.sim.intake import Intake
 from emulator.sim.requests import SHED
 
+_new_batch = object.__new__
+
 #: A candidate plan while planning: (time_s, full, take_to, cut).
 _Plan = tuple[float, bool, int, int]
 
@@ -66,6 +68,8 @@ class Dispatcher(Intake):
         self.plan_version = 0
         self._plan = ClosePlan()  # rewritten in place by every planning
         self.plan: ClosePlan | None = None  # None: no close planned
+        #: Schedules this dispatcher's closes: bound once, as it runs once per batch.
+        self._schedule_close = queue.scheduler(BATCH_CLOSE)
 
     # -- arrivals ------------------------------------------------------------------
     def depth(self) -> int:
@@ -194,43 +198,6 @@ class Dispatcher(Intake):
         self.plan = None if plan is None else self._plan.set(*plan)
         return self.plan
 
-    def close_full(self, upto: int) -> Batch:
-        """The common case in one step (fixed tokens, no queue limit, no retries): admit
-        the rows up to ``upto`` and close them all as a full batch."""
-        n = upto - self.ingested
-        self.frame.offered += n
-        count = self.open_count + n
-        batch = Batch(self.open_start, upto, count, count * self.tokens, self.epoch, self.index)
-        self.open_start = self.ingested = upto
-        self.open_count = self.open_tokens = 0
-        frame = self.frame
-        frame.batches += 1
-        frame.fill_sum += count * self.tokens / self.max_tokens
-        return batch
-
-    def plan_after_full(self) -> ClosePlan | None:
-        """``make_plan`` for a simple dispatcher right after ``close_full`` (empty batch);
-        once per batch at peak load, so it writes the plan's fields directly."""
-        self.plan_version += 1
-        st, row = self.store, self.ingested
-        full_row = row + self.batch_n - 1
-        plan = self._plan
-        if full_row < st.end:
-            plan.time_s = st.arrival.item(full_row - st.base)
-            plan.full = True
-            plan.take_to = plan.cut = full_row + 1
-            if self.close_after is not None:
-                due = st.arrival.item(row - st.base) + self.close_after
-                if due < plan.time_s:
-                    plan.time_s, plan.full = due, False
-        elif self.close_after is not None and row < st.end:
-            plan.time_s = st.arrival.item(row - st.base) + self.close_after
-            plan.full = False
-        else:
-            self.plan = None
-            return None
-        self.plan = plan
-        return plan
 
     def cut(self, end: int) -> Batch:
         """Close the open batch at row ``end`` (the rest stays open) and return it."""
@@ -261,12 +228,7 @@ class Dispatcher(Intake):
         plan = self.make_plan()
         if plan is not None:
             now = self.queue.now_s
-            self.queue.schedule(
-                plan.time_s if plan.time_s > now else now,
-                BATCH_CLOSE,
-                self,
-                self.plan_version,
-            )
+            self._schedule_close(plan.time_s if plan.time_s > now else now, self, self.plan_version)
 
     def close_due(self, version: int) -> None:
         """The ``BATCH_CLOSE`` handler: close the open batch as planned, hand it out, and
@@ -279,12 +241,44 @@ class Dispatcher(Intake):
         while plan is not None:
             now = queue.now_s
             if plan.full and self.simple and self.gw_shed is None:
-                # The common case at peak load: ``dispatch`` inlined.
-                batch = self.close_full(plan.take_to)
+                # The common case at peak load (fixed tokens, no queue limit, no retries,
+                # no gateway shedding), once per batch, so written out here rather than
+                # as three calls: admit the rows up to the plan's end and close them all
+                # as a full batch (built without its __init__ call), hand it out
+                # (``dispatch``), and plan the next close (``make_plan`` for an empty
+                # batch, writing the one plan's fields in place).
+                upto = plan.take_to
+                n = upto - self.ingested
+                count = self.open_count + n
+                batch = _new_batch(Batch)
+                batch.first, batch.end, batch.requests = self.open_start, upto, count
+                batch.tokens, batch.epoch, batch.model = count * self.tokens, self.epoch, self.index
+                self.open_start = self.ingested = upto
+                self.open_count = self.open_tokens = 0
+                frame = self.frame
+                frame.offered += n
+                frame.batches += 1
+                frame.fill_sum += count * self.tokens / self.max_tokens
                 if self.paused or not offer(batch):
                     self.closed.append(batch)
-                    self.closed_reqs += batch.requests
-                plan = self.plan_after_full()
+                    self.closed_reqs += count
+                self.plan_version += 1
+                st = self.store
+                full_row = upto + self.batch_n - 1
+                if full_row < st.end:
+                    plan.time_s = st.arrival.item(full_row - st.base)
+                    plan.full = True
+                    plan.take_to = plan.cut = full_row + 1
+                    if self.close_after is not None:
+                        due = st.arrival.item(upto - st.base) + self.close_after
+                        if due < plan.time_s:
+                            plan.time_s, plan.full = due, False
+                elif self.close_after is not None and upto < st.end:
+                    plan.time_s = st.arrival.item(upto - st.base) + self.close_after
+                    plan.full = False
+                else:
+                    self.plan = None
+                    return
             else:
                 if plan.full:
                     # The rows up to the cut are known to have arrived by now.
@@ -306,7 +300,7 @@ class Dispatcher(Intake):
                 # Same order as through the heap, with fewer heap operations.
                 queue.take_inline(t)
                 continue
-            queue.schedule(t, BATCH_CLOSE, self, self.plan_version)
+            self._schedule_close(t, self, self.plan_version)
             return
 
     def dispatch(self, batch: Batch) -> None:

@@ -16,6 +16,7 @@ policies learn which workers are alive only at health checks (``health_check``, 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -39,6 +40,11 @@ class DispatchPolicy(ABC):
     #: True when workers admit the requests this policy holds at their step starts
     #: (continuous batching), as ``pull`` does.
     workers_take_held: ClassVar[bool] = False
+    #: A shortcut for ``worker_idle`` that the worker model may call instead of it
+    #: while the dispatcher holds no work (None: always call ``worker_idle``). ``pull``
+    #: sets it to the C-level append to its queue of idle workers, which is all
+    #: ``worker_idle`` would do then: once per batch at peak load, that saves a call.
+    idle_sink: Callable[[int], None] | None = None
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         self.sim = sim

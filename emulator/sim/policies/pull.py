@@ -41,6 +41,10 @@ class Pull(DispatchPolicy):
         self._add_idle: Callable[[int], None] = (
             partial(heapq.heappush, self.idle_heap) if self.lowest_first else self.idle.append
         )
+        self.idle_sink = self._add_idle
+        if not self.lowest_first:
+            # The worker model starts the work on the first idle worker in one call.
+            self.offer = partial(self.workers.start_first, self.idle)  # type: ignore[method-assign]
 
     def offer(self, work: Any) -> bool:
         if not self.idle:

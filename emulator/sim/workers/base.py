@@ -11,6 +11,7 @@ and the per-model aggregates that frames show. The dispatch policy hands it work
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -45,6 +46,16 @@ class WorkerModel(ABC):
     @abstractmethod
     def start(self, w: int, work: Any) -> None:
         """Worker ``w`` (alive, with nothing else to do) starts on ``work`` now."""
+
+    def start_first(self, idle: deque[int], work: Any) -> bool:
+        """Start ``work`` on the first worker of ``idle`` (alive, with nothing else to
+        do), taking it off; False if ``idle`` is empty. A pulling policy offers work
+        through this (bound to its queue of idle workers with ``functools.partial``), so
+        a model may inline ``start`` here: it runs once per batch at peak load."""
+        if not idle:
+            return False
+        self.start(idle.popleft(), work)
+        return True
 
     @abstractmethod
     def kill(self, w: int) -> bool:

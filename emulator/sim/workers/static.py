@@ -124,6 +124,22 @@ class StaticWorkers(WorkerModel):
         service_s = service.constant_s or service.draw(work.tokens)
         self._schedule_done(self.queue.now_s + service_s, w, self.version[w])
 
+    def start_first(self, idle: deque[int], work: Batch) -> bool:
+        """``start`` on the first idle worker, inlined (see ``WorkerModel.start_first``)."""
+        if not idle:
+            return False
+        w = idle.popleft()
+        m = work.model
+        if self.batch[w] is None:
+            self.busy[m] += 1
+            self.fleet.state[w] = BUSY
+        self.batch[w] = work
+        self.in_service[m] += work.requests
+        service = self.services[m]
+        service_s = service.constant_s or service.draw(work.tokens)
+        self._schedule_done(self.queue.now_s + service_s, w, self.version[w])
+        return True
+
     def _on_done(self, w: int, version: int) -> None:
         if version != self.version[w]:
             return  # the worker died after this completion was scheduled
@@ -145,11 +161,16 @@ class StaticWorkers(WorkerModel):
             return
         # The policy acts while the worker still counts as busy: under pull a held
         # batch starts at once with no change of state, as most do at high load.
-        policy.worker_idle(w)
-        if self.batch[w] is batch:  # nothing new: the worker is idle now
-            self.batch[w] = None
-            self.fleet.state[w] = IDLE
-            self.busy[m] -= 1
+        sink = policy.idle_sink
+        if sink is not None and not d.closed:
+            sink(w)  # nothing held: all worker_idle would do, and nothing starts
+        else:
+            policy.worker_idle(w)
+            if self.batch[w] is not batch:
+                return  # it started on held work at once
+        self.batch[w] = None
+        self.fleet.state[w] = IDLE
+        self.busy[m] -= 1
 
     def kill(self, w: int) -> bool:
         fleet = self.fleet
