@@ -9,7 +9,7 @@ session and edits it, in a loop; one user revises a doc holding
 the new revision (a background task), and revises it again; two runs play at
 speed 1. Prints the p50/p95/max latency of the writes, the doc edits' answer
 time and how long re-anchoring took, the number of 5xx answers, and how the
-runs ended. Target (issue 16): no 5xx, p95 under 1 s on SQLite, no run failed.
+runs ended. Target: no 5xx, p95 under 1 s on SQLite, no run failed.
 
 The machine's load is printed first: on a machine shared with other work the
 figures are slower than on an idle one, and only comparable between runs at a

@@ -85,6 +85,8 @@ class LiveStack:
 
     def start_docs_worker(self) -> None:
         """Start the worker of the docs queue (re-anchoring revised docs), as ``serve`` does."""
+        from django.conf import settings
+
         from reviewer.celery import app
 
         name = "benchdocs@localhost"
@@ -92,7 +94,7 @@ class LiveStack:
             name, [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-P", "prefork", "-c", "1",
                    "-Q", "docs", "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", name,
                    "--loglevel", "WARNING"],
-            log_path=self.dir / "worker-docs.log"))
+            log_path=self.dir / "worker-docs.log", nice=settings.DOCS_WORKER_NICE))
         deadline = time.monotonic() + 60
         while not app.control.ping(destination=[name], timeout=0.5):
             if time.monotonic() > deadline:

@@ -277,6 +277,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBIL
 DOCS_QUEUE = "docs"
 CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE}}
 REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
+# How much lower the docs worker's CPU priority is (os.nice): re-anchoring is
+# background work, so the web process's answers come first on a busy machine.
+DOCS_WORKER_NICE = env_int("DOCS_WORKER_NICE", 10)
 # The beat process (one per deployment; serve starts it) sends the reaper of
 # stalled runs and sweeps; expired sends are dropped rather than piled up.
 REAP_EVERY_S = 10.0

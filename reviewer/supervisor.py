@@ -52,15 +52,22 @@ class Supervisor:
     env: dict[str, str]
     children: list[Child] = field(default_factory=list)
 
-    def start(self, name: str, argv: Sequence[str], *, log_path: Path | None = None) -> Child:
-        """Start ``argv`` as a named child in its own process group."""
+    def start(self, name: str, argv: Sequence[str], *, log_path: Path | None = None, nice: int = 0) -> Child:
+        """Start ``argv`` as a named child in its own process group; ``nice`` lowers its CPU
+        priority (background work that must not slow the answers to requests)."""
         stdout = open(log_path, "ab") if log_path else None  # noqa: SIM115  (kept open for the child)
+
+        def prepare() -> None:
+            _die_with_parent()
+            if nice:
+                os.nice(nice)
+
         process = subprocess.Popen(
             list(argv),
             env=self.env,
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout else None,
-            preexec_fn=_die_with_parent,
+            preexec_fn=prepare,
         )
         child = Child(name=name, process=process)
         self.children.append(child)

@@ -15,7 +15,7 @@ from token_reference import ReferenceResult, TokenRequest, WorkerParams, simulat
 from emulator import Engine, Summary
 from emulator.scenario import Scenario
 
-#: The worker of the tests unless a test says otherwise (the issue's example numbers).
+#: The worker of the tests unless a test says otherwise (a spec's example numbers).
 WORKER = WorkerParams(
     max_num_seqs=256,
     max_batched_tokens=8192,

@@ -120,7 +120,7 @@ def test_it_answers_a_body_over_the_upload_limit_with_json_naming_the_setting(ap
     assert response.json()["setting"] == "DATA_UPLOAD_MAX_MEMORY_SIZE"
 
 
-# --- limits, list sizes and bounded re-anchoring (issue: one user stalls every writer)
+# --- limits, list sizes and bounded re-anchoring (one user must not stall every writer)
 
 
 def test_it_lists_docs_without_their_bodies(api_as, review_doc):

@@ -245,3 +245,18 @@ def test_it_ends_every_run_after_serve_is_killed_and_started_again(tmp_path: Pat
             time.sleep(1)
     assert all(reason for status, reason in statuses.values() if status == "failed"), statuses
     assert statuses[ids[1]][0] == statuses[ids[2]][0] == "done", statuses
+
+
+def test_the_supervisor_starts_a_background_child_at_a_lower_cpu_priority(tmp_path) -> None:
+    from reviewer.supervisor import Supervisor
+
+    supervisor = Supervisor(env=dict(os.environ))
+    probe = [sys.executable, "-c", "import os; print(os.nice(0))"]
+    try:
+        plain = supervisor.start("plain", probe, log_path=tmp_path / "plain.log")
+        lowered = supervisor.start("lowered", probe, log_path=tmp_path / "lowered.log", nice=7)
+        assert plain.process.wait(timeout=30) == 0 and lowered.process.wait(timeout=30) == 0
+    finally:
+        supervisor.stop_all(timeout_s=5)
+    base = int((tmp_path / "plain.log").read_text())
+    assert int((tmp_path / "lowered.log").read_text()) == min(base + 7, 19)

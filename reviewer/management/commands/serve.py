@@ -82,13 +82,15 @@ class Command(BaseCommand):
                     log_path=log_dir / f"celery-{index + 1}.log",
                 )
             if options["workers"]:
-                # Re-anchoring revised docs has a worker of its own: it never waits behind runs.
+                # Re-anchoring revised docs has a worker of its own: it never waits behind runs,
+                # and at a lower CPU priority, so answering requests comes first.
                 supervisor.start(
                     "celery docs worker",
                     [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-Q", settings.DOCS_QUEUE,
                      "--loglevel", "INFO", "--concurrency", "1", "--hostname", "docs@%h",
                      "--without-gossip", "--without-mingle"],
                     log_path=log_dir / "celery-docs.log",
+                    nice=settings.DOCS_WORKER_NICE,
                 )
             if not options["no_beat"]:
                 # One beat for any number of workers: a worker's embedded beat
