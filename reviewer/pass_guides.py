@@ -6,6 +6,8 @@ beside the pass's tools. Kept apart from the views so they read as text.
 
 from __future__ import annotations
 
+from typing import Any
+
 PASS_GUIDES: dict[str, dict[str, object]] = {
     "restate": {
         "aim": "Say back what the doc proposes before judging any of it.",
@@ -49,3 +51,52 @@ PASS_GUIDES: dict[str, dict[str, object]] = {
         ],
     },
 }
+
+
+# Prompts that replace the ones above when the fleet under review works another way:
+# the seed's system batches statically behind a dispatcher; most current designs
+# batch per step, and some split prefill from decode or scale their workers.
+_CONTINUOUS: dict[str, list[str]] = {
+    "numbers": [
+        "Tokens a worker decodes per second, and the step time that sets the floor on TPOT.",
+        "KV cache per worker against the context the goal's concurrency holds (sequences x tokens each).",
+        "Workers needed at average and at peak, and what the loss of one host leaves.",
+    ],
+    "trace": [
+        "Where does a request wait before its first token: at the router, in a worker's queue, in prefill?",
+        "What does the router know of each worker's load and cache when it picks one?",
+        "How do the tokens stream back, and what becomes of a request whose worker dies mid-answer?",
+    ],
+    "break": [
+        "Offer more load than the fleet serves: do queues grow, or does the KV cache fill and preempt?",
+        "Kill a host or a worker: which running sequences are lost, and how soon is the capacity back?",
+        "Compare routing policies on the same seed and look at the tail of TTFT.",
+    ],
+}
+_DISAGGREGATED_TRACE = "How long does the KV transfer from prefill to decode take, and who holds the KV meanwhile?"
+_AUTOSCALED_BREAK = "Step the load up: how long until a new worker serves (its warm-up), and what waits meanwhile?"
+
+
+def guides_for(scenario: dict[str, Any] | None) -> dict[str, dict[str, object]]:
+    """The pass guides for the fleet under review (its scenario as a dict, or None):
+    the seed-shaped prompts for static batching, others for continuous batching, with a
+    prompt more for split prefill/decode pools and for an autoscaler."""
+    if not scenario:
+        return PASS_GUIDES
+    models = scenario.get("models") or {}
+    worker = scenario.get("worker") or {}
+
+    def batching(spec: Any) -> str:
+        own = (spec or {}).get("worker") or {} if isinstance(spec, dict) else {}
+        return str(own.get("batching", worker.get("batching", "static")))
+
+    if not any(batching(spec) == "continuous" for spec in models.values()):
+        return PASS_GUIDES
+    guides = {key: {**guide, "prompts": list(guide["prompts"])} for key, guide in PASS_GUIDES.items()}  # type: ignore[call-overload]
+    for key, prompts in _CONTINUOUS.items():
+        guides[key]["prompts"] = list(prompts)
+    if any(isinstance(spec, dict) and spec.get("disaggregated") for spec in models.values()):
+        guides["trace"]["prompts"].append(_DISAGGREGATED_TRACE)  # type: ignore[attr-defined]
+    if scenario.get("autoscaler"):
+        guides["break"]["prompts"].append(_AUTOSCALED_BREAK)  # type: ignore[attr-defined]
+    return guides

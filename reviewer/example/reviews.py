@@ -187,7 +187,7 @@ def _second_findings(runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         {
             "review_pass": ReviewPass.TRACE,
             "severity": Severity.FIX_NOW,
-            "trace_hop": "dispatcher",
+            "trace_hop": "routing",
             "title": "Round-robin stacks long prompts on replicas that are already full",
             "body": "Conversation prompts run past 10,000 tokens. The router gives the next request to "
             "the next replica whatever that replica holds, so a replica that has just taken a long "

@@ -29,7 +29,7 @@ from reviewer.models import (
     TraceHop,
 )
 from reviewer.models.collaboration import Verdict
-from reviewer.pass_guides import PASS_GUIDES
+from reviewer.pass_guides import guides_for
 from reviewer.services import review as review_services
 from reviewer.services.traces import uploaded_trace_name
 from reviewer.vocabulary import vocabulary
@@ -159,13 +159,15 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
     revision = session.doc.latest_revision()
     source = revision.body if revision else session.doc.body
     page_config = _page_config(request, session, revision, source)
+    # The guides follow the system under review (continuous batching, pools, autoscaling).
+    guides = guides_for(session.fleet_config.scenario if session.fleet_config else None)
     context = {
         "session": session,
         "revision": revision,
         "doc_html": render_markdown(source),
         "fleet": session.fleet_config,
         "passes": [
-            {"key": p.value, "label": p.label, "guide": PASS_GUIDES[p.value]} for p in ReviewPass
+            {"key": p.value, "label": p.label, "guide": guides[p.value]} for p in ReviewPass
         ],
         "severities": list(Severity),
         "hops": list(TraceHop),

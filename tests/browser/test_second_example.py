@@ -68,6 +68,9 @@ def test_it_renders_every_pass_of_the_second_example_and_saves_each(
             workers = page.text_content(".trace-svg .hop[data-hop=worker]") or ""
             assert "chat: 8 × 4 units" in workers and "tokens a worker" in workers, workers
             assert "dispatcher" not in (page.text_content(".trace-svg") or "")
+            # Its trace finding is on the fleet's own routing hop, and the guide asks of routing.
+            assert page.locator("#trace-panel h3:has-text('hops this fleet does not have')").count() == 0
+            assert "router" in page.inner_text("#panel-trace .guide")
         elif key == "break":
             # Every replica is one model; a host carries two of them.
             assert page.locator(".layout-card").count() >= 1
