@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import ExampleReview, LiveServer
+from browser_helpers import PASSWORD, ExampleReview, LiveServer
 from support import subprocess_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-PASSWORD = "correct-horse-battery"
 
 pytestmark = pytest.mark.browser
 

@@ -121,8 +121,7 @@ def _in_thread(fn: Any) -> None:
 def test_an_author_marks_a_finding_fixed_in_revision_2_and_its_reviewer_sees_the_count_rise(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, django_user_model: Any
 ) -> None:
-    from browser_helpers import wait_for_page
-    from conftest import PASSWORD
+    from browser_helpers import PASSWORD, wait_for_page
 
     from reviewer.models import DesignDoc, Finding, ReviewSession
     from reviewer.services import review as services

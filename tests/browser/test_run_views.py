@@ -75,7 +75,7 @@ restore = "host:1"
 @pytest.fixture
 def continuous_review(transactional_db: Any, django_user_model: Any) -> str:
     """A review of a continuously batched fleet, owned by alice; its page's path."""
-    from conftest import PASSWORD
+    from browser_helpers import PASSWORD
 
     from reviewer.services import review as services
 
@@ -313,7 +313,7 @@ def test_the_trace_of_a_disaggregated_fleet_shows_its_pools_and_the_kv_transfer(
 ) -> None:
     from pathlib import Path
 
-    from conftest import PASSWORD
+    from browser_helpers import PASSWORD
 
     from reviewer.services import review as services
 
