@@ -24,15 +24,34 @@ HEADLINE: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
+# Figures where less is worse (capacity); for the others more is worse (gaps, floors, load).
+LOWER_IS_WORSE = frozenset({"capacity_one_host_lost_qps", "best_mix_one_host_lost_qps"})
+
+
+def _worse(figure: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether ``figure`` should head its slot rather than ``current``: a fleet-wide
+    figure first, else the worst model's (ties by model name), so the headline names
+    the model in the most trouble whatever order the scenario lists its models in."""
+    if (figure["model"] == "fleet") != (current["model"] == "fleet"):
+        return figure["model"] == "fleet"
+    try:
+        a, b = float(figure["value"]), float(current["value"])
+    except (TypeError, ValueError):
+        return False  # not a number: the first one listed stays
+    if a != b:
+        return a < b if figure["key"] in LOWER_IS_WORSE else a > b
+    return str(figure["model"]) < str(current["model"])
+
+
 def headline_figures(figures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """3 to 5 figures, one per slot that the report can fill: fleet-wide figures
-    first, else the first model's."""
+    first, else the worst model's (see ``_worse``)."""
     by_key: dict[str, dict[str, Any]] = {}
     for figure in figures:
         if figure.get("value") is None:
             continue
         current = by_key.get(figure["key"])
-        if current is None or (figure["model"] == "fleet" and current["model"] != "fleet"):
+        if current is None or _worse(figure, current):
             by_key[figure["key"]] = figure
     chosen = []
     for slot, keys in HEADLINE:

@@ -116,3 +116,19 @@ def test_suggestions_of_a_config_with_nothing_assumed_carry_no_note(owner, doc) 
     client.force_login(owner)
     report = client.get(f"/sessions/{session.pk}/numbers.json").json()
     assert report["assumed_note"] == "" and not any(f["assumed"] for f in report["findings"])
+
+
+def test_the_headline_names_the_worst_model_whatever_order_the_models_come_in() -> None:
+    from reviewer.numbers_report import headline_figures
+
+    figures = [
+        {"key": "capacity_one_host_lost_qps", "model": "small", "value": 0.0, "display": "0 QPS"},
+        {"key": "capacity_one_host_lost_qps", "model": "big", "value": 26.7, "display": "26.7 QPS"},
+        {"key": "gap_peak", "model": "small", "value": 40.0, "display": "40x"},
+        {"key": "gap_peak", "model": "big", "value": 50.0, "display": "50x"},
+    ]
+    # A scenario stored in PostgreSQL's jsonb comes back with its models in another order.
+    for order in (figures, list(reversed(figures))):
+        shown = {f["slot"]: (f["model"], f["display"]) for f in headline_figures(order)}
+        assert shown["after one host's loss"] == ("small", "0 QPS")  # the least capacity left
+        assert shown["gap to the goal"] == ("big", "50x")  # the widest gap
