@@ -155,3 +155,24 @@ def charts_spilling(page: Any) -> list[str]:
               .map((c) => `${view.getAttribute('aria-label')}: ${c.closest('[data-chart]').dataset.chart}`);
         })"""
     ))
+
+
+PASSES = ["restate", "numbers", "trace", "break", "rank"]
+
+
+def open_pass(page: Any, key: str) -> None:
+    """Show one pass of the session page and wait for what it draws from the fleet config."""
+    page.click(f"#tab-{key}")
+    panel = page.wait_for_selector(f"#panel-{key}:not([hidden])")
+    assert panel.query_selector(".guide") is not None
+    if key == "numbers":
+        page.wait_for_selector(".numbers-table tbody tr")
+        page.wait_for_selector(".suggestion")
+    elif key == "trace":
+        page.wait_for_selector(".trace-svg .hop")
+    elif key == "break":
+        page.wait_for_selector(".layout-card .verdict")
+        page.wait_for_selector(".run-view button:has-text('Start run')")
+    elif key == "rank":
+        page.wait_for_selector(".rank-col .rank-card")
+    page.wait_for_timeout(150)  # let the panel's layout settle

@@ -8,36 +8,17 @@ from typing import Any
 
 import pytest
 from browser_helpers import (
+    PASSES,
     ExampleReview,
     LiveServer,
     assert_fits,
     charts_spilling,
+    open_pass,
     screenshot,
     wait_for_page,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-PASSES = ["restate", "numbers", "trace", "break", "rank"]
-
-
-def open_pass(page: Any, key: str) -> None:
-    """Show one pass and wait for what it draws from the fleet config."""
-    page.click(f"#tab-{key}")
-    panel = page.wait_for_selector(f"#panel-{key}:not([hidden])")
-    assert panel.query_selector(".guide") is not None
-    if key == "numbers":
-        page.wait_for_selector(".numbers-table tbody tr")
-        page.wait_for_selector(".suggestion")
-    elif key == "trace":
-        page.wait_for_selector(".trace-svg .hop")
-    elif key == "break":
-        page.wait_for_selector(".layout-card .verdict")
-        page.wait_for_selector(".run-view button:has-text('Start run')")
-    elif key == "rank":
-        page.wait_for_selector(".rank-col .rank-card")
-    page.wait_for_timeout(150)  # let the panel's layout settle
-
 
 def test_it_renders_every_pass_of_the_second_example_and_saves_each(
     dashboard: LiveServer, second_example: ExampleReview, signed_in: Any

@@ -580,13 +580,16 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             wk.prefilling.append(s)
         wk.landed.clear()
 
+    # Only ``DisaggregatedWorkers`` gives a worker handoffs (``incoming``) or marks it as
+    # handing off (``hands_off``), and it overrides these two; here they are never
+    # reached, and reaching them would be a broken invariant, not a missing feature.
     def _pull(self, wk: Worker, t: float) -> None:
         """Reserve KV for the requests handed to ``wk`` and start their transfers."""
-        raise NotImplementedError("only a disaggregated fleet hands requests off")
+        raise AssertionError(f"worker {wk.index} has handoffs outside a disaggregated fleet")
 
     def _hand_off(self, wk: Worker, s: Seq, t: float) -> None:
         """``s`` finished its prefill on a prefill-pool worker at ``t``."""
-        raise NotImplementedError("only a disaggregated fleet hands requests off")
+        raise AssertionError(f"worker {wk.index} hands off outside a disaggregated fleet")
 
     # -- steps -----------------------------------------------------------------------
     def _start_step(self, wk: Worker, t: float) -> None:
