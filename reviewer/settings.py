@@ -216,6 +216,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, Celery and websocket processes write the same file at once: WAL lets
     # readers run beside a writer, the timeout makes writers wait for the lock,
     # and IMMEDIATE transactions take it up front instead of failing mid-way.
+    # The backend queues one process's writers for the lock in turn
+    # (reviewer/sqlite_backend), so no request waits seconds for it by bad luck.
+    DATABASES["default"]["ENGINE"] = "reviewer.sqlite_backend"
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "timeout": 30,

@@ -1,0 +1,1 @@
+"""SQLite for a process serving many requests at once; see ``base``."""
