@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from reviewer import realtime, selectors
+from reviewer import permissions, realtime, selectors
 from reviewer.anchoring import Anchor, reanchor
 from reviewer.fleet_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
@@ -39,7 +39,7 @@ from reviewer.models.review import (
     ReviewSession,
 )
 from reviewer.models.runs import FINAL_STATUSES, EmulatorRun
-from reviewer.services.errors import Conflict, Invalid, OverLimit
+from reviewer.services.errors import Conflict, Forbidden, Invalid, OverLimit
 from reviewer.services.findings import (
     finding_create,
     finding_delete,
@@ -477,7 +477,15 @@ def session_create(
     authors: Iterable[User] = (),
     file_directly: bool = False,
 ) -> ReviewSession:
-    """Open a review session on ``doc`` owned by ``owner``; ``authors`` are the doc's authors."""
+    """Open a review session on ``doc`` owned by ``owner``; ``authors`` are the doc's authors.
+
+    Only the doc's owner (and staff) open one, and only with their own fleet
+    config (``permissions.can_share``): a session decides who sees them.
+    """
+    if not permissions.can_share(owner, doc):
+        raise Forbidden("Only the doc's owner opens review sessions on it.", field="doc")
+    if fleet_config is not None and not permissions.can_share(owner, fleet_config):
+        raise Forbidden("Only the fleet config's owner puts it in a review session.", field="fleet_config")
     session = ReviewSession.objects.create(
         owner=owner, doc=doc, fleet_config=fleet_config, title=title, file_directly=file_directly
     )

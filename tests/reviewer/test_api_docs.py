@@ -91,7 +91,8 @@ def test_the_list_shows_revisions_and_visible_orphans_in_a_fixed_number_of_queri
     from django.test.utils import CaptureQueriesContext
 
     doc = open_review.doc
-    hidden = services.session_create(owner=people["outsider"], doc=doc)
+    # The owner's other session, which the reviewer does not take part in.
+    hidden = services.session_create(owner=people["owner"], doc=doc, reviewers=[people["outsider"]])
     mine = services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
                                    title="push", anchor_exact=GONE)
     services.finding_create(session=hidden, author=people["outsider"], review_pass="trace",

@@ -235,7 +235,7 @@ def test_evidence_must_name_a_run_of_this_session(api_as, open_review, people, r
     from reviewer.models import EmulatorRun
 
     mine = EmulatorRun.objects.create(session=open_review, started_by=people["owner"], scenario={}, seed=1)
-    elsewhere = services.session_create(owner=people["outsider"], doc=review_doc)
+    elsewhere = services.session_create(owner=people["owner"], doc=review_doc, reviewers=[people["outsider"]])
     theirs = EmulatorRun.objects.create(session=elsewhere, started_by=people["outsider"], scenario={}, seed=1)
     window = {"evidence_t_from_s": 10, "evidence_t_to_s": 20, "evidence_metric": "queue_depth"}
     ok = _new(api_as, open_review, evidence_run_id=mine.pk, **window)

@@ -7,6 +7,7 @@ from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import ReviewSession
 from reviewer.services import review as services
+from reviewer.services.errors import Forbidden
 
 pytestmark = pytest.mark.django_db
 
@@ -40,8 +41,9 @@ def test_who_may_see_a_session(api_as, open_review, who, status):
     assert api_as(who).get(f"/api/sessions/{open_review.pk}/").status_code == status
 
 
-def test_lists_hold_only_the_users_sessions(api_as, open_review, people, review_doc):
-    other = services.session_create(owner=people["outsider"], doc=review_doc)
+def test_lists_hold_only_the_users_sessions(api_as, open_review, people):
+    theirs = services.doc_create(owner=people["outsider"], title="Theirs")
+    other = services.session_create(owner=people["outsider"], doc=theirs)
     assert [s["id"] for s in api_as("reviewer").get("/api/sessions/").json()["results"]] == [open_review.pk]
     assert [s["id"] for s in api_as("outsider").get("/api/sessions/").json()["results"]] == [other.pk]
     assert {s["id"] for s in api_as("staff").get("/api/sessions/").json()["results"]} == {open_review.pk, other.pk}
@@ -153,6 +155,18 @@ def test_it_refuses_a_reviewer_who_puts_the_owners_fleet_config_in_their_session
     )
     assert response.status_code == 403, response.content
     assert not ReviewSession.objects.filter(doc=mine).exists()
+
+
+def test_the_service_itself_refuses_a_session_on_someone_elses_doc_or_fleet_config(open_review, people):
+    # Every way in (API, page, commands) goes through the service, which keeps the rule.
+    with pytest.raises(Forbidden) as refused:
+        services.session_create(owner=people["reviewer"], doc=open_review.doc, reviewers=[people["outsider"]])
+    assert refused.value.field == "doc"
+    mine = services.doc_create(owner=people["reviewer"], title="Mine")
+    with pytest.raises(Forbidden) as refused:
+        services.session_create(owner=people["reviewer"], doc=mine, fleet_config=open_review.fleet_config)
+    assert refused.value.field == "fleet_config"
+    assert ReviewSession.objects.filter(owner=people["reviewer"]).count() == 0
 
 
 def test_it_takes_the_doc_away_from_a_removed_reviewer(api_as, open_review):
