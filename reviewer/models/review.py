@@ -16,6 +16,7 @@ from django.db import models
 
 from reviewer.fleet_toml import validate_scenario_toml
 from reviewer.models.collaboration import FindingState
+from reviewer.models.fields import OrderedJSONField
 
 
 class ReviewPass(models.TextChoices):
@@ -150,7 +151,7 @@ class FleetConfig(models.Model):
         DesignDoc, on_delete=models.SET_NULL, null=True, blank=True, related_name="fleet_configs"
     )
     toml = models.TextField(help_text="The scenario in the emulator's TOML format.")
-    scenario = models.JSONField(default=dict, blank=True, editable=False)
+    scenario = OrderedJSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -189,7 +190,7 @@ class FleetConfigVersion(models.Model):
     config = models.ForeignKey(FleetConfig, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     toml = models.TextField()
-    scenario = models.JSONField(default=dict, editable=False)
+    scenario = OrderedJSONField(default=dict, editable=False)
     # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.provenance.
     provenance = models.JSONField(default=dict, blank=True)
     author = models.ForeignKey(

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from reviewer.models.fields import OrderedJSONField
+
 
 class RunStatus(models.TextChoices):
     """Where a run stands. ``done``, ``cancelled`` and ``failed`` are final."""
@@ -51,15 +53,15 @@ class EmulatorRun(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="emulator_runs"
     )
 
-    scenario = models.JSONField(help_text="The resolved scenario (Scenario.to_dict()).")
+    scenario = OrderedJSONField(help_text="The resolved scenario (Scenario.to_dict()).")
     overrides = models.JSONField(default=list, blank=True)
     seed = models.BigIntegerField()
     speed = models.CharField(max_length=4, default="10")
-    layout = models.JSONField(default=dict, blank=True)
+    layout = OrderedJSONField(default=dict, blank=True)
 
     status = models.CharField(max_length=9, choices=RunStatus.choices, default=RunStatus.QUEUED)
     reason = models.TextField(blank=True, help_text="Why a run failed or was cancelled.")
-    summary = models.JSONField(null=True, blank=True)
+    summary = OrderedJSONField(null=True, blank=True)
     behind = models.BooleanField(default=False, help_text="The run fell behind its speed.")
     frames_stored = models.PositiveIntegerField(default=0)
     sim_s = models.FloatField(default=0.0, help_text="Simulated time reached.")
@@ -187,7 +189,7 @@ class Sweep(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sweeps"
     )
-    scenario = models.JSONField(help_text="The scenario before the swept key is set.")
+    scenario = OrderedJSONField(help_text="The scenario before the swept key is set.")
     key = models.CharField(max_length=100, help_text='e.g. "hosts[0].count" or "traffic.qps"')
     values = models.JSONField()
     seed = models.BigIntegerField()
@@ -196,8 +198,8 @@ class Sweep(models.Model):
 
     status = models.CharField(max_length=9, choices=RunStatus.choices, default=RunStatus.QUEUED)
     reason = models.TextField(blank=True)
-    curve = models.JSONField(null=True, blank=True)
-    answer = models.JSONField(null=True, blank=True)
+    curve = OrderedJSONField(null=True, blank=True)
+    answer = OrderedJSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
