@@ -62,6 +62,24 @@ def duplicates_in_session(session_id: int) -> dict[int, list[int]]:
     return duplicate_map(rows)
 
 
+def duplicates_of(finding: Finding) -> list[int]:
+    """Ids of ``finding``'s near-duplicates (what ``duplicates_in_session`` gives it), for
+    one finding: only findings of its pass are read, and only its keys are compared."""
+    if finding.published_at is None or finding.merged_into_id is not None:
+        return []
+    keys = set(duplicate_keys(finding.review_pass, finding.anchor_exact, finding.title, finding.body))
+    if not keys:
+        return []
+    rows = (
+        Finding.objects.filter(session_id=finding.session_id, review_pass=finding.review_pass,
+                               merged_into__isnull=True, published_at__isnull=False)
+        .exclude(pk=finding.pk)
+        .values_list("pk", "review_pass", "anchor_exact", "title", "body")
+    )
+    return sorted(pk for pk, review_pass, quote, title, body in rows
+                  if keys.intersection(duplicate_keys(review_pass, quote, title, body)))
+
+
 def duplicate_groups(session: ReviewSession) -> list[list[int]]:
     """The session's near-duplicates as groups of ids (each group sorted, groups by first id)."""
     found = duplicates_in_session(session.pk)

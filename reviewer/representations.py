@@ -17,7 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reviewer import selectors
-from reviewer.duplicates import duplicates_in_session
+from reviewer.duplicates import duplicates_of
 from reviewer.markdown import render_markdown
 from reviewer.models import EmulatorRun, Sweep
 from reviewer.models.collaboration import Notification, Review
@@ -244,7 +244,7 @@ class FindingSerializer(serializers.ModelSerializer):
         # Lists and exports work the session's duplicates out once; a single finding asks.
         known = self.context.get("duplicates", getattr(obj, "duplicate_ids", None))
         if known is None:
-            known = duplicates_in_session(obj.session_id)
+            return duplicates_of(obj)
         return list(known.get(obj.pk, [])) if isinstance(known, dict) else list(known)
 
 

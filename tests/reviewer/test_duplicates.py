@@ -149,3 +149,23 @@ def test_a_draft_is_neither_flagged_nor_merged_until_it_is_published(api_as, ope
 
     with pytest.raises(Invalid, match="publish the draft first"):
         finding_merge(finding=draft, into=published)
+
+
+def test_one_findings_duplicates_are_those_the_whole_session_gives_it(twins, people):
+    from reviewer.duplicates import duplicates_in_session, duplicates_of
+
+    session = twins["session"]
+    # The same title and text in another case and spacing, and a draft, which is nobody's duplicate.
+    services.finding_create(session=session, author=people["owner"], review_pass="break",
+                            title="same QUOTE,  other pass", anchor_exact="")
+    services.finding_create(session=session, author=people["owner"], review_pass="trace",
+                            title="Busy workers get batches", anchor_exact="")
+    whole = duplicates_in_session(session.pk)
+    assert whole, "the session holds duplicates"
+    for finding in Finding.objects.filter(session=session):
+        assert duplicates_of(finding) == whole.get(finding.pk, []), finding.title
+    # The single-finding answer of the API (a finding's own page and live events) agrees.
+    from reviewer.representations import finding_representation
+
+    second = twins["second"]
+    assert finding_representation(Finding.objects.get(pk=second.pk))["duplicates"] == whole[second.pk]
