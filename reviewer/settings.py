@@ -278,8 +278,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBIL
 # Re-anchoring a revised doc's findings runs in workers of its own queue
 # (serve starts one), so it never waits behind runs nor takes a run's slot.
 DOCS_QUEUE = "docs"
-CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE}}
+# The break pass's measured advice (seconds of emulator runs per fleet config
+# version) is worked out there too, never in the web process.
+CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE},
+                      "reviewer.break_advice": {"queue": DOCS_QUEUE}}
 REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
+BREAK_ADVICE_IN_BACKGROUND = env_bool("BREAK_ADVICE_IN_BACKGROUND", True)
 # How much lower the docs worker's CPU priority is (os.nice): re-anchoring is
 # background work, so the web process's answers come first on a busy machine.
 DOCS_WORKER_NICE = env_int("DOCS_WORKER_NICE", 10)

@@ -81,6 +81,16 @@ def reanchor_revision(revision_id: int) -> dict[str, Any]:
     return reanchoring_representation(reanchor(revision_id=revision_id).revision)
 
 
+@shared_task(name="reviewer.break_advice", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=5,
+             soft_time_limit=600, time_limit=630)
+def break_advice(version_id: int) -> bool:
+    """Work out and store a fleet config version's break-pass advice; whether it is stored."""
+    from reviewer.services.break_advice import break_advice_compute
+
+    return break_advice_compute(version_id=version_id) is not None
+
+
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
 def reap_stalled() -> dict[str, list[int]]:
     """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps.

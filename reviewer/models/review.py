@@ -191,6 +191,9 @@ class FleetConfigVersion(models.Model):
     number = models.PositiveIntegerField()
     toml = models.TextField()
     scenario = OrderedJSONField(default=dict, editable=False)
+    #: The break pass's measured advice (reviewer.services.break_advice), once worked out.
+    break_advice = OrderedJSONField(null=True, blank=True, editable=False)
+    break_advice_asked_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.provenance.
     provenance = models.JSONField(default=dict, blank=True)
     author = models.ForeignKey(

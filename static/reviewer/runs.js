@@ -90,9 +90,23 @@ export function initRuns(ctx) {
     if (!right) compare.textContent = compareLabel();
   }
   showAdvice(ctx.config.fleet.breakControls || {}, true);
-  api(ctx.config.urls.breakAdvice)
-    .then((facts) => showAdvice(facts, false))
-    .catch((err) => { showAdvice(ctx.config.fleet.breakControls || {}, false); ctx.say(`Could not check the suggested comparison: ${err.message}`); });
+  // A worker runs the scenario once per fleet version; until it is done the
+  // answer is pending, and the page asks again (for up to ten minutes).
+  const adviceGiveUp = Date.now() + 10 * 60 * 1000;
+  function askAdvice() {
+    api(ctx.config.urls.breakAdvice)
+      .then((facts) => {
+        if (!facts || !facts.pending) { showAdvice(facts, false); return; }
+        if (Date.now() > adviceGiveUp) {
+          showAdvice(ctx.config.fleet.breakControls || {}, false);
+          ctx.say("The suggested comparison is still being checked; reload the page later to see it measured.");
+          return;
+        }
+        setTimeout(askAdvice, 1000 * (facts.retry_after_s || 2));
+      })
+      .catch((err) => { showAdvice(ctx.config.fleet.breakControls || {}, false); ctx.say(`Could not check the suggested comparison: ${err.message}`); });
+  }
+  askAdvice();
 
   const overlay = el("input", { type: "checkbox", "aria-label": "Overlay run B on run A" });
   const overlayLabel = el("label", { class: "inline", hidden: true }, overlay, " Overlay the two runs on one set of charts");

@@ -96,7 +96,8 @@ def dashboard(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> I
             env, server.logs[-1]))
         server.logs.append(log_dir / "celery.log")
         server.procs.append(_start(
-            [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-P", "prefork", "-c", "1",
+            # Runs, and the docs queue (re-anchoring, the break pass's advice), as serve's workers take them.
+            [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-Q", "celery,docs", "-P", "prefork", "-c", "1",
              "--without-heartbeat", "--without-gossip", "--without-mingle", "-n",
              f"browser-{port}@localhost", "--loglevel", "INFO"],
             env, server.logs[-1]))

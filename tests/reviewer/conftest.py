@@ -120,9 +120,11 @@ def celery_workers(redis_url: str, django_db_setup: Any, django_db_blocker: Any)
 
 
 @pytest.fixture(autouse=True)
-def _reanchor_in_process(settings: Any) -> None:
-    """Revisions re-anchor their findings before returning, as with eager tasks; the task's own tests turn it on."""
+def _docs_work_in_process(settings: Any) -> None:
+    """Revisions re-anchor their findings before returning, and the break pass's advice is
+    worked out when asked, as with eager tasks; the tasks' own tests turn them on."""
     settings.REANCHOR_IN_BACKGROUND = False
+    settings.BREAK_ADVICE_IN_BACKGROUND = False
 
 
 @pytest.fixture(scope="module")

@@ -82,8 +82,9 @@ class Command(BaseCommand):
                     log_path=log_dir / f"celery-{index + 1}.log",
                 )
             if options["workers"]:
-                # Re-anchoring revised docs has a worker of its own: it never waits behind runs,
-                # and at a lower CPU priority, so answering requests comes first.
+                # Re-anchoring revised docs and the break pass's advice have a worker of their own:
+                # they never wait behind runs, and run at a lower CPU priority, so answering
+                # requests comes first.
                 supervisor.start(
                     "celery docs worker",
                     [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-Q", settings.DOCS_QUEUE,
