@@ -130,9 +130,14 @@ class EventQueue:
         if self.lane_kind is not None:
             return self.scheduler(kind)
         self.lane_kind = kind
-        append, seq, priority = self.lane.append, self._seq, kind.priority
+        lane, seq, priority = self.lane, self._seq, kind.priority
+        append = lane.append
 
         def schedule(time_s: float, a: Any = None, b: Any = None) -> None:
+            if lane and time_s < lane[-1][0]:
+                raise ValueError(
+                    f"{kind.name} at {time_s!r} is earlier than the lane's last ({lane[-1][0]!r})"
+                )
             append((time_s, priority, next(seq), kind, a, b))
 
         return schedule
