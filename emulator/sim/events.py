@@ -24,6 +24,7 @@ model's completions use it when every batch takes the same constant service time
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 from itertools import count
@@ -123,21 +124,22 @@ class EventQueue:
         no heap cost, and run in exactly the order the heap would give them (the lane is
         in (time, priority, seq) order, and ``run_until`` takes the earlier head).
 
-        The promise is the caller's and is not checked per event (that would cost what
-        the lane saves); an out-of-order time would run out of order. The queue has one
-        lane: while another part owns it, this returns the heap's ``scheduler(kind)``,
-        which is always correct."""
+        A time earlier than the one before breaks the promise and raises ``ValueError``
+        (the event is not scheduled). The queue has one lane: while another part owns it,
+        this returns the heap's ``scheduler(kind)``, which takes any order."""
         if self.lane_kind is not None:
             return self.scheduler(kind)
         self.lane_kind = kind
-        lane, seq, priority = self.lane, self._seq, kind.priority
-        append = lane.append
+        append, seq, priority = self.lane.append, self._seq, kind.priority
+        last = -math.inf  # the time given last
 
         def schedule(time_s: float, a: Any = None, b: Any = None) -> None:
-            if lane and time_s < lane[-1][0]:
+            nonlocal last
+            if time_s < last:
                 raise ValueError(
-                    f"{kind.name} at {time_s!r} is earlier than the lane's last ({lane[-1][0]!r})"
+                    f"{kind.name} at {time_s!r} is earlier than the one before ({last!r})"
                 )
+            last = time_s
             append((time_s, priority, next(seq), kind, a, b))
 
         return schedule

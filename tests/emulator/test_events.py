@@ -114,7 +114,7 @@ def test_the_lane_refuses_a_time_before_its_last_and_has_one_owner() -> None:
     done = queue.fifo_scheduler(WORKER_DONE)
     done(2.0, "a", None)
     done(2.0, "b", None)  # an equal time is in order
-    with pytest.raises(ValueError, match="earlier than the lane's last"):
+    with pytest.raises(ValueError, match="earlier than the one before"):
         done(1.0, "c", None)
     assert len(queue) == 2
     # A second part gets the heap, which takes any order.
