@@ -296,7 +296,12 @@ class Dispatcher(Intake):
                 return
             t = plan.time_s if plan.time_s > now else now
             # queue.can_take_inline(t), inlined: this runs once per batch.
-            if t <= queue.target_s and (not queue.heap or t < queue.heap[0][0]):
+            heap, lane = queue.heap, queue.lane
+            if (
+                t <= queue.target_s
+                and (not heap or t < heap[0][0])
+                and (not lane or t < lane[0][0])
+            ):
                 # Same order as through the heap, with fewer heap operations.
                 queue.take_inline(t)
                 continue

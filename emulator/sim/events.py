@@ -1,4 +1,5 @@
-"""The event core: a heap of ``(time, priority, seq, kind, a, b)`` and the kinds of event.
+"""The event core: a heap of ``(time, priority, seq, kind, a, b)``, a FIFO lane beside
+it, and the kinds of event.
 
 Every event is scheduled through ``EventQueue.schedule``; its kind declares where it
 runs among events at the same instant (``EventKind.priority``, lower first), and the
@@ -10,11 +11,21 @@ at t = 120 belongs to the frame ending at 120).
 The part of the simulation that owns a kind registers its handler with ``on``; an
 event carries two payload values, handed to the handler as ``handler(a, b)``. The
 queue also keeps the simulated clock (``now_s``): the time of the event being handled.
+
+One part may schedule through the queue's lane instead of the heap
+(``fifo_scheduler``): a deque of events that part promises to schedule in order of time,
+all of one kind. Its events are then in (time, priority, seq) order as appended, so
+``run_until`` handles the earlier of the lane's head and the heap's, and the order of
+events is exactly the heap-only order while the heap stays small. The static worker
+model's completions use it when every batch takes the same constant service time
+(``now + B`` never decreases).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from collections import deque
 from collections.abc import Callable
 from itertools import count
 from typing import Any
@@ -69,9 +80,15 @@ class EventQueue:
     """A deterministic priority queue of simulation events and their handlers."""
 
     def __init__(self) -> None:
-        #: The pending events, a heap. Read it (the next event is ``heap[0]``), never push
-        #: to it: ``schedule`` is the only way in.
+        #: The pending events, a heap. Read it (its next event is ``heap[0]``; the queue's
+        #: next is the earlier of that and ``lane[0]``), never push to it: ``schedule``
+        #: and the schedulers below are the only way in.
         self.heap: list[Event] = []
+        #: The FIFO lane, in order (see ``fifo_scheduler``); empty while no part owns it.
+        #: Read it like the heap (its next event is ``lane[0]``), never append to it.
+        self.lane: deque[Event] = deque()
+        #: The kind scheduled through the lane (None while no part owns it).
+        self.lane_kind: EventKind | None = None
         self._seq = count()
         self._handlers: dict[EventKind, Handler] = {}
         #: Simulated time: the time of the event being handled.
@@ -100,15 +117,50 @@ class EventQueue:
 
         return schedule
 
+    def fifo_scheduler(self, kind: EventKind) -> Callable[[float, Any, Any], None]:
+        """Like ``scheduler``, for a part that schedules its events of ``kind`` in order
+        of time: each ``schedule(time_s, a, b)`` gives a ``time_s`` no earlier than the one
+        before (equal times are fine). Those events wait in the queue's lane, a deque, at
+        no heap cost, and run in exactly the order the heap would give them (the lane is
+        in (time, priority, seq) order, and ``run_until`` takes the earlier head).
+
+        A time earlier than the one before breaks the promise and raises ``ValueError``
+        (the event is not scheduled). The queue has one lane: while another part owns it,
+        this returns the heap's ``scheduler(kind)``, which takes any order."""
+        if self.lane_kind is not None:
+            return self.scheduler(kind)
+        self.lane_kind = kind
+        append, seq, priority = self.lane.append, self._seq, kind.priority
+        last = -math.inf  # the time given last
+
+        def schedule(time_s: float, a: Any = None, b: Any = None) -> None:
+            nonlocal last
+            if time_s < last:
+                raise ValueError(
+                    f"{kind.name} at {time_s!r} is earlier than the one before ({last!r})"
+                )
+            last = time_s
+            append((time_s, priority, next(seq), kind, a, b))
+
+        return schedule
+
     def next_time(self) -> float:
         """Time of the earliest event (infinity when empty)."""
-        return self.heap[0][0] if self.heap else float("inf")
+        heap, lane = self.heap, self.lane
+        if lane and (not heap or lane[0] < heap[0]):
+            return lane[0][0]
+        return heap[0][0] if heap else float("inf")
 
     def can_take_inline(self, time_s: float) -> bool:
         """Whether a handler may handle its own next event at ``time_s`` at once instead of
         scheduling it: only when that is due within the current ``run_until`` and strictly
-        before every queued event, so the order of events is the same either way."""
-        return time_s <= self.target_s and (not self.heap or time_s < self.heap[0][0])
+        before every queued event (in the heap and the lane), so the order of events is
+        the same either way."""
+        return (
+            time_s <= self.target_s
+            and (not self.heap or time_s < self.heap[0][0])
+            and (not self.lane or time_s < self.lane[0][0])
+        )
 
     def take_inline(self, time_s: float) -> None:
         """Advance the clock to an event taken inline (see ``can_take_inline``)."""
@@ -120,12 +172,36 @@ class EventQueue:
         self.target_s = target_s
         heap, handlers, pop = self.heap, self._handlers, heapq.heappop
         processed = 0
-        while heap and heap[0][0] <= target_s:
-            t, _, _, kind, a, b = pop(heap)
+        if self.lane_kind is None:
+            while heap and heap[0][0] <= target_s:
+                t, _, _, kind, a, b = pop(heap)
+                processed += 1
+                self.now_s = t
+                handlers[kind](a, b)
+            self.processed += processed
+            return
+        # With the lane: the earlier of its head and the heap's (whole tuples compare, so
+        # a tie in time and priority goes to the lower seq, as in the heap alone).
+        lane = self.lane
+        popleft = lane.popleft
+        while True:
+            if lane:
+                if heap and heap[0] < lane[0]:
+                    if heap[0][0] > target_s:
+                        break
+                    t, _, _, kind, a, b = pop(heap)
+                else:
+                    if lane[0][0] > target_s:
+                        break
+                    t, _, _, kind, a, b = popleft()
+            elif heap and heap[0][0] <= target_s:
+                t, _, _, kind, a, b = pop(heap)
+            else:
+                break
             processed += 1
             self.now_s = t
             handlers[kind](a, b)
         self.processed += processed
 
     def __len__(self) -> int:
-        return len(self.heap)
+        return len(self.heap) + len(self.lane)

@@ -9,6 +9,7 @@ from scenarios import shortened, single_model
 
 from emulator import Engine, Frame, ScenarioError, Summary
 from emulator.scenario.presets import load_preset
+from emulator.sim.events import EventQueue
 
 M_KEYS = {
     "offered",
@@ -45,6 +46,33 @@ def test_it_gives_identical_frames_and_summary_for_the_same_scenario_and_seed() 
 
     assert run(None) == run(None)
     assert run(None) != run(2)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "lane"),
+    [
+        ({}, True),  # one constant service time: completions in order of time
+        ({"models.big.worker.batch_s": "2.5"}, False),  # two: not in order
+        ({"worker.service": '"lognormal"', "worker.service_cv": "0.3"}, False),
+        ({"worker.service": '"linear"'}, False),
+    ],
+)
+def test_completions_take_the_queue_s_lane_only_when_in_order_with_the_heap_s_results(
+    overrides: dict[str, str], lane: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run() -> tuple[str, str, object]:
+        engine = _doc(400, seed=3, **overrides)  # kills and restores hosts on the way
+        frames = engine.advance_to(150.25) + engine.advance_to(1000)
+        summary = engine.summary().to_dict()
+        summary.pop("wall_s")
+        frames_json = json.dumps([f.to_dict() for f in frames])
+        return frames_json, json.dumps(summary), engine.queue.lane_kind
+
+    *results, kind = run()
+    assert (kind is not None) == lane
+    monkeypatch.setattr(EventQueue, "fifo_scheduler", EventQueue.scheduler)  # the heap alone
+    *heap_results, heap_kind = run()
+    assert heap_kind is None and results == heap_results
 
 
 def test_it_emits_one_frame_per_sample_and_never_runs_past_the_duration() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from emulator.sim.events import ARRIVALS, FAULT, FRAME, WORKER_DONE, EventKind, EventQueue
 
 
@@ -54,3 +56,69 @@ def test_a_handler_may_take_its_next_event_inline_only_before_every_queued_one()
     assert queue.can_take_inline(1.9)
     assert not queue.can_take_inline(2.0)  # a tie goes through the heap, in order
     assert not queue.can_take_inline(6.0)  # beyond this advance
+
+
+def _run_mixed(use_lane: bool) -> list[tuple[float, str, Any]]:
+    """Completions at now + 0.5 (ties included) scheduled from handlers, interleaved
+    with heap events of lower, equal and higher priority at the same instants; through
+    the lane or, with ``use_lane`` false, all through the heap."""
+    queue, seen = _recording_queue(ARRIVALS, FAULT, FRAME)
+    done = queue.fifo_scheduler(WORKER_DONE) if use_lane else queue.scheduler(WORKER_DONE)
+    assert queue.lane_kind is (WORKER_DONE if use_lane else None)
+
+    def on_done(a: Any, _b: Any) -> None:
+        seen.append((queue.now_s, WORKER_DONE.name, a))
+        if a < 40:
+            done(queue.now_s + 0.5, a + 10, None)  # equal times: a tie broken by seq
+            done(queue.now_s + 0.5, a + 11, None)
+
+    queue.on(WORKER_DONE, on_done)
+    done(0.5, 0, None)
+    done(0.5, 1, None)
+    for i in range(12):
+        t = 0.25 * i
+        queue.schedule(t, FAULT, f"fault {t}")  # same priority as completions
+        queue.schedule(t, ARRIVALS, f"chunk {t}")  # before them
+        queue.schedule(t, FRAME, f"frame {t}")  # after them
+    queue.run_until(1.4)
+    assert queue.next_time() == 1.5
+    queue.run_until(100.0)
+    assert len(queue) == 0 and queue.next_time() == float("inf")
+    return seen
+
+
+def test_the_lane_runs_its_events_in_exactly_the_heap_s_order_ties_included() -> None:
+    through_lane = _run_mixed(use_lane=True)
+    assert through_lane == _run_mixed(use_lane=False)
+    assert len(through_lane) > 36 + 2
+
+
+def test_peeks_and_inline_takes_see_the_lane() -> None:
+    queue, seen = _recording_queue(FAULT, WORKER_DONE)
+    done = queue.fifo_scheduler(WORKER_DONE)
+    done(2.0, "done", None)
+    assert len(queue) == 1 and queue.next_time() == 2.0
+    queue.schedule(3.0, FAULT, "fault")
+    assert len(queue) == 2 and queue.next_time() == 2.0
+    queue.target_s = 5.0
+    assert queue.can_take_inline(1.9)
+    assert not queue.can_take_inline(2.0)  # a tie with the lane's head goes through the queue
+    queue.run_until(2.5)
+    assert seen == [(2.0, "worker done", "done")] and queue.next_time() == 3.0
+    done(2.5, "again", None)
+    assert queue.next_time() == 2.5 and not queue.can_take_inline(2.7)
+
+
+def test_the_lane_refuses_a_time_before_its_last_and_has_one_owner() -> None:
+    queue, _ = _recording_queue(FAULT, WORKER_DONE)
+    done = queue.fifo_scheduler(WORKER_DONE)
+    done(2.0, "a", None)
+    done(2.0, "b", None)  # an equal time is in order
+    with pytest.raises(ValueError, match="earlier than the one before"):
+        done(1.0, "c", None)
+    assert len(queue) == 2
+    # A second part gets the heap, which takes any order.
+    other = queue.fifo_scheduler(FAULT)
+    other(3.0, "late", None)
+    other(1.0, "early", None)
+    assert queue.lane_kind is WORKER_DONE and len(queue.heap) == 2 and queue.next_time() == 1.0

@@ -82,7 +82,14 @@ class StaticWorkers(WorkerModel):
         ]
         self.queue = sim.queue
         self.disp = sim.disp
-        self._schedule_done = sim.queue.scheduler(WORKER_DONE)
+        # With one constant service time B for every model served, a completion is due at
+        # now + B, and now never decreases: completions are scheduled in order of time,
+        # so they can wait in the queue's FIFO lane rather than the heap. (A completion
+        # made stale by a kill stays there and is ignored by its version, as before.)
+        constant = {self.services[m].constant_s for m in models}
+        in_order = len(constant) == 1 and 0.0 not in constant
+        queue = sim.queue
+        self._schedule_done = (queue.fifo_scheduler if in_order else queue.scheduler)(WORKER_DONE)
         #: The batch each worker is running (None when idle or dead).
         self.batch: list[Batch | None] = [None] * n
         #: Batches pushed to each worker while it was busy, oldest first.
