@@ -77,7 +77,7 @@ def _wait_celery(server: LiveServer, timeout_s: float) -> None:
 
 @pytest.fixture(scope="module")
 def dashboard(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> Iterator[LiveServer]:
-    """Daphne + one Celery worker on the test database and Redis, for the module."""
+    """Daphne and Celery workers (runs, docs) on the test database and Redis, for the module."""
     from reviewer.celery import app
 
     with django_db_blocker.unblock():
@@ -94,13 +94,15 @@ def dashboard(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> I
         server.procs.append(_start(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "reviewer.asgi:application"],
             env, server.logs[-1]))
-        server.logs.append(log_dir / "celery.log")
-        server.procs.append(_start(
-            # Runs, and the docs queue (re-anchoring, the break pass's advice), as serve's workers take them.
-            [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-Q", "celery,docs", "-P", "prefork", "-c", "1",
-             "--without-heartbeat", "--without-gossip", "--without-mingle", "-n",
-             f"browser-{port}@localhost", "--loglevel", "INFO"],
-            env, server.logs[-1]))
+        # A worker for runs and one for the docs queue (re-anchoring, the break pass's
+        # advice), as serve starts them: docs work never holds a run back.
+        for name, queue in (("celery", "celery"), ("celery-docs", "docs")):
+            server.logs.append(log_dir / f"{name}.log")
+            server.procs.append(_start(
+                [sys.executable, "-m", "celery", "-A", "reviewer", "worker", "-Q", queue, "-P", "prefork", "-c", "1",
+                 "--without-heartbeat", "--without-gossip", "--without-mingle", "-n",
+                 f"browser-{queue}-{port}@localhost", "--loglevel", "INFO"],
+                env, server.logs[-1]))
         _wait_http(server, "/accounts/login/", 60)
         _wait_celery(server, 60)
         yield server
