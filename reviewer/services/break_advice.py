@@ -11,18 +11,14 @@ seconds. Until the worker is done the page asks again.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from reviewer.models.review import FleetConfigVersion
-
-log = logging.getLogger(__name__)
 
 #: An ask no worker answered within this long (a lost task, no docs worker yet) is sent again.
 ASK_AGAIN_AFTER_S = 60
@@ -67,16 +63,7 @@ def break_advice_compute(*, version_id: int) -> dict[str, Any]:
 
 def _send_task(version_id: int) -> None:
     """Hand the work to a docs worker once the ask is committed, off the request path."""
-    from reviewer.services.runs import submit_off_request_path
+    from reviewer.services.runs import send_task_after_commit
 
-    def send() -> None:
-        from reviewer.tasks import break_advice as task
-
-        try:
-            task.apply_async(args=[version_id])
-        except Exception:
-            # The ask is recorded; the page's next ask after ASK_AGAIN_AFTER_S sends it again.
-            log.warning("could not hand the break advice of fleet version %s to the broker", version_id,
-                        exc_info=True)
-
-    transaction.on_commit(lambda: submit_off_request_path(send))
+    send_task_after_commit("break_advice", [version_id], f"the break advice of fleet version {version_id}",
+                           f"the page's next ask after {ASK_AGAIN_AFTER_S} s")

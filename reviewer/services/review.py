@@ -226,19 +226,11 @@ def reanchor_in_background() -> bool:
 
 def _send_reanchor_task(revision_id: int) -> None:
     """Hand the re-anchoring to a worker once the current transaction commits, off the request path."""
-    from reviewer.services.runs import submit_off_request_path
+    from reviewer.services.runs import send_task_after_commit
 
-    def send() -> None:
-        from reviewer.tasks import reanchor_revision as task
-
-        try:
-            task.apply_async(args=[revision_id])
-        except Exception:
-            # The revision stays pending; reanchors_resume hands it over again.
-            log.warning("could not hand the re-anchoring of revision %s to the broker", revision_id,
-                        exc_info=True)
-
-    transaction.on_commit(lambda: submit_off_request_path(send))
+    # The revision stays pending meanwhile.
+    send_task_after_commit("reanchor_revision", [revision_id], f"the re-anchoring of revision {revision_id}",
+                           "reanchors_resume")
 
 
 def reanchor_revision(*, revision_id: int) -> ReviseResult:

@@ -285,6 +285,22 @@ def submit_off_request_path(send: Any) -> None:
     _enqueuer().submit(send)
 
 
+def send_task_after_commit(task_name: str, args: list[Any], what: str, retried_by: str) -> None:
+    """Send the Celery task ``task_name`` (of ``reviewer.tasks``) with ``args`` once the
+    current transaction commits, off the request path. A broker that cannot take it is
+    logged, naming ``what`` was not handed over and ``retried_by`` what sends it again."""
+
+    def send() -> None:
+        from reviewer import tasks
+
+        try:
+            getattr(tasks, task_name).apply_async(args=args)
+        except Exception:
+            log.warning("could not hand %s to the broker; %s sends it again", what, retried_by, exc_info=True)
+
+    transaction.on_commit(lambda: submit_off_request_path(send))
+
+
 _ENQUEUER: tuple[int, ThreadPoolExecutor] | None = None
 
 
