@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
 from django.db import models
@@ -17,27 +16,21 @@ class OrderedJSONField(models.JSONField):
     scenario's models in the order the scenario lists them (which model a
     request goes to is drawn in that order), so a scenario read back from
     ``jsonb`` could give another run than the same scenario from its TOML.
-    On PostgreSQL this field is a ``json`` column, which keeps the text as
-    written; elsewhere it is a plain ``JSONField`` (SQLite stores the text).
-    It takes no key lookups in queries on PostgreSQL; the app makes none.
+    On PostgreSQL this field is a ``text`` column holding the JSON as written
+    (``json`` would keep the order too, but has no equality, so a query with
+    DISTINCT over the row fails); elsewhere it is a plain ``JSONField``
+    (SQLite stores the text). It takes no key lookups in queries on
+    PostgreSQL; the app makes none.
     """
 
     def db_type(self, connection: Any) -> str | None:
         if connection.vendor == "postgresql":
-            return "json"
+            return "text"
         return super().db_type(connection)
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
         if connection.vendor != "postgresql":
             return super().get_db_prep_value(value, connection, prepared)
-        from psycopg.types.json import Json
-
         if not prepared:
             value = self.get_prep_value(value)
-        return Json(value, dumps=partial(json.dumps, cls=self.encoder))
-
-    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
-        # psycopg decodes a json column itself (Django has it hand jsonb over as text).
-        if value is not None and not isinstance(value, str):
-            return value
-        return super().from_db_value(value, expression, connection)
+        return json.dumps(value, cls=self.encoder)
