@@ -30,6 +30,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--scenario", metavar="FILE|PRESET",
                         help="take hosts, worker sizes, split, throughput and demand from a scenario, "
                              "and show where its placement ranks")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="with --scenario: override a key by dotted path, as run takes (repeatable)",
+    )
     parser.add_argument("--hosts", help="number of identical hosts")
     parser.add_argument("--units", help="units per host, e.g. 10")
     parser.add_argument(
@@ -108,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     from emulator.scenario import ScenarioError
 
     try:
+        if args.overrides and not args.scenario:
+            raise PlacementError("--set: only with --scenario (the scenario to override)")
         data, text = _run_scenario(args) if args.scenario else _run(args)
     except (PlacementError, ScenarioError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -164,6 +170,8 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if clash:
         raise PlacementError(f"{clash[0]}: not with --scenario, which gives hosts, workers, split and throughput")
     scenario = load_scenario(args.scenario, max_requests=None)
+    if args.overrides:
+        scenario = scenario.with_overrides(args.overrides, max_requests=None)
     kwargs = problem_args(scenario)
     result = solve(**kwargs, top=_int(args.top, "top", minimum=1), method=args.method)
     problem = make_problem(**kwargs)

@@ -95,6 +95,17 @@ def _entry_lines(entry: dict[str, Any], data: dict[str, Any], unit: str, ratio_u
         f"    worst ratio {_fmt(entry['worst_ratio'], ratio_unit)} ({entry['worst_case']}), "
         f"nominal {_fmt(entry['nominal_qps'], unit)}, wasted units {entry['wasted_units']}"
     ]
+    down = entry.get("models_down_with") or {}
+    models = data.get("models") or {n: n for n in names}
+    if set(models.values()) != set(models):
+        served = entry["cases"][0].get("model_capacity") or {}
+        lines.append("    serves " + ", ".join(f"{m} {_fmt(c, unit)}" for m, c in served.items())
+                     + " with every host up (a split model: the least of its pools)")
+    if down:
+        lines.append("    down with one host's loss: " + "; ".join(
+            f"{m} ({', '.join(f)})" for m, f in down.items()))
+    elif not entry.get("unplaced"):
+        lines.append("    survives the loss of any one host, every pool kept")
     host_index = 0
     for count, workers in _groups(entry):
         span = f"host {host_index}" if count == 1 else f"hosts {host_index}-{host_index + count - 1}"

@@ -43,10 +43,19 @@ def test_it_finds_30_units_hold_at_most_15_small_workers_about_200_qps(doc):
     assert doc.value("most_workers", "small") == 15
 
 
-def test_it_finds_a_gap_of_50_at_peak_and_5_at_average(doc):
-    assert doc.value("gap_peak") == 50
-    assert doc.value("gap_avg") == 5
-    assert doc.value("gap_placed_avg") == Fraction(1000, 120)
+def test_it_finds_a_gap_of_50_at_peak_and_5_at_average_against_the_most_the_hosts_give(doc):
+    # The seed's napkin: 10k QPS against 15 small workers (200 QPS), the split ignored.
+    assert doc.value("gap_most_peak") == 50
+    assert doc.value("gap_most_avg") == 5
+
+
+def test_it_gives_the_gap_for_the_layout_as_placed_with_the_best_mix_beside_it(doc):
+    # 2 big / 2 big / 5 small at 50/50: big saturates first at 4 x 40/3 / 0.5 = 106.7 QPS.
+    assert doc.value("capacity_at_split_qps") == Fraction(320, 3)
+    assert doc.value("gap_peak") == 10000 / Fraction(320, 3)
+    assert doc.get("gap_peak").display == "93.8x"
+    assert doc.value("gap_best_mix_peak") == doc.value("gap_peak")
+    assert "as placed" in doc.get("gap_peak").label
 
 
 def test_it_shows_the_queue_growing_by_800_a_second_even_with_the_most_workers(doc):
@@ -63,16 +72,23 @@ def test_it_fills_a_20_request_batch_in_20_ms_at_1k_qps(doc):
     assert doc.value("fill_time_avg_s", "small") == Fraction(1, 25)
 
 
-def test_it_computes_the_latency_floor_batch_wait_and_littles_law(doc):
-    assert doc.value("latency_floor_avg_s", "small") == Fraction(1, 25) + Fraction(3, 2)
+def test_it_gives_the_latency_floor_as_a_minimum_and_littles_law_on_the_mean(doc):
+    # The least a request takes is one batch's service time; the first of a batch waits it to fill.
+    assert doc.value("latency_floor_s") == doc.value("latency_floor_s", "small") == Fraction(3, 2)
+    assert doc.value("latency_max_avg_s", "small") == Fraction(1, 25) + Fraction(3, 2)
+    assert doc.value("latency_max_quiet_s", "big") == 20 + Fraction(3, 2)
     assert doc.value("batch_wait_avg_s", "small") == Fraction(19, 1000)
-    assert doc.value("in_system_avg", "small") == 500 * (Fraction(1, 25) + Fraction(3, 2))
-    assert doc.value("latency_floor_quiet_s", "big") == 20 + Fraction(3, 2)
-    assert doc.value("latency_floor_s") == Fraction(3, 2)
+    mean = Fraction(19, 1000) + Fraction(3, 2)
+    assert doc.value("latency_mean_avg_s", "small") == mean
+    assert doc.value("in_system_avg", "small") == 500 * mean
+    # At 1 request a second the mean request waits (20 - 1) / 2 s, not the whole fill.
+    assert doc.value("in_system_quiet", "big") == Fraction(19, 2) + Fraction(3, 2)
 
 
 def test_it_reports_utilisation_and_the_best_mix(doc):
     assert doc.value("utilisation_avg", "small") == Fraction(500) / (5 * Fraction(40, 3))
+    assert doc.get("utilisation_avg").label == "Utilisation at average traffic"
+    assert doc.value("utilisation_avg") == 1000 / Fraction(320, 3)
     assert doc.value("best_mix_qps") == 4 * Fraction(40, 3) / Fraction(1, 2)
     assert doc.value("best_mix_one_host_lost_qps") == 2 * Fraction(40, 3) / Fraction(1, 2)
 
@@ -82,13 +98,17 @@ def test_every_figure_has_a_one_line_explanation_and_a_display(doc):
     assert len(data["figures"]) > 50
     for fig in data["figures"]:
         assert fig["explain"] and "\n" not in fig["explain"]
-        assert fig["display"] and set(fig) == {"key", "label", "model", "value", "display", "unit", "explain"}
+        assert fig["display"] and set(fig) == {"key", "label", "model", "value", "display", "unit", "explain",
+                                               "inputs"}
+        assert all(isinstance(k, str) for k in fig["inputs"])
 
 
 def test_it_suggests_the_seed_findings(doc):
     by_title = {f["title"]: f for f in doc.findings}
     assert all(f["pass"] == "numbers" for f in doc.findings)
-    assert by_title["Capacity is about 50x short of the peak goal"]["severity"] == "fix_now"
+    gap = by_title["Capacity is about 93.8x short of the peak goal"]
+    assert gap["severity"] == "fix_now" and "200 QPS" in gap["body"] and "750 workers" in gap["body"]
+    assert "fleet.gap_peak" in gap["figures"] and "traffic.peak_qps" in gap["inputs"]
     growth = next(f for f in doc.findings if f["title"].startswith("At average traffic the queue grows by 880"))
     assert growth["severity"] == "fix_now" and "nothing sheds load" in growth["body"]
     close = by_title["No rule says when a partial batch closes"]
@@ -108,7 +128,7 @@ def test_a_sized_fleet_with_a_close_rule_draws_no_capacity_or_close_findings():
     assert "partial batch" not in titles
     assert report.value("queue_growth_avg", "big") == 0
     # The close rule caps the fill wait at quiet hours.
-    assert report.value("latency_floor_quiet_s", "big") == Fraction(1, 20) + Fraction(3, 2)
+    assert report.value("latency_max_quiet_s", "big") == Fraction(1, 20) + Fraction(3, 2)
 
 
 @pytest.mark.parametrize(
@@ -164,10 +184,10 @@ def test_it_mentions_little_headroom_near_saturation():
     assert found["small runs 82.5% busy at average traffic"] == "mention"
 
 
-def test_it_says_when_no_mix_on_these_hosts_would_serve_the_load():
+def test_it_says_what_caps_each_model_when_the_queue_grows():
     report = _doc("traffic.qps=150")
     growth = next(f for f in report.findings if "queue grows by 30 requests" in f["title"])
-    assert "no mix of workers on these hosts serves it at this split (at most 107 QPS)" in growth["body"]
+    assert "small: 75 QPS offered for 66.7 QPS (5 workers x 13.3 QPS)" in growth["body"]
 
 
 def test_it_lists_findings_most_severe_first(doc):
@@ -208,9 +228,12 @@ def test_it_gives_a_continuous_model_token_figures_not_batch_ones() -> None:
     report = compute(load_preset("continuous-comfortable"))
     keys = {f.key for f in report.figures if f.model == "chat"}
     assert {"max_concurrent_seqs", "ttft_floor_s", "tpot_floor_s", "worker_qps"} <= keys
-    assert not keys & {"requests_per_batch", "fill_time_avg_s", "latency_floor_avg_s"}
-    # 200,000 KV tokens // (1000 + 250) = 160 sequences, under max_num_seqs 256.
-    assert report.value("max_concurrent_seqs", "chat") == 160
+    assert not keys & {"requests_per_batch", "fill_time_avg_s", "latency_max_avg_s"}
+    # A running sequence holds its prompt and, weighted by how long it runs, the mean of
+    # its generated tokens: for lognormal outputs of cv 1 that is the mean output plus
+    # a half, so 200,000 KV tokens hold 200,000 // 1250.5 = 159 sequences.
+    assert report.value("kv_running_tokens", "chat") == Fraction(2501, 2)
+    assert report.value("max_concurrent_seqs", "chat") == 159
     # One prefill step: 0.006 + 1000 x 2.5e-5 = 31 ms.
     assert report.value("ttft_floor_s", "chat") == Fraction(31, 1000)
     # One decode step alone: 0.006 + 0.00012 + 2e-8 x 1001.
@@ -224,6 +247,9 @@ def test_it_finds_a_tpot_goal_under_the_decode_floor_and_a_kv_too_small() -> Non
     storm = compute(load_preset("kv-preemption-storm").with_overrides(["slo.tpot_s=0.005"]))
     titles = [f["title"] for f in storm.findings]
     assert any("TPOT goal is under" in t for t in titles)
-    assert any("KV cache cannot hold the concurrency" in t for t in titles)
+    # 40 QPS is over what four workers whose KV cache holds 35 sequences complete: the
+    # finding says the KV cache is what caps them.
+    growth = next(f for f in storm.findings if "queue grows" in f["title"])
+    assert "capped by the KV cache; a worker's KV cache holds 35 sequences" in growth["body"]
     comfortable = compute(load_preset("continuous-comfortable"))
     assert not any("KV cache" in f["title"] or "TPOT" in f["title"] for f in comfortable.findings)

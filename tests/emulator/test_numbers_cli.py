@@ -22,9 +22,26 @@ def test_it_prints_the_doc_as_written_figures_with_their_explanations():
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "== fleet ==" in out and "== small ==" in out
-    gap = next(line for line in out.splitlines() if line.strip().startswith("Gap factor at peak traffic "))
-    assert "50x" in gap and "200 QPS" in gap
-    assert "[fix_now] Capacity is about 50x short of the peak goal" in out
+    # The headline: the gap for the layout as placed, the best mix beside it.
+    headline = out.split("Headline", 1)[1].split("==", 1)[0]
+    assert "gap at the peak: 93.8x" in headline and "Gap at the peak with the best mix 93.8x" in headline
+    assert "latency floor (a minimum): 1.5 s" in headline
+    most = next(line for line in out.splitlines() if line.strip().startswith("Gap against the most"))
+    assert "50x" in most and "200 QPS" in most
+    assert "[fix_now] Capacity is about 93.8x short of the peak goal" in out
+    # Each host's loss: host 2 carries every small worker.
+    losses = out.split("== each host's loss ==", 1)[1]
+    assert next(line for line in losses.splitlines() if "host:2" in line).rstrip().endswith("small")
+
+
+def test_it_takes_overrides_as_run_does():
+    done = numbers("prefix-heavy-chat", "--set", "dispatcher.policy=prefix_aware", "--json")
+    assert done.returncode == 0, done.stderr
+    routed = json.loads(done.stdout)
+    plain = json.loads(numbers("prefix-heavy-chat", "--json").stdout)
+    assert routed["analysis"]["capacity_qps"] > 50 > plain["analysis"]["capacity_qps"]
+    bad = numbers("prefix-heavy-chat", "--set", "dispatcher.policy=nope")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: dispatcher.policy")
 
 
 def test_it_prints_json_with_figures_and_findings():

@@ -5,6 +5,7 @@ design's goals break physics."""
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 from pathlib import Path
 
@@ -78,14 +79,24 @@ def test_it_gives_the_roofline_figures_by_hand_arithmetic() -> None:
     assert r.value("ttft_floor_s", "chat") == 1000 * per_token
     # TPOT alone: the weights and 1,001 tokens of KV read once.
     assert r.value("tpot_floor_s", "chat") == (weights + 327_680 * 1001) / bandwidth
-    # Full concurrency: max_num_seqs 256 (the cache holds 381), mean context 1,100.
-    n = 256
-    step = max((weights + 327_680 * n * 1100) / bandwidth, n * per_token)
-    assert r.value("decode_step_at_full_s", "chat") == step
-    wq = 1 / (199 * step / n + 1000 * per_token)
-    assert r.value("max_qps_per_worker", "chat") == r.value("worker_qps", "chat") == wq
-    assert r.value("max_output_tokens_per_s", "chat") == wq * 200
-    assert r.value("workers_needed_peak", "chat") == 10 / wq  # 10 QPS, no peak_qps: the mean
+    # Full concurrency: max_num_seqs 256 (the cache holds 416). A running sequence holds
+    # its 1,000-token prompt and on average (200 + 1) / 2 generated tokens.
+    n, context, out = 256, 1000 + Fraction(201, 2), 200
+    kv = Fraction(327_680) / bandwidth
+    step = max(weights / bandwidth + kv * n * context, n * per_token)
+    assert abs(r.value("decode_step_at_capacity_s", "chat") - step) < Fraction(1, 10**12)
+    # A prompt's compute first fills the step's memory time: of Poisson(n / (out - 1))
+    # prompts a step, the first costs what it adds beyond the decode step, the others
+    # their whole compute.
+    first = max(weights / bandwidth + kv * (n * context + 1000), per_token * (n + 1000)) - step
+    more = per_token * 1000
+    mu = n / (out - 1)
+    extra = float(more) + float(first - more) * -math.expm1(-mu) / mu
+    wq = 1 / ((out - 1) * float(step) / n + extra)
+    assert float(r.value("max_qps_per_worker", "chat")) == pytest.approx(wq, rel=1e-9)
+    assert r.value("worker_qps", "chat") == r.value("max_qps_per_worker", "chat")  # no goal binds
+    assert float(r.value("max_output_tokens_per_s", "chat")) == pytest.approx(wq * 200, rel=1e-9)
+    assert float(r.value("workers_needed_peak", "chat")) == pytest.approx(10 / wq, rel=1e-9)  # constant: the mean
     assert "lower bound" in r.get("decode_step_floor_s", "chat").explain
 
 
@@ -110,20 +121,20 @@ def test_it_finds_a_tpot_goal_under_the_time_to_read_the_weights() -> None:
 
 
 def test_it_finds_a_kv_cache_too_small_for_the_peaks_concurrency() -> None:
-    # Two GPUs leave 18,432 tokens: 15 sequences of 1,200. At a peak of 12 QPS over
-    # two workers each holds about 6 x latency sequences (Little's law).
+    # Two GPUs leave 18,432 tokens: 16 running sequences of 1,100.5 tokens. At a peak of
+    # 14 QPS over four workers each runs about 18 (Little's law on the step model).
     quiet = _report(2, "traffic.qps=1")
     assert not any("KV cache cannot hold" in t for t in _titles(quiet))
-    peak = _titles(_report(2, "traffic.qps=1", "traffic.shape=step", "traffic.peak_qps=12"))
+    peak = _titles(_report(2, "traffic.qps=1", "traffic.shape=step", "traffic.peak_qps=14"))
     assert peak["chat's KV cache cannot hold the concurrency its peak load implies"] == "fix_now"
 
 
-def test_it_finds_a_peak_that_needs_more_gpus_than_the_hosts_have() -> None:
+def test_it_finds_a_load_that_needs_more_gpus_than_the_hosts_have() -> None:
     report = _report(4, "traffic.qps=2000")
-    title = next(t for t in _titles(report) if "GPUs at the peak" in t)
-    assert title.endswith("the hosts have 16")
-    assert _titles(report)[title] == "fix_now"
-    assert not any("GPUs at the peak" in t for t in _titles(_report(4)))
+    growth = next(f for f in report.findings if "queue grows" in f["title"])
+    assert growth["severity"] == "fix_now"
+    assert "GPUs; the hosts have 16)" in growth["body"]
+    assert not any("queue grows" in f["title"] for f in _report(4).findings)
 
 
 def test_it_finds_a_kv_cache_bigger_than_the_gpus_memory() -> None:
@@ -138,14 +149,17 @@ def test_it_sizes_a_traced_workload_by_its_means_and_its_busiest_minute(tmp_path
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps({"arrival_s": t, "prompt_tokens": p, "output_tokens": o}) + "\n"
                             for t, p, o in rows))
-    report = compute(load_scenario(SCENARIO.format(units=4)).with_overrides([f'traffic.trace="{path}"']))
+    # The run lasts long enough to replay every row (a run replays only what fits in it).
+    report = compute(load_scenario(SCENARIO.format(units=4)).with_overrides([f'traffic.trace="{path}"',
+                                                                             "duration_s=180"]))
     assert report.value("ttft_floor_s", "chat") == compute(
         load_scenario(SCENARIO.format(units=4)).with_overrides(["models.chat.tokens=1000"])
     ).value("ttft_floor_s", "chat")  # mean prompt (30 x 800 + 10 x 1600) / 40 = 1,000
-    assert "over 40 requests" in report.get("kv_concurrent_seqs", "chat").explain
-    need = report.get("workers_needed_peak", "chat")
-    assert need.value == Fraction(30, 60) / report.value("worker_qps", "chat")
-    assert "busiest minute: 30 arrivals" in need.explain
+    assert "over 40 requests" in report.get("kv_running_tokens", "chat").explain
+    peak = report.get("offered_peak_qps", "chat")
+    assert peak.value == Fraction(30, 60)
+    assert "busiest 60 s of the replayed trace: 30 arrivals" in peak.explain
+    assert report.value("workers_needed_peak", "chat") == Fraction(30, 60) / report.value("worker_qps", "chat")
 
 
 def test_the_roofline_preset_runs_inside_its_slos_and_above_its_floors() -> None:

@@ -81,6 +81,25 @@ class PlacementProblem:
     qps: tuple[Fraction, ...]
     demand_qps: Fraction | None = None
     qps_given: bool = True
+    #: The model each worker type serves (a split model's pools are types of their own:
+    #: ``chat/prefill`` and ``chat/decode``); empty when every type is its own model.
+    model_of: tuple[str, ...] = ()
+    #: Sets of type indexes that no host may carry together (a host group names one
+    #: pool, so a host carries one pool of a split model).
+    exclusive: tuple[tuple[int, ...], ...] = ()
+
+    def allowed_with(self, counts: Sequence[int]) -> list[int]:
+        """The types a host carrying ``counts`` may still take."""
+        out = []
+        for i in range(len(self.names)):
+            clash = any(i in group and any(counts[j] for j in group if j != i) for group in self.exclusive)
+            if not clash:
+                out.append(i)
+        return out
+
+    def models(self) -> tuple[str, ...]:
+        """Each type's model (the type itself unless pools were given)."""
+        return self.model_of or self.names
 
     @property
     def weights(self) -> tuple[Fraction | None, ...]:
@@ -107,7 +126,8 @@ class PlacementProblem:
         )
 
 
-def _parse_split(names: Sequence[str], split: Mapping[str, Number] | None) -> tuple[Fraction, ...]:
+def _parse_split(names: Sequence[str], split: Mapping[str, Number] | None,
+                 model_of: Sequence[str] = ()) -> tuple[Fraction, ...]:
     if split is None:
         return tuple(Fraction(1, len(names)) for _ in names)
     for name in split:
@@ -123,7 +143,9 @@ def _parse_split(names: Sequence[str], split: Mapping[str, Number] | None) -> tu
         if share < 0:
             raise PlacementError(f"split.{name}: share {float(share):g} is negative")
         shares.append(share)
-    total = sum(shares, Fraction(0))
+    # A split model's pools each carry the model's share (each sees all its requests).
+    per_model = dict(zip(model_of, shares, strict=True)) if model_of else dict(zip(names, shares, strict=True))
+    total = sum(per_model.values(), Fraction(0))
     if total != 1:
         raise PlacementError(
             f"split: shares add up to {float(total):g}, not 1; adjust them so they sum to 1"
@@ -139,8 +161,13 @@ def make_problem(
     *,
     qps_per_worker: Mapping[str, Number] | None = None,
     demand_qps: Number | None = None,
+    model_of: Mapping[str, str] | None = None,
 ) -> PlacementProblem:
-    """Validate placement inputs; raise :class:`PlacementError` (one line) on bad ones."""
+    """Validate placement inputs; raise :class:`PlacementError` (one line) on bad ones.
+
+    ``model_of`` maps worker types to the model they serve when a model's pools are
+    types of their own: the pools of one model each carry its share, and no host
+    carries two pools of one model."""
     if isinstance(hosts, bool) or not isinstance(hosts, int) or hosts < 1:
         raise PlacementError(f"hosts: {hosts!r} must be a whole number of at least 1")
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
@@ -159,7 +186,12 @@ def make_problem(
                 "use larger hosts or a smaller worker"
             )
         sizes.append(size)
-    shares = _parse_split(names, split)
+    models = tuple((model_of or {}).get(n, n) for n in names) if model_of else ()
+    shares = _parse_split(names, split, models)
+    exclusive = tuple(
+        group for group in (tuple(i for i, m in enumerate(models) if m == model) for model in dict.fromkeys(models))
+        if len(group) > 1
+    )
     if qps_per_worker is None:
         qps = tuple(Fraction(1) for _ in names)
         qps_given = False
@@ -182,7 +214,7 @@ def make_problem(
         demand = exact(demand_qps, field_name="demand_qps")
         if demand <= 0:
             raise PlacementError("demand_qps: must be above 0")
-    return PlacementProblem(hosts, units, names, tuple(sizes), shares, qps, demand, qps_given)
+    return PlacementProblem(hosts, units, names, tuple(sizes), shares, qps, demand, qps_given, models, exclusive)
 
 
 @dataclass(frozen=True)
@@ -260,7 +292,9 @@ def layout_for(problem: PlacementProblem, counts: Sequence[int]) -> HostLayout:
     used = sum(c * s for c, s in zip(counts, problem.sizes, strict=True))
     if used > problem.units:
         raise PlacementError(f"layout {tuple(counts)} needs {used} units but a host has {problem.units}")
-    maximal = problem.units - used < min(problem.sizes)
+    # Maximal: no worker the host may still take fits in its free units.
+    allowed = problem.allowed_with(counts)
+    maximal = not allowed or problem.units - used < min(problem.sizes[i] for i in allowed)
     return HostLayout(tuple(counts), _canonical_slots(problem, counts), problem.units, used, maximal)
 
 
@@ -280,6 +314,9 @@ def host_layouts(problem: PlacementProblem, *, maximal_only: bool = False) -> li
             extend(prefix + [count], free - count * problem.sizes[i])
 
     extend([], problem.units)
+    if problem.exclusive:
+        found = [c for c in found if len(problem.allowed_with(c)) == len(problem.names)
+                 or all(sum(1 for j in group if c[j]) <= 1 for group in problem.exclusive)]
     layouts = [layout_for(problem, c) for c in found]
     if maximal_only:
         layouts = [lay for lay in layouts if lay.maximal]
@@ -340,6 +377,18 @@ class FleetPlacement:
         return {"unplaced": unplaced, "lost_with": lost_with,
                 "survives_any_host_loss": not unplaced and not lost_with}
 
+    def models_down(self, problem: PlacementProblem) -> dict[str, list[str]]:
+        """Model -> the single-host losses that take it down (one of its pools, or its
+        only type, left with no worker)."""
+        verdict = self.verdict(problem.names)
+        down: dict[str, list[str]] = {}
+        for name, failures in verdict["lost_with"].items():
+            model = problem.models()[problem.names.index(name)]
+            for failure in failures:
+                if failure not in down.setdefault(model, []):
+                    down[model].append(failure)
+        return down
+
     def to_dict(self, problem: PlacementProblem) -> dict[str, Any]:
         """JSON-safe form, as in the placement interface."""
         names = problem.names
@@ -365,13 +414,23 @@ class FleetPlacement:
             "wasted_units": self.wasted_units,
             "unplaced": verdict["unplaced"],
             "lost_with": verdict["lost_with"],
+            "models_down_with": self.models_down(problem),
             "survives_any_host_loss": verdict["survives_any_host_loss"],
             "cases": [
                 {"failure": c.failure, "alike": c.alike,
-                 "capacity": per_model(c.capacity), "ratio": per_model(c.ratio)}
+                 "capacity": per_model(c.capacity), "ratio": per_model(c.ratio),
+                 "model_capacity": _model_capacity(problem, c.capacity)}
                 for c in self.cases
             ],
         }
+
+
+def _model_capacity(problem: PlacementProblem, capacity: Sequence[Fraction]) -> dict[str, float]:
+    """Each model's capacity in a case: the least of its pools' (its one type's otherwise)."""
+    out: dict[str, Fraction] = {}
+    for model, cap in zip(problem.models(), capacity, strict=True):
+        out[model] = min(out[model], cap) if model in out else cap
+    return {m: float(c) for m, c in out.items()}
 
 
 def _times(weight: Fraction | None, count: int) -> Fraction | None:
@@ -431,6 +490,7 @@ class PlacementResult:
             "split": {n: float(s) for n, s in zip(p.names, p.shares, strict=True)},
             "qps_per_worker": {n: float(q) for n, q in zip(p.names, p.qps, strict=True)},
             "demand_qps": None if p.demand_qps is None else float(p.demand_qps),
+            "models": dict(zip(p.names, p.models(), strict=True)),
             "capacity_unit": p.capacity_unit,
             "ratio_basis": p.ratio_basis,
             "method": self.method,
@@ -453,6 +513,7 @@ def solve(
     demand_qps: Number | None = None,
     top: int = 10,
     method: str = "counts",
+    model_of: Mapping[str, str] | None = None,
 ) -> PlacementResult:
     """Rank fleet placements of ``workers`` on ``hosts`` identical hosts.
 
@@ -464,7 +525,7 @@ def solve(
     from emulator.analysis.placement import search as placement_exact
 
     problem = make_problem(hosts, units, workers, split, qps_per_worker=qps_per_worker,
-                           demand_qps=demand_qps)
+                           demand_qps=demand_qps, model_of=model_of)
     if top < 1:
         raise PlacementError(f"top: {top} must be at least 1")
     if method == "counts":
@@ -478,7 +539,8 @@ def placement_to_hosts(entry: FleetPlacement | Mapping[str, Any], units: int | N
     """Scenario host groups (``{"count", "units", "workers": ["big@0", ...]}``) for a ranked fleet.
 
     Accepts a :class:`FleetPlacement` or its ``to_dict()`` form; consecutive
-    identical hosts share one group.
+    identical hosts share one group. A split model's pool types (``chat/decode``)
+    become its workers on a group with that ``pool``.
     """
     if isinstance(entry, FleetPlacement):
         per_host = [(lay.units, [f"{n}@{u}" for n, u in lay.slots]) for lay in entry.hosts()]
@@ -490,8 +552,21 @@ def placement_to_hosts(entry: FleetPlacement | Mapping[str, Any], units: int | N
             per_host.append((host_units, list(host["workers"])))
     groups: list[dict[str, Any]] = []
     for host_units, slots in per_host:
-        if groups and groups[-1]["units"] == host_units and groups[-1]["workers"] == slots:
-            groups[-1]["count"] += 1
+        pool = None
+        workers = []
+        for slot in slots:
+            name, _, first = slot.partition("@")
+            model, sep, named = name.partition("/")
+            if sep:
+                pool = named
+            workers.append(f"{model}@{first}")
+        group: dict[str, Any] = {"count": 1, "units": host_units, "workers": workers}
+        if pool is not None:
+            group["pool"] = pool
+        last = groups[-1] if groups else None
+        if last is not None and {k: v for k, v in last.items() if k != "count"} == {
+                k: v for k, v in group.items() if k != "count"}:
+            last["count"] += 1
         else:
-            groups.append({"count": 1, "units": host_units, "workers": slots})
+            groups.append(group)
     return groups

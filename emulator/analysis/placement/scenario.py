@@ -1,14 +1,19 @@
 """Placement questions taken from a scenario: its hosts, worker sizes, split and throughput.
 
-``place --scenario FILE|PRESET`` ranks placements with the scenario's own
-numbers (per-worker throughput from its batch size and batch time, demand from
-its average traffic) and shows where the placement as configured stands.
+``place --scenario FILE|PRESET`` ranks placements with the scenario's own numbers:
+per-worker capacity from the fleet's analysis (``emulator.analysis.fleet``: the batch
+formula for static workers, the step model at the concurrency the KV cache and limits
+allow for continuous ones), demand from its average traffic, and shows where the
+placement as configured stands. A split model's pools are worker types of their own
+(``chat/prefill``, ``chat/decode``), each carrying the model's share: a layout that
+loses every worker of one pool loses the model, and no host carries two pools of one
+model (a host group names one pool).
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emulator.analysis.placement import (
     FleetPlacement,
@@ -28,11 +33,21 @@ from emulator.analysis.placement.search import (
 )
 from emulator.scenario import Scenario
 
-__all__ = ["current_fleet", "layout_config_name", "problem_args", "rank_of"]
+if TYPE_CHECKING:
+    from emulator.analysis.fleet import FleetAnalysis
+
+__all__ = ["current_fleet", "layout_config_name", "problem_args", "rank_of", "type_name"]
 
 
-def problem_args(scenario: Scenario) -> dict[str, Any]:
+def type_name(model: str, pool: str | None, split: bool) -> str:
+    """The worker type of a model's worker in ``pool``: the model, or ``model/pool``."""
+    return f"{model}/{pool}" if split and pool is not None else model
+
+
+def problem_args(scenario: Scenario, analysis: FleetAnalysis | None = None) -> dict[str, Any]:
     """Keyword arguments for :func:`emulator.analysis.placement.solve` describing the scenario's fleet."""
+    from emulator.analysis.fleet import analyse
+
     hosts = scenario.expanded_hosts()
     if not hosts:
         raise PlacementError("hosts: the scenario has no hosts; add a [[hosts]] group")
@@ -42,21 +57,41 @@ def problem_args(scenario: Scenario) -> dict[str, Any]:
             f"hosts: the scenario mixes hosts of {', '.join(str(u) for u in sorted(sizes))} units; "
             "place works on identical hosts, so give --hosts and --units instead"
         )
-    batch_s = exact(scenario.worker.batch_s)
-    qps = {}
+    fa = analysis if analysis is not None else analyse(scenario)
+    workers: dict[str, int] = {}
+    split: dict[str, Fraction] = {}
+    qps: dict[str, Fraction] = {}
+    model_of: dict[str, str] = {}
     for name, spec in scenario.models.items():
-        per_batch = scenario.dispatcher.max_batch_tokens // spec.tokens if spec.tokens > 0 else 0
-        if per_batch == 0:
-            raise PlacementError(f"models.{name}.tokens: a request does not fit in a batch, so a worker serves nothing")
-        qps[name] = Fraction(per_batch) / batch_s
-    return {
+        m = fa.models[name]
+        for pool in m.pools:
+            kind = type_name(name, pool.name, m.split)
+            per = pool.worker.qps
+            if per == 0 and m.batching == "static":
+                raise PlacementError(f"models.{name}.tokens: a request does not fit in a batch, so a worker serves nothing")
+            if per == 0:
+                raise PlacementError(f"models.{name}: a worker serves nothing ({pool.worker.how}); fix the worker keys")
+            if m.split:
+                # In the model's requests a second: a prefill worker sees only the requests
+                # sent to it, and a decode worker's link moves one transfer at a time.
+                per = per / pool.traffic_share
+                if pool.role == "decode" and m.transfer_s and m.decode_direct_share < 1:
+                    per = min(per, 1 / (m.transfer_s * (1 - m.decode_direct_share)))
+            workers[kind] = spec.worker_units
+            split[kind] = exact(spec.share)
+            qps[kind] = per
+            model_of[kind] = name
+    args: dict[str, Any] = {
         "hosts": len(hosts),
         "units": sizes.pop(),
-        "workers": {name: spec.worker_units for name, spec in scenario.models.items()},
-        "split": {name: exact(spec.share) for name, spec in scenario.models.items()},
+        "workers": workers,
+        "split": split,
         "qps_per_worker": qps,
         "demand_qps": exact(scenario.traffic.qps) if scenario.traffic.qps > 0 else None,
     }
+    if any(k != v for k, v in model_of.items()):
+        args["model_of"] = model_of
+    return args
 
 
 def current_fleet(problem: PlacementProblem, scenario: Scenario) -> FleetPlacement:
@@ -64,16 +99,18 @@ def current_fleet(problem: PlacementProblem, scenario: Scenario) -> FleetPlaceme
     sizes = dict(zip(problem.names, problem.sizes, strict=True))
     smallest = min(problem.sizes)
     groups: list[tuple[int, HostLayout]] = []
-    for _, units, slots in scenario.expanded_hosts():
-        ordered = sorted(slots, key=lambda w: w.first_unit)
-        counts = tuple(sum(1 for w in slots if w.model == n) for n in problem.names)
-        used = sum(sizes[w.model] for w in slots)
-        layout = HostLayout(counts, tuple((w.model, w.first_unit) for w in ordered), units, used,
-                            units - used < smallest, tuple(sizes[w.model] for w in ordered))
-        if groups and groups[-1][1] == layout:
-            groups[-1] = (groups[-1][0] + 1, layout)
-        else:
-            groups.append((1, layout))
+    for group in scenario.hosts:
+        ordered = sorted(group.workers, key=lambda w: w.first_unit)
+        kinds = [type_name(w.model, group.pool, scenario.models[w.model].disaggregated is not None) for w in ordered]
+        counts = tuple(sum(1 for k in kinds if k == n) for n in problem.names)
+        used = sum(sizes[k] for k in kinds)
+        layout = HostLayout(counts, tuple((k, w.first_unit) for k, w in zip(kinds, ordered, strict=True)),
+                            group.units, used, group.units - used < smallest, tuple(sizes[k] for k in kinds))
+        for _ in range(group.count):
+            if groups and groups[-1][1] == layout:
+                groups[-1] = (groups[-1][0] + 1, layout)
+            else:
+                groups.append((1, layout))
     return evaluate_fleet(problem, groups, 0)
 
 

@@ -1,0 +1,275 @@
+"""What one worker of a pool serves: the static batch formula, or the continuous step
+model at the concurrency its KV cache and limits allow.
+
+Static: a batch holds ``max_batch_tokens // tokens`` requests and takes ``batch_s``
+(scaled by its tokens when ``service = "linear"``); a worker serves one batch at a time.
+
+Continuous: with ``n`` sequences decoding, a worker runs steps back to back, each
+carrying the ``n`` decoders and the prompts that arrived. Per second its ``X`` requests
+need ``X (O - 1)`` decode tokens, ``n`` a step, and each prompt adds its prefill to the
+step that takes it, so
+
+    1 = X (O - 1) / n x decode step(n) + X x prefill extra      X(n) = 1 / (...)
+
+and the time per output token is the mean step, ``n / (X (O - 1))``. Concurrency grows
+with load up to the most the worker allows: ``max_num_seqs``, the sequences its KV cache
+holds (a running sequence's KV weighted by how long it runs, see ``workload``), and the
+token budget of a step. The worker's capacity is X at the best concurrency it can
+reach whose time per output token meets the TPOT goal. With a prefix cache, what the
+running sequences leave of the KV cache holds prefixes, so more concurrency means fewer
+cached prefixes and more prefill (``prefix``): the best concurrency can be below the
+limit.
+
+A prefill pool's worker runs prompts only, in steps packed to the token budget at
+saturation; a decode pool's worker takes each request with its prompt's KV and one
+token still to compute (and serves the prompts under the decider's threshold whole).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from emulator.analysis.fleet.prefix import che_hit_rate, distinct, partition
+from emulator.analysis.fleet.steps import StepCost
+from emulator.analysis.fleet.workload import Workload
+from emulator.scenario import Scenario
+
+__all__ = ["WorkerCapacity", "continuous_worker", "static_worker"]
+
+#: Largest concurrency scanned one by one; beyond it a geometric grid.
+SCAN_ALL = 2048
+#: A goal that more than this share of requests misses at any load leaves no capacity.
+MISS_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class WorkerCapacity:
+    """One worker of a pool at its capacity. Figures are exact (``Fraction``) where the
+    arithmetic is rational (the batch formula), the float's exact value otherwise."""
+
+    qps: Fraction  # most requests a second it serves with the goals met
+    throughput_qps: Fraction  # most it completes at its concurrency limit, goals aside
+    concurrency: Fraction  # sequences running at capacity (static: requests in a batch)
+    limit: int  # the most sequences it may run (static: requests per batch)
+    kv_sequences: int | None  # sequences its KV cache holds (None: static)
+    binding: str  # what caps it: batch, kv_cache, max_num_seqs, token_budget, tpot_goal, ...
+    step_s: Fraction | None  # a decode step at capacity (static: a batch's service time)
+    tpot_s: Fraction | None  # mean time per output token at capacity
+    prefill_s: Fraction | None  # what one request's prefill adds to the worker's busy time
+    hit_rate: Fraction | None  # expected share of prefix tokens found cached
+    how: str  # one line: how the capacity was found
+    inputs: tuple[str, ...]
+    notes: tuple[str, ...] = field(default=())
+    #: Goals no load meets (``tpot_s``, ``ttft_s``), left out of ``qps``.
+    goals_left_out: tuple[str, ...] = field(default=())
+    #: The mean time per output token at the concurrency limit (throughput_qps's).
+    full_tpot_s: Fraction | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else _plain(v)) for k, v in self.__dict__.items()}
+
+
+def _plain(value: Any) -> Any:
+    return float(value) if isinstance(value, Fraction) else value
+
+
+def _q(value: float | None) -> Fraction | None:
+    """A float's exact value (None stays None)."""
+    return None if value is None else Fraction(value)
+
+
+def static_worker(scenario: Scenario, name: str) -> WorkerCapacity:
+    """The batch formula: requests per batch over the batch's service time."""
+    spec = scenario.models[name]
+    d, w = scenario.dispatcher, scenario.worker_for(name)
+    b = d.max_batch_tokens // spec.tokens if spec.tokens > 0 else 0
+    service = Fraction(repr(w.batch_s))
+    if w.service == "linear" and b > 0:
+        service = service * Fraction(b * spec.tokens, d.max_batch_tokens)
+    qps = Fraction(b) / service
+    inputs = ("dispatcher.max_batch_tokens", f"models.{name}.tokens", "worker.batch_s", "worker.service")
+    how = (f"{d.max_batch_tokens} max batch tokens // {spec.tokens} tokens = {b} requests a batch, "
+           f"one batch per {float(service):g} s")
+    binding = "batch" if b else "no_fit"
+    return WorkerCapacity(qps, qps, Fraction(b), b, None, binding, service, None, None, None, how, inputs)
+
+
+@dataclass
+class _Point:
+    n: float
+    qps: float
+    tpot: float
+    step: float
+    extra: float
+    hit: float | None
+
+
+def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, *, role: str = "whole",
+                      pool_workers: int = 1, prefix_routed: bool = False, direct_share: float = 0.0,
+                      tpot_goal: float | None = None, ttft_goal: float | None = None) -> WorkerCapacity:
+    """A continuous worker of ``role`` (whole, prefill or decode) at its capacity."""
+    w = scenario.worker_for(name)
+    if role == "prefill":
+        return _prefill_worker(scenario, name, load, cost, pool_workers, prefix_routed)
+    p, o = load.prompt, load.output
+    out = o.mean
+    context = load.kv_running
+    cache = _PrefixModel.of(scenario, name, load, pool_workers, prefix_routed) if role == "whole" else None
+    private = context - (cache.moved if cache else 0.0)
+    by_kv = int(w.kv_cache_tokens // private) if private > 0 else w.max_num_seqs
+    if cache is not None:
+        by_kv = cache.most_running(w.kv_cache_tokens, private, w.max_num_seqs)
+    budget = w.max_batched_tokens - 1
+    limit = min(w.max_num_seqs, by_kv, budget)
+    binding = "max_num_seqs" if limit == w.max_num_seqs else "kv_cache" if limit == by_kv else "token_budget"
+
+    def at(n: float) -> _Point:
+        hit = cache.hit(w.kv_cache_tokens - n * private) if cache is not None else None
+        saved = (hit or 0.0) * (cache.usable if cache else 0.0)
+        if role == "decode":
+            landed = cost.prompt_extra(n, context, 1.0, p.mean, p.mean, n / max(out - 1, 1))
+            whole = cost.prompt_extra(n, context, p.mean, p.mean, p.sq, n / max(out - 1, 1))
+            extra = (1 - direct_share) * landed + direct_share * whole
+        else:
+            new = p.mean - saved
+            extra = cost.prompt_extra(n, context, new, p.mean, p.sq - saved * p.mean, n / max(out - 1, 1))
+        step = cost.decode(n, context)
+        per_request = (out - 1) * step / n + extra if out > 1 else extra
+        qps = 1.0 / per_request if per_request > 0 else 0.0
+        tpot = n / (qps * (out - 1)) if out > 1 and qps > 0 else step
+        return _Point(n, qps, tpot, step, extra, hit)
+
+    if limit < 1:
+        return WorkerCapacity(Fraction(0), Fraction(0), Fraction(0), 0, by_kv, "kv_cache", None, None, None, None,
+                              f"the KV cache ({w.kv_cache_tokens:,} tokens) holds no sequence of {private:.0f}",
+                              _inputs(name, load, cost, cache is not None))
+    points = [at(n) for n in _grid(limit)]
+    top = max(points, key=lambda q: q.qps)
+    best, goal_binding = top, None
+    notes: list[str] = []
+    left_out: list[str] = []
+    if tpot_goal is not None:
+        meets = [q for q in points if q.tpot <= tpot_goal]
+        if not meets:
+            # No load meets it: the goal is left out of the capacity (a finding says so).
+            left_out.append("tpot_s")
+            notes.append(f"no load meets the TPOT goal ({points[0].tpot * 1000:.3g} ms with one sequence alone): "
+                         "it is left out of the capacity")
+        else:
+            best = max(meets, key=lambda q: q.qps)
+            if best.qps < top.qps:
+                goal_binding = "tpot_goal"
+    if ttft_goal is not None:
+        missed = _ttft_missed(load, cost, ttft_goal, cache.usable if cache else 0.0, best.hit or 0.0)
+        if missed > MISS_SHARE:
+            left_out.append("ttft_s")
+            notes.append(f"{missed:.0%} of prompts cannot prefill within the TTFT goal at any load: it is left "
+                         "out of the capacity")
+    if cache is not None and top.n < limit and goal_binding is None:
+        binding = "prefix_cache"
+    how = (f"{best.n:g} sequences decoding ({binding if goal_binding is None else goal_binding} binds): "
+           f"1 / ((output {out:g} - 1) x {best.step * 1000:.3g} ms a step / {best.n:g} + "
+           f"{best.extra * 1000:.3g} ms of prefill a request)")
+    return WorkerCapacity(
+        Fraction(best.qps), Fraction(top.qps), Fraction(best.n), limit, by_kv, goal_binding or binding,
+        _q(best.step), _q(best.tpot), _q(best.extra), _q(best.hit), how,
+        _inputs(name, load, cost, cache is not None), tuple(notes), tuple(left_out), _q(top.tpot))
+
+
+def _grid(limit: int) -> list[float]:
+    if limit <= SCAN_ALL:
+        return [float(n) for n in range(1, limit + 1)]
+    values = sorted({int(round(x)) for x in np.geomspace(1, limit, SCAN_ALL)} | {limit})
+    return [float(v) for v in values]
+
+
+def _ttft_missed(load: Workload, cost: StepCost, goal: float, usable: float, hit: float) -> float:
+    """The share of prompts that take longer than ``goal`` to prefill even alone."""
+    if cost.prefill_steps(max(1, int(load.prompt.mean))) > goal and load.prompt.cv == 0:
+        return 1.0
+    lo, hi = 1, 1 << 24
+    if cost.prefill_steps(hi, int(hit * usable)) <= goal:
+        return 0.0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if cost.prefill_steps(mid, min(mid - 1, int(hit * usable))) <= goal:
+            lo = mid
+        else:
+            hi = mid
+    return 1.0 - load.prompt.share_at_most(lo)
+
+
+def _prefill_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
+                    prefix_routed: bool) -> WorkerCapacity:
+    """A prefill-pool worker: prompts only, in steps packed to the token budget."""
+    w = scenario.worker_for(name)
+    p = load.prompt
+    per_token = cost.full_prefill_step(p.mean, p.sq / p.mean)
+    qps = 1.0 / (per_token * p.mean)
+    how = (f"steps packed with {w.max_batched_tokens} prompt tokens: {per_token * 1e6:.3g} us a token x "
+           f"{p.mean:.0f} tokens a prompt")
+    by_kv = int(w.kv_cache_tokens // p.mean)
+    return WorkerCapacity(Fraction(qps), Fraction(qps), Fraction(w.max_batched_tokens / p.mean), by_kv, by_kv,
+                          "token_budget", _q(per_token * w.max_batched_tokens), None, _q(per_token * p.mean), None,
+                          how, _inputs(name, load, cost, False))
+
+
+def _inputs(name: str, load: Workload, cost: StepCost, prefix: bool) -> tuple[str, ...]:
+    keys = [*load.inputs, *cost.inputs, "worker.kv_cache_tokens", "worker.max_num_seqs",
+            "worker.max_batched_tokens", "worker.batching"]
+    if prefix:
+        keys += ["worker.prefix_cache", "worker.block_tokens", "dispatcher.policy"]
+    return tuple(dict.fromkeys(keys))
+
+
+@dataclass
+class _PrefixModel:
+    """A worker's prefix cache as Che's approximation sees it."""
+
+    rates: list[np.ndarray]  # per worker: its groups' shares of the model's requests
+    seen: list[np.ndarray]  # per worker: the groups it sees, as shares of its own requests
+    group_tokens: float  # a cached group's KV tokens
+    usable: float  # prefix tokens a request could find cached (its prefix's whole blocks, cut by its prompt)
+    moved: float  # prefix tokens of a running sequence held by the cache, not by it
+    block: int
+
+    @classmethod
+    def of(cls, scenario: Scenario, name: str, load: Workload, workers: int, routed: bool) -> _PrefixModel | None:
+        w = scenario.worker_for(name)
+        pre = load.prefix
+        if not w.prefix_cache or pre is None or pre.groups == 0:
+            return None
+        block = w.block_tokens
+        tokens = float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares))
+        group_tokens = math.floor(tokens / block) * block
+        # Whole blocks of the prefix, leaving the prompt's last token to compute.
+        usable = max(0.0, pre.prefixed * (pre.mean_tokens - block / 2))
+        workers = max(1, workers)
+        if routed:
+            owned = partition(pre.shares, workers)
+            rates = [pre.shares[o] for o in owned if o.size]
+        else:
+            rates = [pre.shares]
+        seen = [r / r.sum() for r in rates]
+        return cls(rates, seen, float(group_tokens), usable, usable, block)
+
+    def hit(self, free_tokens: float) -> float:
+        """The share of a request's usable prefix found cached, with ``free_tokens`` of
+        KV for cached groups (the mean over the workers)."""
+        groups = max(0.0, free_tokens) / self.group_tokens if self.group_tokens else 0.0
+        hits = [che_hit_rate(r, groups) for r in self.rates]
+        weights = [float(r.sum()) for r in self.rates]
+        return float(np.dot(hits, weights) / sum(weights))
+
+    def most_running(self, kv_tokens: int, private: float, cap: int) -> int:
+        """The most sequences whose own KV and their groups' pinned prefixes fit."""
+        seen = max(self.seen, key=lambda s: s.size)
+        n = min(cap, int(kv_tokens // private))
+        while n > 0 and n * private + distinct(seen, n) * self.group_tokens > kv_tokens:
+            n -= 1
+        return n

@@ -1,0 +1,148 @@
+"""The continuous worker's step time, as the engine charges it, for the analysis.
+
+Linear (``step_model = "linear"``): a step lasts
+
+    step_base_s + prefill_token_s x prefill tokens + prefill_attn_s x sum of chunk x
+    (chunk start + chunk) + decode_seq_s x decoders + kv_token_s x their context tokens
+
+Roofline: max(weights + KV read over the bandwidth, tokens computed over the FLOPs),
+each scaled by ``mbu`` and ``mfu`` (``emulator.scenario.Roofline``).
+
+What a prompt adds to the step that takes it differs between the two. Under the linear
+model its terms add to the step whatever else is in it. Under the roofline a decode step
+of a large batch is bound by memory, and a prompt's compute first fills the time the
+step spends reading weights: the first prompt of a step costs only what its compute
+adds beyond that, a second one its whole compute. With prompts reaching a worker at
+random, the prompts that share a step are Poisson with mean mu = (arrivals per step),
+and (1 - exp(-mu)) / mu of them are the first in theirs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from emulator.scenario import Roofline, Scenario, WorkerSpec
+
+__all__ = ["StepCost", "step_cost"]
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One model's step time: linear coefficients, or the roofline's three."""
+
+    spec: WorkerSpec
+    roof: Roofline | None  # set when step_model = "roofline"
+    inputs: tuple[str, ...]
+    w: float = 0.0  # roofline: reading the weights once
+    k: float = 0.0  # roofline: reading one KV token
+    f: float = 0.0  # roofline: computing one token
+
+    @property
+    def roofline(self) -> bool:
+        return self.roof is not None
+
+    def decode(self, n: float, context: float) -> float:
+        """A decode-only step of ``n`` sequences of ``context`` tokens each."""
+        if n <= 0:
+            return 0.0
+        if self.roof is not None:
+            return max(self.w + self.k * n * context, self.f * n)
+        s = self.spec
+        return s.step_base_s + s.decode_seq_s * n + s.kv_token_s * n * context
+
+    def prompt_terms(self, new: float, read: float, attn: float) -> float:
+        """Linear: what one prompt adds to a step, prefilling ``new`` tokens whose
+        attention term is ``attn`` (sum of chunk x (start + chunk))."""
+        s = self.spec
+        return s.prefill_token_s * new + s.prefill_attn_s * attn
+
+    def prompt_extra(self, n: float, context: float, new: float, read: float, attn: float,
+                     per_step: float) -> float:
+        """What one prompt adds, on average, to the time of the steps of a worker with
+        ``n`` decoders of ``context`` tokens, prefilling ``new`` tokens whose KV spans
+        ``read`` at the end, when ``per_step`` prompts reach a step on average."""
+        if self.roof is None:
+            return self.prompt_terms(new, read, attn)
+        decode = self.decode(n, context)
+        memory = self.w + self.k * (n * context + read)
+        first = max(memory, self.f * (n + new)) - decode
+        more = max(self.f * new, self.k * read)
+        return more + (first - more) * _first_share(per_step)
+
+    def prefill_steps(self, prompt: int, start: int = 0) -> float:
+        """Prefilling one prompt alone, chunk by chunk, from ``start`` (cached tokens)."""
+        budget = self.spec.max_batched_tokens
+        total, at = 0.0, start
+        while at < prompt:
+            c = min(budget, prompt - at)
+            if self.roof is not None:
+                total += max(self.w + self.k * (at + c), self.f * c)
+            else:
+                s = self.spec
+                total += s.step_base_s + s.prefill_token_s * c + s.prefill_attn_s * c * (at + c)
+            at += c
+        return total
+
+    def prefill_alone_s(self, prompt: int) -> Fraction:
+        """Exactly: prefilling one prompt alone, chunk by chunk (the TTFT floor's steps)."""
+        budget = self.spec.max_batched_tokens
+        total, at = Fraction(0), 0
+        while at < prompt:
+            c = min(budget, prompt - at)
+            if self.roof is not None:
+                total += self.roof.step_s(at + c, c)
+            else:
+                s = self.spec
+                total += (_x(s.step_base_s) + _x(s.prefill_token_s) * c + _x(s.prefill_attn_s) * c * (at + c))
+            at += c
+        return total
+
+    def decode_alone_s(self, context: int) -> Fraction:
+        """Exactly: a decode step of one sequence of ``context`` tokens (the TPOT floor)."""
+        if self.roof is not None:
+            return self.roof.step_s(context, 1)
+        s = self.spec
+        return _x(s.step_base_s) + _x(s.decode_seq_s) + _x(s.kv_token_s) * context
+
+    def full_prefill_step(self, prompt: float, attn_per_token: float) -> float:
+        """A prefill-only step packed to the token budget with prompts of ``prompt``
+        tokens: its time per prefill token."""
+        budget = self.spec.max_batched_tokens
+        if self.roof is not None:
+            return max(self.w + self.k * budget, self.f * budget) / budget
+        s = self.spec
+        return (s.step_base_s + s.prefill_token_s * budget) / budget + s.prefill_attn_s * attn_per_token
+
+
+def _x(value: float) -> Fraction:
+    """A user number read by its decimal spelling (2.5e-05 is exactly 1/40000)."""
+    return Fraction(repr(value))
+
+
+def _first_share(mu: float) -> float:
+    """Of Poisson(mu) prompts per step, the share that are the first in their step."""
+    if mu <= 1e-9:
+        return 1.0
+    return -math.expm1(-mu) / mu
+
+
+def step_cost(scenario: Scenario, name: str) -> StepCost:
+    """``name``'s step time, and the key paths it stands on."""
+    spec = scenario.worker_for(name)
+    own = dict(scenario.models[name].worker_overrides)
+
+    def key(k: str) -> str:
+        return f"models.{name}.worker.{k}" if k in own else f"worker.{k}"
+
+    if spec.step_model == "roofline":
+        roof = scenario.roofline_for(name)
+        assert roof is not None, "validation requires arch and hardware for the roofline"
+        inputs = (key("mbu"), key("mfu"), "hardware.gpu", f"models.{name}.arch.model",
+                  f"models.{name}.worker_units", key("step_model"))
+        return StepCost(spec, roof, inputs, float(roof.weights_read_s), float(roof.kv_token_read_s),
+                        float(roof.token_compute_s))
+    used = ["step_base_s", "prefill_token_s", "decode_seq_s"]
+    used += [k for k in ("prefill_attn_s", "kv_token_s") if getattr(spec, k)]
+    return StepCost(spec, None, tuple(key(k) for k in used))
