@@ -192,7 +192,7 @@ def _fleet_figures(add: Adder, scenario: Scenario, fa: FleetAnalysis) -> None:
     add("workers_placed", "Workers placed", "fleet", placed, "workers",
         " + ".join(f"{m.workers} {n}" for n, m in models.items()), ("hosts",))
     nominal = sum((_placed_capacity(m) for m in models.values()), Fraction(0))
-    add("capacity_qps", "Capacity of the placed workers, all models together", "fleet", nominal, "QPS",
+    add("capacity_qps", "Capacity of the placed workers", "fleet", nominal, "QPS",
         " + ".join(f"{show(_placed_capacity(m), 'QPS')} {n}" for n, m in models.items())
         + ": each model's workers, whatever the split of traffic", all_inputs)
     first = fa.saturates_first
