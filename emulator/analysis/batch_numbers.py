@@ -91,8 +91,12 @@ def loss_figure(add: Adder, m: ModelAnalysis, inputs: tuple[str, ...]) -> None:
         return
     left = worst.capacity_qps[m.name]
     lost = m.workers - sum(worst.workers_left[m.name].values())
-    how = (f"losing host:{worst.host}, which carries the most {m.name} workers ({lost} of {m.workers})"
-           + (": the model is down" if m.name in worst.down else f": {show(left, 'QPS')} left"))
+    if m.autoscaler is not None:
+        how = (f"losing host:{worst.host}: the autoscaler places up to {sum(worst.workers_left[m.name].values())} "
+               "workers on the other hosts' free units")
+    else:
+        how = (f"losing host:{worst.host}, which carries the most {m.name} workers ({lost} of {m.workers})"
+               + (": the model is down" if m.name in worst.down else f": {show(left, 'QPS')} left"))
     add("capacity_one_host_lost_qps", "Capacity after losing the worst host", m.name, left, "QPS", how,
         (*inputs, "hosts"))
 

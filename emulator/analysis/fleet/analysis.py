@@ -236,7 +236,7 @@ def analyse(scenario: Scenario) -> FleetAnalysis:
     models = {name: _model(scenario, name, layout) for name in scenario.models}
     served = {n: m for n, m in models.items() if m.share > 0}
     capacity, first = _at_split({n: m.capacity_qps for n, m in served.items()}, served)
-    losses = tuple(_host_loss(models, h) for h, _, _ in hosts) if len(hosts) > 1 else ()
+    losses = tuple(_host_loss(scenario, models, h) for h, _, _ in hosts) if len(hosts) > 1 else ()
     models = {n: replace(m, losses=losses) for n, m in models.items()}
     avg = sum((m.offered_avg_qps for m in models.values()), Fraction(0))
     peak = _fleet_peak(scenario, models)
@@ -503,17 +503,38 @@ def _autoscaler(scenario: Scenario, name: str, pools: list[PoolAnalysis]) -> dic
     if auto is None or auto.model != name:
         return None
     per = pools[0].worker.qps
-    return {"metric": auto.metric, "target": auto.target, "min_workers": auto.min_workers,
+    return {"metric": auto.metric, "target": exact(auto.target), "min_workers": auto.min_workers,
             "max_workers": auto.max_workers, "per_worker_qps": per, "min_qps": auto.min_workers * per,
-            "max_qps": auto.max_workers * per, "warmup_s": auto.warmup_s}
+            "max_qps": auto.max_workers * per, "warmup_s": exact(auto.warmup_s)}
 
 
-def _host_loss(models: dict[str, ModelAnalysis], host: int) -> HostLoss:
-    """What the loss of ``host`` leaves each model and the fleet."""
+def _autoscaled_left(scenario: Scenario, m: ModelAnalysis, host: int) -> int:
+    """Workers an autoscaled model can run with ``host`` down: the autoscaler places
+    them again on the other hosts' units that no other model's workers take."""
+    size = scenario.models[m.name].worker_units
+    room = 0
+    for index, units, slots in scenario.expanded_hosts():
+        if index != host:
+            taken = sum(scenario.models[w.model].worker_units for w in slots if w.model != m.name)
+            room += (units - taken) // size
+    assert m.autoscaler is not None
+    return min(int(m.autoscaler["max_workers"]), room)
+
+
+def _host_loss(scenario: Scenario, models: dict[str, ModelAnalysis], host: int) -> HostLoss:
+    """What the loss of ``host`` leaves each model and the fleet (an autoscaled model's
+    workers are placed again on the other hosts)."""
     capacity: dict[str, Fraction] = {}
     left: dict[str, dict[str, int]] = {}
     down: list[str] = []
     for name, m in models.items():
+        if m.autoscaler is not None:
+            n = _autoscaled_left(scenario, m, host)
+            capacity[name] = n * m.pools[0].worker.qps
+            left[name] = {m.pools[0].name: n}
+            if n == 0:
+                down.append(name)
+            continue
         pools_left = {p.name: p.workers - sum(1 for h in p.hosts if h == host) for p in m.pools}
         caps = [c for p in m.pools if (c := p.capacity_with(pools_left[p.name])) is not None]
         decode = m.pool("decode")
