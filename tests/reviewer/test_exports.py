@@ -203,7 +203,7 @@ def test_the_example_review_exports_in_all_four_formats(api_as, people):
     assert all(f.title in report for f in findings)
     assert all(f.anchor_exact in report for f in findings)
     # The numbers headline of the doc as written: 10k QPS against 200 QPS at most.
-    assert "- Gap factor at peak traffic: 50x" in report
+    assert "- Gap at the peak, as placed: 93.8x" in report
     items = json.loads(exported["jsonld"].content)["first"]["items"]
     assert [a["body"]["value"] for a in items] == [f.body for f in findings]
     assert all(a["target"]["selector"][0]["exact"] == f.anchor_exact for a, f in zip(items, findings, strict=True))
