@@ -18,10 +18,10 @@ from rest_framework import serializers
 
 from reviewer import selectors
 from reviewer.duplicates import duplicates_of
-from reviewer.markdown import render_markdown
 from reviewer.models import EmulatorRun, Sweep
 from reviewer.models.collaboration import Notification, Review
 from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
+from reviewer.text.markdown import render_markdown
 
 
 def username_or_none(user: Any) -> str | None:

@@ -7,7 +7,7 @@ Nothing here writes. The session must already be one the user may see
 
 Where a finding is on a revision: a finding stores one anchor, on the revision
 it was made on or last moved to. On that revision it is *anchored*; on any
-other one its quote is placed by :func:`reviewer.anchoring.reanchor` (the rule
+other one its quote is placed by :func:`reviewer.text.anchoring.reanchor` (the rule
 that moves findings when a doc is revised) and it is *re-anchored*; when the
 quote cannot be placed there, the finding is not on that side.
 
@@ -24,10 +24,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Max, Q
 
-from reviewer.anchoring import Anchor, reanchor
-from reviewer.diffing import Row, Segment, TextDiff, diff_texts
 from reviewer.models.review import DocRevision, Finding, FindingReply, ReviewSession
 from reviewer.services.errors import Invalid
+from reviewer.text.anchoring import Anchor, reanchor
+from reviewer.text.diffing import Row, Segment, TextDiff, diff_texts
 
 
 @dataclass

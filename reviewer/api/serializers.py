@@ -12,7 +12,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reviewer import selectors
-from reviewer.markdown import render_markdown
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -21,6 +20,7 @@ from reviewer.models.review import (
     FleetConfigVersion,
 )
 from reviewer.representations import VisibleToRequestUser, username_or_none
+from reviewer.text.markdown import render_markdown
 
 # --- docs ------------------------------------------------------------------
 

@@ -17,15 +17,6 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from reviewer import realtime
-from reviewer.anchoring import (
-    Anchor,
-    Selection,
-    anchor_at,
-    locate_fuzzy,
-    locate_quote,
-    place_selection,
-)
-from reviewer.markdown import rendered_text
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
@@ -40,6 +31,15 @@ from reviewer.models.runs import EmulatorRun
 from reviewer.representations import finding_representation
 from reviewer.services import notifications
 from reviewer.services.errors import Conflict, Invalid, OverLimit
+from reviewer.text.anchoring import (
+    Anchor,
+    Selection,
+    anchor_at,
+    locate_fuzzy,
+    locate_quote,
+    place_selection,
+)
+from reviewer.text.markdown import rendered_text
 
 
 def _check_evidence_run(session: ReviewSession, author_id: int, run_id: int | None) -> None:
@@ -88,7 +88,7 @@ def resolve_anchor(
     """An anchor in ``revision`` from a reader's selection, or from the selectors a client gave.
 
     A ``selection`` (text selected in the rendered page, with its context and
-    position) is placed by :func:`reviewer.anchoring.place_selection`: the page
+    position) is placed by :func:`reviewer.text.anchoring.place_selection`: the page
     never matches text itself. Otherwise offsets alone cut the quote from the
     text; a quote alone is searched for verbatim (context picks among
     repeats), then approximately; both must agree. Errors name the field

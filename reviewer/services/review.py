@@ -25,7 +25,6 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from reviewer import permissions, realtime, selectors
-from reviewer.anchoring import Anchor, reanchor
 from reviewer.fleet_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
     DesignDoc,
@@ -50,6 +49,7 @@ from reviewer.services.findings import (
     resolve_anchor,
     set_anchor,
 )
+from reviewer.text.anchoring import Anchor, reanchor
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,8 @@ UNCHANGED: Final = Unchanged.UNCHANGED
 @transaction.atomic
 def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[str, str]]:
     """The provenance map checked against the config's scenario and its doc's text."""
-    from reviewer.markdown import rendered_text
     from reviewer.provenance import ProvenanceError, clean_provenance
+    from reviewer.text.markdown import rendered_text
 
     doc_text = None
     if config.doc is not None:

@@ -15,8 +15,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from reviewer import revision_diff
-from reviewer.diffing import Segment, pieces
 from reviewer.services.errors import Invalid
+from reviewer.text.diffing import Segment, pieces
 from reviewer.views.pages import get_session_for_user
 
 VIEWS = ("side", "inline")

@@ -19,8 +19,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewer import permissions, scenario_view, selectors
-from reviewer.anchoring import align
-from reviewer.markdown import render_markdown, rendered_text
 from reviewer.models import (
     DocRevision,
     ReviewPass,
@@ -32,6 +30,8 @@ from reviewer.models.collaboration import Verdict
 from reviewer.pass_guides import guides_for
 from reviewer.services import review as review_services
 from reviewer.services.traces import uploaded_trace_name
+from reviewer.text.anchoring import align
+from reviewer.text.markdown import render_markdown, rendered_text
 from reviewer.vocabulary import vocabulary
 
 

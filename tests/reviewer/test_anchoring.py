@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reviewer.anchoring import anchor_at, expected_offset, locate_fuzzy, locate_quote, reanchor
+from reviewer.text.anchoring import anchor_at, expected_offset, locate_fuzzy, locate_quote, reanchor
 
 DOC = """# Inference serving
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reviewer.anchoring import Selection, align, place_selection
-from reviewer.markdown import rendered_text
+from reviewer.text.anchoring import Selection, align, place_selection
+from reviewer.text.markdown import rendered_text
 
 SOURCE = """# Request flow
 

@@ -271,7 +271,7 @@ def _selection(text: str, quote: str, nth: int = 0) -> dict:
 
 
 def test_it_places_a_selection_of_the_second_of_two_repeated_words(api_as, open_review):
-    from reviewer.markdown import rendered_text
+    from reviewer.text.markdown import rendered_text
 
     body = open_review.doc.body
     selection = _selection(rendered_text(body), "batch", nth=1)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.diffing import diff_texts, segments
 from reviewer.models import Finding
 from reviewer.services import review as services
+from reviewer.text.diffing import diff_texts, segments
 
 pytestmark = pytest.mark.django_db
 

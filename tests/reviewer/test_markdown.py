@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.markdown import render_markdown
+from reviewer.text.markdown import render_markdown
 
 XSS_PAYLOADS = [
     "<script>alert(1)</script>",

@@ -61,7 +61,7 @@ def rendered_text(text: str) -> str:
     """The text of Markdown ``text`` as rendered: what a browser's text nodes hold, in order.
 
     Anchors are placed and highlighted through this text (see
-    ``reviewer.anchoring.align``); the page inserts the rendered HTML with
+    ``reviewer.text.anchoring.align``); the page inserts the rendered HTML with
     nothing around it, so its text is exactly this.
     """
     parser = _TextOf()

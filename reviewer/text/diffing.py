@@ -1,6 +1,6 @@
 """The diff of two texts at sentence granularity, bounded in size.
 
-Pure Python (difflib only), like :mod:`reviewer.anchoring`. A text is cut into
+Pure Python (difflib only), like :mod:`reviewer.text.anchoring`. A text is cut into
 segments: each non-blank line, and within a line each sentence. The two lists
 of segments are compared with :class:`difflib.SequenceMatcher`; a replaced
 pair of sentences is compared again word by word, so the page can mark the
