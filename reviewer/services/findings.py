@@ -16,7 +16,6 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from reviewer import realtime
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
@@ -28,6 +27,7 @@ from reviewer.models.review import (
     Severity,
 )
 from reviewer.models.runs import EmulatorRun
+from reviewer.realtime import groups as realtime
 from reviewer.representations import finding_representation
 from reviewer.services import notifications
 from reviewer.services.errors import Conflict, Invalid, OverLimit

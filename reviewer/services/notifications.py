@@ -25,7 +25,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from reviewer import realtime, selectors
+from reviewer import selectors
 from reviewer.models.collaboration import (
     EmailMode,
     Notification,
@@ -34,6 +34,7 @@ from reviewer.models.collaboration import (
     Review,
 )
 from reviewer.models.review import Finding, FindingReply, ReviewSession
+from reviewer.realtime import groups as realtime
 from reviewer.representations import notification_url
 from reviewer.services.errors import Invalid
 

@@ -16,9 +16,9 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from reviewer import realtime
 from reviewer.models.collaboration import FindingState, NotificationKind, Review, Verdict
 from reviewer.models.review import DocRevision, Finding, FindingReply, ReviewSession
+from reviewer.realtime import groups as realtime
 from reviewer.representations import finding_representation, review_representation
 from reviewer.services import notifications
 from reviewer.services.errors import Forbidden, Invalid

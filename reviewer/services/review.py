@@ -4,7 +4,7 @@ Docs, fleet configs and sessions are here; findings live in
 :mod:`reviewer.services.findings` and are re-exported, so callers use this
 module for all of them. Plain functions with keyword-only arguments, shared by the REST API, the admin,
 the pages and the management commands. Writes are atomic; live events for a
-session's viewers go out through :func:`reviewer.realtime.session_event` once
+session's viewers go out through :func:`reviewer.realtime.groups.session_event` once
 the transaction commits.
 """
 
@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
-from reviewer import permissions, realtime, selectors
+from reviewer import permissions, selectors
 from reviewer.fleet_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
     DesignDoc,
@@ -38,6 +38,7 @@ from reviewer.models.review import (
     ReviewSession,
 )
 from reviewer.models.runs import FINAL_STATUSES, EmulatorRun
+from reviewer.realtime import groups as realtime
 from reviewer.services.errors import Conflict, Forbidden, Invalid, OverLimit
 from reviewer.services.findings import (
     finding_create,

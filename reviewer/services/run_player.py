@@ -23,8 +23,8 @@ from django.db import OperationalError, transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
-from reviewer import realtime
 from reviewer.models import CommandKind, EmulatorRun, RunCommand, RunFrame, RunStatus
+from reviewer.realtime import groups as realtime
 from reviewer.services.runs import publish_status, runs_reap_stale, status_message
 
 log = logging.getLogger(__name__)

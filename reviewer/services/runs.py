@@ -21,7 +21,6 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from reviewer import realtime
 from reviewer.fleet_toml import trace_path_problem
 from reviewer.models import (
     CommandKind,
@@ -32,6 +31,7 @@ from reviewer.models import (
     RunStatus,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
+from reviewer.realtime import groups as realtime
 from reviewer.scenario_view import run_facts
 from reviewer.services.errors import Conflict, Invalid, OverLimit
 

@@ -21,8 +21,8 @@ from runs_helpers import (
     ws_refusal,
 )
 
-from reviewer import realtime
 from reviewer.models import EmulatorRun, RunFrame
+from reviewer.realtime import groups as realtime
 from reviewer.services.run_player import frame_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
@@ -149,7 +149,7 @@ def _emit_finding_created(session_id: int) -> None:
 
 
 async def _clear_presence(session_id: int) -> None:
-    from reviewer import presence
+    from reviewer.realtime import presence
 
     client = presence._client()
     await client.delete(presence._key(session_id))
@@ -205,7 +205,7 @@ def test_it_drops_viewers_whose_entry_was_not_refreshed(redis_url: str) -> None:
     import json
     import time
 
-    from reviewer import presence
+    from reviewer.realtime import presence
 
     async def scenario() -> list[dict[str, Any]]:
         client = presence._client()
@@ -308,7 +308,7 @@ async def test_it_answers_text_that_is_not_json_and_stays_open(run_users: dict, 
 
 async def test_it_limits_presence_messages_and_closes_a_flooding_client(run_users: dict,
                                                                         review_session: Any) -> None:
-    from reviewer import consumers
+    from reviewer.realtime import consumers
 
     await _clear_presence(review_session.pk)
     viewer, _, _ = await ws_connect(f"/ws/sessions/{review_session.pk}/", run_users["owner"])

@@ -140,7 +140,7 @@ def test_a_draft_changed_or_deleted_is_announced_to_nobody(team, drafting_review
     from reviewer.services import review as services
 
     sent: list[str] = []
-    monkeypatch.setattr("reviewer.realtime.session_event", lambda sid, event, data: sent.append(event))
+    monkeypatch.setattr("reviewer.realtime.groups.session_event", lambda sid, event, data: sent.append(event))
     finding = services.finding_create(session=drafting_review, author=team["reviewer"], review_pass="trace",
                                       title="Draft")
     finding = services.finding_update(finding=finding, version=1, title="Draft, reworded")
@@ -155,7 +155,7 @@ def test_a_doc_revision_moving_a_draft_announces_it_to_nobody(team, team_api, dr
     draft = file_finding(team_api("reviewer"), drafting_review, "Held back")
     services.reply_create(finding=Finding.objects.get(pk=draft["id"]), author=team["owner"], body="Owner's draft.")
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr("reviewer.realtime.session_event", lambda sid, event, data: sent.append((event, data)))
+    monkeypatch.setattr("reviewer.realtime.groups.session_event", lambda sid, event, data: sent.append((event, data)))
     doc = drafting_review.doc
     services.doc_revise(doc=doc, author=team["owner"], body="A new opening line.\n\n" + doc.latest_revision().body)
     moved = Finding.objects.get(pk=draft["id"])

@@ -25,7 +25,7 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, dict[str, An
     """Live events the services publish (recorded instead of sent)."""
     sent: list[tuple[int, str, dict[str, Any]]] = []
     monkeypatch.setattr(
-        "reviewer.realtime.session_event", lambda sid, event, data: sent.append((sid, event, data))
+        "reviewer.realtime.groups.session_event", lambda sid, event, data: sent.append((sid, event, data))
     )
     return sent
 
@@ -143,7 +143,7 @@ def test_a_pass_change_is_announced(open_review, events):
 
 def test_events_are_sent_only_after_commit(open_review, people, monkeypatch, django_capture_on_commit_callbacks):
     sent: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr("reviewer.realtime.publish_now", lambda group, message: sent.append((group, message)))
+    monkeypatch.setattr("reviewer.realtime.groups.publish_now", lambda group, message: sent.append((group, message)))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         _finding(open_review, people["reviewer"], QUOTE)
     assert sent == [] and len(callbacks) == 1

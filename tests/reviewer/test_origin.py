@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.origin import is_same_origin
+from reviewer.realtime.origin import is_same_origin
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from reviewer import realtime
+from reviewer.realtime import groups as realtime
 
 
 async def _subscribe(group: str) -> str:

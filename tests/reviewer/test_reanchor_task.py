@@ -95,7 +95,7 @@ def test_it_publishes_the_progress_to_the_docs_sessions_after_each_batch(
         django_capture_on_commit_callbacks: Any) -> None:
     monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
     sent: list[tuple[int, str, dict]] = []
-    monkeypatch.setattr("reviewer.realtime.session_event", lambda sid, event, data: sent.append((sid, event, data)))
+    monkeypatch.setattr("reviewer.realtime.groups.session_event", lambda sid, event, data: sent.append((sid, event, data)))
     _file(open_review, people["reviewer"], 5)
     doc = open_review.doc
     with django_capture_on_commit_callbacks(execute=False):

@@ -71,7 +71,7 @@ def test_who_may_read_and_write_it(api_as, open_review, who, get_status, patch_s
 
 
 def test_a_change_is_announced_to_the_session(api_as, open_review, monkeypatch):
-    from reviewer import realtime
+    from reviewer.realtime import groups as realtime
 
     sent: list[tuple[int, str, dict[str, Any]]] = []
     monkeypatch.setattr(realtime, "session_event", lambda sid, event, data: sent.append((sid, event, data)))

@@ -238,7 +238,7 @@ def test_it_plays_a_run_to_its_end_while_redis_stalls(run_users: dict, tiny_scen
                                                       layer_on_stalled_redis: None) -> None:
     import threading
 
-    from reviewer import realtime
+    from reviewer.realtime import groups as realtime
 
     run = _run(run_users["owner"], tiny_scenario)
     played = threading.Thread(target=run_play, kwargs={"run_id": run.pk}, daemon=True)

@@ -14,9 +14,11 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from reviewer import presence, realtime, selectors
+from reviewer import selectors
 from reviewer.api.errors import ws_reply
 from reviewer.models.runs import FINAL_STATUSES
+from reviewer.realtime import groups as realtime
+from reviewer.realtime import presence
 from reviewer.representations import run_representation
 from reviewer.services.errors import Invalid, OverLimit
 

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from reviewer.consumers import RunConsumer, SessionConsumer
-from reviewer.inbox_consumer import InboxConsumer
+from reviewer.realtime.consumers import RunConsumer, SessionConsumer
+from reviewer.realtime.inbox_consumer import InboxConsumer
 
 websocket_urlpatterns: list = [
     path("ws/runs/<int:run_id>/", RunConsumer.as_asgi()),

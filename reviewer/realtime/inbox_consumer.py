@@ -11,8 +11,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from reviewer import realtime, selectors
-from reviewer.consumers import CLOSE_NOT_LOGGED_IN, GuardedJsonConsumer
+from reviewer import selectors
+from reviewer.realtime import groups as realtime
+from reviewer.realtime.consumers import CLOSE_NOT_LOGGED_IN, GuardedJsonConsumer
 
 
 class InboxConsumer(GuardedJsonConsumer):
