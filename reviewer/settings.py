@@ -141,7 +141,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before CSRF, which reads a POST's form (and so its files) to find the token.
-    "reviewer.uploads.UploadLimitMiddleware",
+    "reviewer.ops.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -217,8 +217,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # readers run beside a writer, the timeout makes writers wait for the lock,
     # and IMMEDIATE transactions take it up front instead of failing mid-way.
     # The backend queues one process's writers for the lock in turn
-    # (reviewer/sqlite_backend), so no request waits seconds for it by bad luck.
-    DATABASES["default"]["ENGINE"] = "reviewer.sqlite_backend"
+    # (reviewer/ops/sqlite_backend), so no request waits seconds for it by bad luck.
+    DATABASES["default"]["ENGINE"] = "reviewer.ops.sqlite_backend"
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "timeout": 30,

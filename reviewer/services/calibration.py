@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.files.uploadedfile import UploadedFile
 
+from reviewer.ops.uploads import stage_upload
 from reviewer.services.errors import Invalid
-from reviewer.uploads import stage_upload
 
 if TYPE_CHECKING:
     from emulator.analysis.calibration import Group

@@ -27,9 +27,9 @@ from django.db import transaction
 
 from reviewer.fleet_toml import scenario_dict_to_toml
 from reviewer.models.review import FleetConfig
+from reviewer.ops.uploads import stage_upload
 from reviewer.services import review
 from reviewer.services.errors import Invalid
-from reviewer.uploads import stage_upload
 
 
 def uploaded_trace_name(config: FleetConfig) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from reviewer import health
+from reviewer.ops import health
 
 
 @pytest.mark.django_db

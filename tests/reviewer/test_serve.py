@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from reviewer.supervisor import free_port
+from reviewer.ops.supervisor import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -248,7 +248,7 @@ def test_it_ends_every_run_after_serve_is_killed_and_started_again(tmp_path: Pat
 
 
 def test_the_supervisor_starts_a_background_child_at_a_lower_cpu_priority(tmp_path) -> None:
-    from reviewer.supervisor import Supervisor
+    from reviewer.ops.supervisor import Supervisor
 
     supervisor = Supervisor(env=dict(os.environ))
     probe = [sys.executable, "-c", "import os; print(os.nice(0))"]

@@ -1,4 +1,4 @@
-"""The SQLite backend takes one process's write transactions in turn (reviewer/sqlite_backend)."""
+"""The SQLite backend takes one process's write transactions in turn (reviewer/ops/sqlite_backend)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 from reviewer.models import DesignDoc
-from reviewer.sqlite_backend import base
+from reviewer.ops.sqlite_backend import base
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
