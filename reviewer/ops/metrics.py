@@ -64,7 +64,7 @@ class ReviewerCollector(Collector):
 
     def _broker_and_workers(self) -> Iterator[GaugeMetricFamily]:
         from reviewer.celery import app
-        from reviewer.services.runs import broker_queue_length
+        from reviewer.runs.services import broker_queue_length
 
         try:
             waiting = broker_queue_length()

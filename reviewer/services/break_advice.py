@@ -63,7 +63,7 @@ def break_advice_compute(*, version_id: int) -> dict[str, Any]:
 
 def _send_task(version_id: int) -> None:
     """Hand the work to a docs worker once the ask is committed, off the request path."""
-    from reviewer.services.runs import send_task_after_commit
+    from reviewer.runs.services import send_task_after_commit
 
     send_task_after_commit("break_advice", [version_id], f"the break advice of fleet version {version_id}",
                            f"the page's next ask after {ASK_AGAIN_AFTER_S} s")

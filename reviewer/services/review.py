@@ -227,7 +227,7 @@ def reanchor_in_background() -> bool:
 
 def _send_reanchor_task(revision_id: int) -> None:
     """Hand the re-anchoring to a worker once the current transaction commits, off the request path."""
-    from reviewer.services.runs import send_task_after_commit
+    from reviewer.runs.services import send_task_after_commit
 
     # The revision stays pending meanwhile.
     send_task_after_commit("reanchor_revision", [revision_id], f"the re-anchoring of revision {revision_id}",

@@ -152,7 +152,7 @@ def test_the_schema_documents_the_multipart_upload(api_as):
 @pytest.mark.usefixtures("redis_url")
 def test_a_run_of_the_config_replays_the_uploaded_trace(api_as, review_fleet, people):
     from reviewer.models import EmulatorRun
-    from reviewer.services.runs import resolve_scenario
+    from reviewer.runs.services import resolve_scenario
     from reviewer.tasks import run_emulation
 
     # 40 arrivals 0.35 s apart: 18 of them (0 to 5.95 s) fall within the 6 s run.

@@ -23,7 +23,7 @@ from runs_helpers import (
 
 from reviewer.models import EmulatorRun, RunFrame
 from reviewer.realtime import groups as realtime
-from reviewer.services.run_player import frame_event
+from reviewer.runs.player import frame_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
 

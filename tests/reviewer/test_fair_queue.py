@@ -19,8 +19,8 @@ from django.utils import timezone
 from runs_helpers import api
 
 from reviewer.models import EmulatorRun
-from reviewer.run_queue import announce_worker_slots, withdraw_worker_slots, worker_slots
-from reviewer.services.dispatch import runs_dispatch
+from reviewer.runs.fair_order import announce_worker_slots, withdraw_worker_slots, worker_slots
+from reviewer.runs.handoff import runs_dispatch
 
 pytestmark = pytest.mark.usefixtures("redis_url")
 
@@ -28,8 +28,8 @@ pytestmark = pytest.mark.usefixtures("redis_url")
 @pytest.fixture
 def no_dispatch_task(monkeypatch: pytest.MonkeyPatch) -> None:
     """Queuing asks for no dispatch: the test calls the dispatcher itself."""
-    monkeypatch.setattr("reviewer.services.runs.enqueue_run", lambda run: None)
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.services.enqueue_run", lambda run: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
 
 
 def _queue(user: Any, scenario: str, count: int = 1, speed: Any = "max") -> list[int]:
@@ -117,7 +117,7 @@ def test_it_gives_a_user_with_fewer_runs_going_the_next_slot(run_users: dict, ti
 def test_it_leaves_runs_waiting_for_a_slot_to_the_dispatcher_not_the_lost_task_check(
         run_users: dict, tiny_scenario: str, no_dispatch_task: None) -> None:
     from reviewer.celery import app
-    from reviewer.services.runs import REQUEUE_AFTER_S, runs_requeue_lost
+    from reviewer.runs.services import REQUEUE_AFTER_S, runs_requeue_lost
 
     app.control.purge()
     (run_id,) = _queue(run_users["owner"], tiny_scenario)

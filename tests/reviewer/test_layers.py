@@ -32,8 +32,8 @@ def _api_modules_loaded_by(*modules: str) -> list[str]:
 
 @pytest.mark.parametrize("modules", [
     ("reviewer.models",),
-    ("reviewer.services.review", "reviewer.services.findings", "reviewer.services.runs",
-     "reviewer.services.sweeps", "reviewer.services.run_player"),
+    ("reviewer.services.review", "reviewer.services.findings", "reviewer.runs.services",
+     "reviewer.runs.sweeps", "reviewer.runs.player"),
     ("reviewer.exports",),
     ("reviewer.tasks", "reviewer.selectors", "reviewer.representations"),
 ])

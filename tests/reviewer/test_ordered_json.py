@@ -16,8 +16,8 @@ import pytest
 from emulator import Engine, Scenario
 from emulator.scenario.presets import load_preset
 from reviewer.models import EmulatorRun, FleetConfig
+from reviewer.runs.services import run_start
 from reviewer.services import review as review_services
-from reviewer.services.runs import run_start
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs stay queued: nothing takes them."""
-    monkeypatch.setattr("reviewer.services.runs.enqueue_run", lambda run: None)
+    monkeypatch.setattr("reviewer.runs.services.enqueue_run", lambda run: None)
 
 
 def start(user: Any, scenario: str) -> int:

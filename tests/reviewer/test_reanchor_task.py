@@ -64,7 +64,7 @@ def _file(session: Any, author: Any, count: int, quote: str = "round-robin") -> 
 def test_it_answers_a_doc_edit_at_once_with_the_findings_pending_then_the_task_moves_them(
         api_as: Any, open_review: Any, people: Any, in_background: None,
         django_capture_on_commit_callbacks: Any) -> None:
-    from reviewer.services.runs import wait_enqueued
+    from reviewer.runs.services import wait_enqueued
 
     _purge_docs_queue()
     findings = _file(open_review, people["reviewer"], 3)
@@ -144,7 +144,7 @@ def test_a_retry_after_the_worker_died_finishes_without_moving_a_finding_twice(
 @pytest.mark.django_db
 def test_it_hands_a_re_anchoring_that_stopped_making_progress_to_a_worker_again(
         open_review: Any, people: Any, in_background: None, django_capture_on_commit_callbacks: Any) -> None:
-    from reviewer.services.runs import wait_enqueued
+    from reviewer.runs.services import wait_enqueued
 
     _purge_docs_queue()
     _file(open_review, people["reviewer"], 2)

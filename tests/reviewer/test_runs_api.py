@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs stay queued: these tests check the API, not the worker."""
-    monkeypatch.setattr("reviewer.services.runs.enqueue_run", lambda run: None)
+    monkeypatch.setattr("reviewer.runs.services.enqueue_run", lambda run: None)
 
 
 def api(user: Any) -> APIClient:

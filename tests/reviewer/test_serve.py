@@ -215,7 +215,7 @@ def test_it_ends_every_run_after_serve_is_killed_and_started_again(tmp_path: Pat
         _wait_health(first, want_ok=True)
         # One worker: a long paced run holds it, two flat-out runs wait in the queue behind it.
         out = _shell(tmp_path, database_url, (
-            "from django.contrib.auth import get_user_model; from reviewer.services.runs import run_start; "
+            "from django.contrib.auth import get_user_model; from reviewer.runs.services import run_start; "
             f"tiny = {TINY_SCENARIO!r}; user = get_user_model().objects.get(username='admin'); "
             "long = run_start(user=user, scenario=tiny, overrides=['duration_s=600'], speed=1); "
             "queued = [run_start(user=user, scenario=tiny, speed='max') for _ in range(2)]; "

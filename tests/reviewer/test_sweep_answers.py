@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reviewer.models import RunStatus, Sweep
-from reviewer.services.sweeps import sweep_answer
+from reviewer.runs.sweeps import sweep_answer
 
 STATIC = {"worker": {"batch_s": 1.5}, "models": {"small": {"share": 1.0}}}
 CONTINUOUS = {"worker": {"batching": "continuous"}, "models": {"chat": {"share": 1.0}}}

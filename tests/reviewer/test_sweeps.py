@@ -57,7 +57,7 @@ def test_it_sweeps_five_values_into_a_curve_and_answers_the_smallest_that_meets_
 
 def test_it_refuses_a_sweep_with_a_bad_value_naming_it(run_users: dict, tiny_scenario: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
     response = api(run_users["owner"]).post("/api/sweeps/", {
         "scenario": tiny_scenario, "key": "hosts[0].count", "values": [1, 0.5],
     }, format="json")
@@ -70,7 +70,7 @@ def test_it_finishes_a_sweep_whose_chord_never_fired_in_the_periodic_reaper_not_
         run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from reviewer.tasks import reap_stalled
 
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
     owner = api(run_users["owner"])
     body = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
                                        "values": [10, 20], "target_p99_s": 1.0}, format="json").json()
@@ -93,9 +93,9 @@ def test_it_finishes_a_sweep_whose_chord_never_fired_in_the_periodic_reaper_not_
 
 def test_it_leaves_a_sweep_with_runs_still_going_to_its_chord(run_users: dict, tiny_scenario: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from reviewer.services.sweeps import sweeps_finish_stalled
+    from reviewer.runs.sweeps import sweeps_finish_stalled
 
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
     body = api(run_users["owner"]).post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
                                                          "values": [10, 20]}, format="json").json()
     first = EmulatorRun.objects.filter(sweep_id=body["id"]).order_by("sweep_value").first()
@@ -106,7 +106,7 @@ def test_it_leaves_a_sweep_with_runs_still_going_to_its_chord(run_users: dict, t
 @override_settings(RUNS_PER_USER=1)
 def test_it_counts_a_sweep_once_against_the_runs_per_user_limit(run_users: dict, tiny_scenario: str,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
     owner = api(run_users["owner"])
     first = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
                                         "values": [10, 20, 30]}, format="json")
@@ -119,7 +119,7 @@ def test_it_counts_a_sweep_once_against_the_runs_per_user_limit(run_users: dict,
 @override_settings(USER_REQUEST_BUDGET=500)
 def test_it_refuses_a_sweep_whose_points_together_are_over_the_users_budget(
         run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
     response = api(run_users["owner"]).post("/api/sweeps/", {
         "scenario": tiny_scenario, "key": "traffic.qps", "values": [40, 80, 120]}, format="json")
     assert response.status_code == 429
@@ -131,7 +131,7 @@ def test_it_cancels_a_sweep_its_queued_points_at_once_its_running_ones_at_their_
         run_users: dict, tiny_scenario: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from reviewer.models import RunCommand
 
-    monkeypatch.setattr("reviewer.services.sweeps.enqueue_sweep", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
     owner = api(run_users["owner"])
     body = owner.post("/api/sweeps/", {"scenario": tiny_scenario, "key": "traffic.qps",
                                        "values": [10, 20, 30]}, format="json").json()

@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from reviewer.models import EmulatorRun, RunCommand, RunFrame
-from reviewer.services import run_player
-from reviewer.services.run_player import run_play
-from reviewer.services.runs import resolve_scenario, runs_reap_stale, time_limits_for
+from reviewer.runs import player as run_player
+from reviewer.runs.player import run_play
+from reviewer.runs.services import resolve_scenario, runs_reap_stale, time_limits_for
 from reviewer.tasks import run_emulation
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
@@ -181,7 +181,7 @@ def _purged_broker() -> None:
 def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
     run_users: dict, tiny_scenario: str, django_capture_on_commit_callbacks: Any
 ) -> None:
-    from reviewer.services.runs import (
+    from reviewer.runs.services import (
         REQUEUE_AFTER_S,
         broker_queue_length,
         runs_requeue_lost,
@@ -208,7 +208,7 @@ def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
 def test_it_leaves_queued_runs_alone_while_their_tasks_wait_in_the_broker(run_users: dict,
                                                                         tiny_scenario: str) -> None:
     from reviewer.celery import app
-    from reviewer.services.runs import REQUEUE_AFTER_S, runs_requeue_lost
+    from reviewer.runs.services import REQUEUE_AFTER_S, runs_requeue_lost
 
     _purged_broker()
     run = _run(run_users["owner"], tiny_scenario,
@@ -223,7 +223,7 @@ def test_it_leaves_queued_runs_alone_while_their_tasks_wait_in_the_broker(run_us
 
 def test_it_fails_a_run_no_worker_takes_after_many_hand_offs_with_a_reason(run_users: dict,
                                                                           tiny_scenario: str) -> None:
-    from reviewer.services.runs import MAX_DISPATCHES, REQUEUE_AFTER_S, runs_requeue_lost
+    from reviewer.runs.services import MAX_DISPATCHES, REQUEUE_AFTER_S, runs_requeue_lost
 
     _purged_broker()
     run = _run(run_users["owner"], tiny_scenario, dispatches=MAX_DISPATCHES,

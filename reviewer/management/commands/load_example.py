@@ -92,8 +92,8 @@ class Command(BaseCommand):
 def _play(owner: Any, session: Any, overrides: tuple[str, ...]) -> Any:
     """A run of the session's fleet config, played to its end here (flat out)."""
     from reviewer.models import EmulatorRun
-    from reviewer.services import run_player
-    from reviewer.services import runs as run_services
+    from reviewer.runs import player as run_player
+    from reviewer.runs import services as run_services
 
     resolved = run_services.resolve_scenario(session=session, overrides=list(overrides))
     run = run_services.build_run(user=owner, resolved=resolved, seed=None, speed="max",

@@ -2,7 +2,7 @@
 
 A new run (or a sweep's point) waits in the database (``awaiting_slot``)
 until a worker slot is free; the dispatcher
-(:mod:`reviewer.services.dispatch`) then hands runs to the broker in the
+(:mod:`reviewer.runs.handoff`) then hands runs to the broker in the
 order computed here. The next run goes to the user with the fewest runs
 holding a slot (running, or handed to the broker and not yet started); among
 those, to the one served least recently (whose last run was handed over

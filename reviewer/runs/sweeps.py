@@ -2,7 +2,7 @@
 
 The points are runs of the sweep's owner, queued like any other run: the
 dispatcher hands them to free worker slots fairly between users (see
-:mod:`reviewer.run_queue`), spread over every worker there is, which is how
+:mod:`reviewer.runs.fair_order`), spread over every worker there is, which is how
 sweeps scale past one machine. When the last point ends, its worker gathers
 the summaries into a curve (p99 latency and ok-rate against the value) and
 answers "the smallest value that meets p99 <= target"; the watchdog finishes
@@ -20,8 +20,7 @@ from django.utils import timezone
 
 from reviewer.models import EmulatorRun, FleetConfigVersion, ReviewSession, RunStatus, Sweep
 from reviewer.models.runs import FINAL_STATUSES
-from reviewer.services.errors import Conflict, Invalid
-from reviewer.services.runs import (
+from reviewer.runs.services import (
     build_run,
     check_budgets,
     check_request_budget,
@@ -29,6 +28,7 @@ from reviewer.services.runs import (
     resolve_scenario,
     time_limits_for,
 )
+from reviewer.services.errors import Conflict, Invalid
 
 MAX_SWEEP_POINTS = 20
 
@@ -124,7 +124,7 @@ def sweep_finish_if_ended(*, sweep_id: int) -> bool:
 @transaction.atomic
 def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
     """Cancel a sweep: its queued points at once, its running points at their next step."""
-    from reviewer.services.runs import run_cancel
+    from reviewer.runs.services import run_cancel
 
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
     if sweep.is_final:
@@ -141,7 +141,7 @@ def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
 
 def enqueue_sweep(sweep_id: int, run_ids: list[int], soft: float, hard: float) -> None:
     """The points wait for worker slots like other runs: ask for a dispatch (called on commit)."""
-    from reviewer.services.dispatch import dispatch_soon
+    from reviewer.runs.handoff import dispatch_soon
 
     dispatch_soon()
 

@@ -2,7 +2,7 @@
 
 Runs stay ``queued`` in the database until a slot frees; then the dispatcher
 hands over as many as there are free slots, in the order of
-:func:`reviewer.run_queue.fair_order`. It runs when a run or sweep is queued
+:func:`reviewer.runs.fair_order.fair_order`. It runs when a run or sweep is queued
 (a ``dispatch_runs`` task), when a run ends (in the worker that played it),
 in every worker's watchdog every few seconds and from the beat, so a lost
 trigger costs a few seconds, never a run. Two dispatchers never hand out the
@@ -17,8 +17,8 @@ import logging
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reviewer import run_queue
 from reviewer.models.runs import EmulatorRun, RunStatus
+from reviewer.runs import fair_order as run_queue
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def _lock_dispatch() -> None:
 
 def runs_dispatch(*, slots: int | None = None) -> list[int]:
     """Hand waiting runs to the broker for the free worker slots; return their ids."""
-    from reviewer.services.runs import hand_to_broker
+    from reviewer.runs.services import hand_to_broker
 
     # Most calls (the watchdog's every 2 s) find nothing waiting: no lock, no Redis call then.
     if not EmulatorRun.objects.filter(status=RunStatus.QUEUED, awaiting_slot=True).exists():
@@ -64,7 +64,7 @@ def runs_dispatch(*, slots: int | None = None) -> list[int]:
 
 def dispatch_soon() -> None:
     """Ask a worker to run the dispatcher once the current transaction commits (off the request path)."""
-    from reviewer.services.runs import submit_off_request_path
+    from reviewer.runs.services import submit_off_request_path
 
     def send() -> None:
         from reviewer.tasks import dispatch_runs

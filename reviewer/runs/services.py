@@ -2,7 +2,7 @@
 
 Plain functions shared by the REST API, the websocket consumers and the Celery
 tasks. Playing a run (the loop inside the worker) is in
-:mod:`reviewer.services.run_player`; sweeps are in :mod:`reviewer.services.sweeps`.
+:mod:`reviewer.runs.player`; sweeps are in :mod:`reviewer.runs.sweeps`.
 """
 
 from __future__ import annotations
@@ -251,9 +251,9 @@ def enqueue_run(run: EmulatorRun) -> None:
 
     The run waits in the database (``awaiting_slot``); once the current
     transaction commits, a dispatch is asked for (see
-    :mod:`reviewer.services.dispatch`).
+    :mod:`reviewer.runs.handoff`).
     """
-    from reviewer.services.dispatch import dispatch_soon
+    from reviewer.runs.handoff import dispatch_soon
 
     dispatch_soon()
 

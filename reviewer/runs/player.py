@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from reviewer.models import CommandKind, EmulatorRun, RunCommand, RunFrame, RunStatus
 from reviewer.realtime import groups as realtime
-from reviewer.services.runs import publish_status, runs_reap_stale, status_message
+from reviewer.runs.services import publish_status, runs_reap_stale, status_message
 
 log = logging.getLogger(__name__)
 
@@ -382,8 +382,8 @@ def run_play(*, run_id: int, worker: str = "", dispatch: int | None = None) -> s
 
 def after_run(run_id: int) -> None:
     """Finish the run's sweep if this was its last point, then hand the freed slot on."""
-    from reviewer.services.dispatch import dispatch_quietly
-    from reviewer.services.sweeps import sweep_finish_if_ended
+    from reviewer.runs.handoff import dispatch_quietly
+    from reviewer.runs.sweeps import sweep_finish_if_ended
 
     sweep_id = EmulatorRun.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
     if sweep_id is not None:
