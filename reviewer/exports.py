@@ -17,8 +17,6 @@ from django.utils import timezone
 
 from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
-from reviewer.duplicates import duplicates_in_session
-from reviewer.evidence import evidence_details
 from reviewer.models.collaboration import FindingState
 from reviewer.models.review import (
     Finding,
@@ -36,6 +34,8 @@ from reviewer.representations import (
     review_representation,
     session_representation,
 )
+from reviewer.review.duplicates import duplicates_in_session
+from reviewer.review.evidence import evidence_details
 from reviewer.selectors import findings_in_report_order
 
 ANNO_CONTEXT = "http://www.w3.org/ns/anno.jsonld"

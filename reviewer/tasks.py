@@ -75,8 +75,8 @@ def sweep_finish(sweep_id: int) -> str:
 )
 def reanchor_revision(revision_id: int) -> dict[str, Any]:
     """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state."""
-    from reviewer.services.review import reanchor_revision as reanchor
-    from reviewer.services.review import reanchoring_representation
+    from reviewer.review.services import reanchor_revision as reanchor
+    from reviewer.review.services import reanchoring_representation
 
     return reanchoring_representation(reanchor(revision_id=revision_id).revision)
 
@@ -97,7 +97,7 @@ def reap_stalled() -> dict[str, list[int]]:
 
     Re-anchorings that stopped making progress are handed over again too.
     """
-    from reviewer.services.review import reanchors_resume
+    from reviewer.review.services import reanchors_resume
 
     reaped = _reap()
     reanchors_resume()
@@ -107,7 +107,7 @@ def reap_stalled() -> dict[str, list[int]]:
 @shared_task(name="reviewer.send_notification_digests", soft_time_limit=300, time_limit=360)
 def send_notification_digests() -> int:
     """E-mail the daily digest to users who chose it; how many e-mails went out."""
-    from reviewer.services.notifications import send_digests
+    from reviewer.review.notifications import send_digests
 
     return send_digests()
 
@@ -166,8 +166,8 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
         """One pass of the watchdog; errors are logged so the timer keeps running."""
         from django.db import close_old_connections
 
+        from reviewer.review.services import reanchors_resume
         from reviewer.runs.handoff import runs_dispatch
-        from reviewer.services.review import reanchors_resume
 
         self.announce()
         try:

@@ -22,7 +22,7 @@ from reviewer.api.serializers import (
     DocRevisionSummarySerializer,
 )
 from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.services.errors import Conflict
 
 

@@ -22,7 +22,7 @@ from reviewer.api.serializers import (
     TraceUploadSerializer,
 )
 from reviewer.models.review import FleetConfig, FleetConfigVersion
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.services import traces as trace_services
 from reviewer.services.errors import Conflict
 from reviewer.services.fleet_editor import scenario_check

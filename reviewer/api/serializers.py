@@ -187,7 +187,7 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         from django.core.exceptions import ValidationError
 
-        from reviewer.services.review import scenario_dict_to_toml, validate_scenario_toml
+        from reviewer.review.services import scenario_dict_to_toml, validate_scenario_toml
 
         scenario = attrs.pop("scenario", None)
         if "toml" not in attrs and scenario is not None:

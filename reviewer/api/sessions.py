@@ -11,7 +11,7 @@ from rest_framework.exceptions import PermissionDenied
 from reviewer import permissions, selectors
 from reviewer.models.review import ReviewSession
 from reviewer.representations import ReviewSessionSerializer
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.services.errors import Conflict
 
 

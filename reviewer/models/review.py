@@ -2,7 +2,7 @@
 review sessions, findings anchored to a doc's text, and replies to findings.
 
 Workflows that touch several rows (revising a doc, re-anchoring findings,
-publishing live events) live in :mod:`reviewer.services.review`; the rules that
+publishing live events) live in :mod:`reviewer.review.services`; the rules that
 concern one row live here as methods.
 """
 

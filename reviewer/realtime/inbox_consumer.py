@@ -2,7 +2,7 @@
 
 Thin like the other consumers: it joins the user's own group, sends the count
 once, then relays ``inbox.unread`` messages published by
-:func:`reviewer.services.notifications.push_unread`.
+:func:`reviewer.review.notifications.push_unread`.
 """
 
 from __future__ import annotations

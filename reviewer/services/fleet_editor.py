@@ -4,7 +4,7 @@ form, checked by the emulator's own validator, the first problem given by key pa
 The page's form and raw TOML both go through :func:`scenario_check`: a valid form
 comes back as canonical TOML (and a valid TOML as the form's JSON), so the two
 views of one scenario stay in step. Nothing is saved here; saving makes a new
-version through :func:`reviewer.services.review.fleet_config_save`.
+version through :func:`reviewer.review.services.fleet_config_save`.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from django.db import transaction
 from reviewer.fleet_toml import scenario_dict_to_toml
 from reviewer.models.review import FleetConfig
 from reviewer.ops.uploads import stage_upload
-from reviewer.services import review
+from reviewer.review import services as review
 from reviewer.services.errors import Invalid
 
 

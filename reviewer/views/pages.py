@@ -28,7 +28,7 @@ from reviewer.models import (
 )
 from reviewer.models.collaboration import Verdict
 from reviewer.pass_guides import guides_for
-from reviewer.services import review as review_services
+from reviewer.review import services as review_services
 from reviewer.services.traces import uploaded_trace_name
 from reviewer.text.anchoring import align
 from reviewer.text.markdown import render_markdown, rendered_text

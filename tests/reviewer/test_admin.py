@@ -30,7 +30,7 @@ def test_non_staff_users_are_sent_to_the_admin_login(client, people, open_review
 
 @pytest.mark.parametrize("model", PAGES)
 def test_staff_see_the_lists_and_change_pages(staff_client, open_review, model):
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     finding = services.finding_create(session=open_review, author=open_review.owner, review_pass="trace",
                                       title="Push to busy workers", anchor_exact="round-robin")
@@ -109,7 +109,7 @@ def test_tokens_are_managed_in_admin(staff_client, people):
 
 def test_a_finding_changed_in_admin_gets_a_new_version_and_is_announced(staff_client, open_review, monkeypatch):
     from reviewer.models import Finding
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     finding = services.finding_create(session=open_review, author=open_review.owner, review_pass="trace",
                                       title="Push to busy workers", anchor_exact="round-robin")

@@ -8,7 +8,7 @@ import pytest
 from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import Finding
-from reviewer.services import review as services
+from reviewer.review import services
 
 pytestmark = pytest.mark.django_db
 

@@ -79,7 +79,7 @@ def test_the_list_gives_each_configs_latest_version_in_a_fixed_number_of_queries
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     services.fleet_config_save(config=review_fleet, author=people["owner"],
                                toml=SMALL_SCENARIO.replace("seed = 7", "seed = 8"))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.services import review as services
+from reviewer.review import services
 
 pytestmark = pytest.mark.django_db
 

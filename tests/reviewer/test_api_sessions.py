@@ -6,7 +6,7 @@ import pytest
 from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import ReviewSession
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.services.errors import Forbidden
 
 pytestmark = pytest.mark.django_db

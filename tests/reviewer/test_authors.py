@@ -12,7 +12,7 @@ from review_data_fixtures import *  # noqa: F403
 from review_data_fixtures import REVIEW_DOC_BODY
 
 from reviewer.models import Notification
-from reviewer.services import review as services
+from reviewer.review import services
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ def _client(user: Any) -> Client:
 
 
 def test_it_serves_the_measured_advice_to_participants_only(django_user_model: Any) -> None:
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     owner = django_user_model.objects.create_user("owner")
     outsider = django_user_model.objects.create_user("outsider")
@@ -44,7 +44,7 @@ def test_it_serves_the_measured_advice_to_participants_only(django_user_model: A
 
 
 def _quiet_session(django_user_model: Any) -> tuple[Any, Any]:
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     owner = django_user_model.objects.create_user("owner")
     doc = services.doc_create(owner=owner, title="Doc", body="Text.")
@@ -85,7 +85,7 @@ def test_a_worker_works_it_out_while_the_page_asks_again(django_user_model: Any,
 
 def test_the_advice_is_kept_per_version_and_worked_out_again_for_a_new_one(django_user_model: Any) -> None:
     from reviewer.models import FleetConfigVersion
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     owner, session = _quiet_session(django_user_model)
     url = f"/sessions/{session.pk}/break-advice.json"

@@ -221,7 +221,7 @@ def test_it_drops_viewers_whose_entry_was_not_refreshed(redis_url: str) -> None:
 
 
 def _remove_reviewer(session: Any) -> None:
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     services.session_update(session=session, reviewers=[])
 
@@ -326,7 +326,7 @@ async def test_it_limits_presence_messages_and_closes_a_flooding_client(run_user
 
 
 def _draft_two_findings(session: Any, reviewer: Any) -> None:
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     session.file_directly = False
     session.save(update_fields=["file_directly"])
@@ -335,7 +335,7 @@ def _draft_two_findings(session: Any, reviewer: Any) -> None:
 
 
 def _publish_review(session: Any, reviewer: Any) -> None:
-    from reviewer.services.publishing import review_publish
+    from reviewer.review.publishing import review_publish
 
     review_publish(session=session, reviewer=reviewer, verdict="needs_changes", summary="Two to fix.")
 
@@ -362,7 +362,7 @@ async def test_drafts_stay_off_the_socket_and_arrive_together_on_publish(run_use
 def _notify_reviewer(session: Any, owner: Any, reviewer: Any) -> None:
     from django.db import transaction
 
-    from reviewer.services import notifications
+    from reviewer.review import notifications
 
     with transaction.atomic():
         notifications.notify(recipient=reviewer, kind="mention", session=session, actor=owner,

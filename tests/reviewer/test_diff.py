@@ -9,7 +9,7 @@ import pytest
 from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import Finding
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.text.diffing import diff_texts, segments
 
 pytestmark = pytest.mark.django_db

@@ -137,7 +137,7 @@ def test_it_says_whose_turn_it_is(team_api, drafting_review):
 
 
 def test_a_draft_changed_or_deleted_is_announced_to_nobody(team, drafting_review, monkeypatch):
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     sent: list[str] = []
     monkeypatch.setattr("reviewer.realtime.groups.session_event", lambda sid, event, data: sent.append(event))
@@ -150,7 +150,7 @@ def test_a_draft_changed_or_deleted_is_announced_to_nobody(team, drafting_review
 
 
 def test_a_doc_revision_moving_a_draft_announces_it_to_nobody(team, team_api, drafting_review, monkeypatch):
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     draft = file_finding(team_api("reviewer"), drafting_review, "Held back")
     services.reply_create(finding=Finding.objects.get(pk=draft["id"]), author=team["owner"], body="Owner's draft.")

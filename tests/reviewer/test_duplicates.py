@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.duplicates import duplicate_map
 from reviewer.models import EmulatorRun, Finding, FindingReply
-from reviewer.services import review as services
+from reviewer.review import services
+from reviewer.review.duplicates import duplicate_map
 
 pytestmark = pytest.mark.django_db
 
@@ -144,15 +144,15 @@ def test_a_draft_is_neither_flagged_nor_merged_until_it_is_published(api_as, ope
     # and the service refuses a draft whoever asks.
     assert api_as("owner").post(f"/api/findings/{draft.pk}/merge/", {"into": published.pk},
                                 format="json").status_code == 404
+    from reviewer.review.merge import finding_merge
     from reviewer.services.errors import Invalid
-    from reviewer.services.merge import finding_merge
 
     with pytest.raises(Invalid, match="publish the draft first"):
         finding_merge(finding=draft, into=published)
 
 
 def test_one_findings_duplicates_are_those_the_whole_session_gives_it(twins, people):
-    from reviewer.duplicates import duplicates_in_session, duplicates_of
+    from reviewer.review.duplicates import duplicates_in_session, duplicates_of
 
     session = twins["session"]
     # The same title and text in another case and spacing, and a draft, which is nobody's duplicate.

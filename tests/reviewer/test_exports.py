@@ -15,7 +15,7 @@ from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario
 from reviewer import selectors
 from reviewer.models import EmulatorRun, Finding, ReviewSession
-from reviewer.services import review as services
+from reviewer.review import services
 
 pytestmark = pytest.mark.django_db
 
@@ -251,7 +251,7 @@ def test_data_exports_cost_the_same_queries_however_many_findings(api_as, review
 
 @pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t"])
 def test_it_defuses_csv_cells_that_a_spreadsheet_would_run_as_formulas(api_as, open_review, people, start):
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     services.finding_create(session=open_review, author=people["reviewer"], review_pass="trace",
                             title=f"{start}HYPERLINK(\"http://evil.example\")", body=f"{start}1+1")
@@ -262,7 +262,7 @@ def test_it_defuses_csv_cells_that_a_spreadsheet_would_run_as_formulas(api_as, o
 
 
 def test_the_exports_keep_apart_the_figures_from_the_doc_and_those_assumed(api_as, people):
-    from reviewer.example.reviews import SECOND
+    from reviewer.review.example.reviews import SECOND
 
     call_command("load_example", owner="owner", example=[SECOND.key], verbosity=0)
     session = ReviewSession.objects.get()

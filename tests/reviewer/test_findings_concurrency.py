@@ -16,7 +16,7 @@ from django.db import close_old_connections, transaction
 from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import DesignDoc, Finding
-from reviewer.services import review as services
+from reviewer.review import services
 
 
 @pytest.mark.django_db(transaction=True)

@@ -32,7 +32,7 @@ def _api_modules_loaded_by(*modules: str) -> list[str]:
 
 @pytest.mark.parametrize("modules", [
     ("reviewer.models",),
-    ("reviewer.services.review", "reviewer.services.findings", "reviewer.runs.services",
+    ("reviewer.review.services", "reviewer.review.findings", "reviewer.runs.services",
      "reviewer.runs.sweeps", "reviewer.runs.player"),
     ("reviewer.exports",),
     ("reviewer.tasks", "reviewer.selectors", "reviewer.representations"),

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-from reviewer.example.reviews import FIRST, SECOND
 from reviewer.models import DesignDoc, EmulatorRun, Finding, FleetConfig, ReviewSession
+from reviewer.review.example.reviews import FIRST, SECOND
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_it_changes_nothing_when_run_twice(admin_user) -> None:
 
 
 def test_it_loads_the_second_example_beside_a_first_loaded_before_it(admin_user) -> None:
-    from reviewer.services import review as review_services
+    from reviewer.review import services as review_services
 
     doc = review_services.doc_create(owner=admin_user, title=FIRST.title, body=FIRST.body())
     call_command("load_example", verbosity=0)

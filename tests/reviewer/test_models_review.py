@@ -11,7 +11,7 @@ from review_data_fixtures import SMALL_SCENARIO
 
 from reviewer import selectors
 from reviewer.models import DocRevision, Finding, FleetConfig, FleetConfigVersion
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.services.errors import Invalid
 
 pytestmark = pytest.mark.django_db

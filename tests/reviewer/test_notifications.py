@@ -13,7 +13,7 @@ from django.core.management import call_command
 from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import Notification
-from reviewer.services import notifications
+from reviewer.review import notifications
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ import pytest
 from emulator import Engine, Scenario
 from emulator.scenario.presets import load_preset
 from reviewer.models import EmulatorRun, FleetConfig
+from reviewer.review import services as review_services
 from reviewer.runs.services import run_start
-from reviewer.services import review as review_services
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from reviewer.provenance import assumed_note, input_figures, split
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.services.errors import Invalid
 
 pytestmark = pytest.mark.django_db

@@ -60,7 +60,7 @@ def test_it_answers_a_finding_post_at_once_while_redis_stalls(layer_on_stalled_r
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     owner = get_user_model().objects.create_user("owner")
     doc = services.doc_create(owner=owner, title="Doc", body="The queue is in memory.")

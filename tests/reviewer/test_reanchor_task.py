@@ -20,7 +20,7 @@ from django.utils import timezone
 from review_data_fixtures import *  # noqa: F403
 
 from reviewer.models import DocRevision, Finding
-from reviewer.services import review as services
+from reviewer.review import services
 from reviewer.tasks import reanchor_revision
 
 pytestmark = pytest.mark.usefixtures("redis_url")

@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.example.reviews import FIRST_DOCUMENT as EXAMPLE_DOCUMENT
 from reviewer.models import EmulatorRun, ReviewSession, RunCommand, RunFrame
-from reviewer.services import review as services
+from reviewer.review import services
+from reviewer.review.example.reviews import FIRST_DOCUMENT as EXAMPLE_DOCUMENT
 
 pytestmark = pytest.mark.django_db
 

@@ -147,8 +147,8 @@ def test_a_fleet_config_using_the_mechanism_saves_and_runs_from_the_session(
     preset: str, api_as: Any, review_doc: Any, people: dict
 ) -> None:
     from reviewer.models import EmulatorRun, RunFrame
+    from reviewer.review import services
     from reviewer.runs.player import run_play
-    from reviewer.services import review as services
 
     text = (PRESETS / f"{preset}.toml").read_text("utf-8")
     assert all(key in text for key in PRESET_KEYS[preset])

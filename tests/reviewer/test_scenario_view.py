@@ -161,7 +161,7 @@ def test_the_second_examples_path_shows_its_resolved_kv_and_no_dispatcher() -> N
     import tomllib
     from importlib import resources
 
-    text = resources.files("reviewer.example").joinpath("chat-70b-fleet.toml").read_text("utf-8")
+    text = resources.files("reviewer.review.example").joinpath("chat-70b-fleet.toml").read_text("utf-8")
     data = load_scenario(text, max_requests=None).to_dict()
     assert tomllib.loads(text)["worker"]["kv_cache_tokens"] == "auto"
     hops = trace_path(data)

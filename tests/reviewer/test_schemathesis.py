@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, settings
 from rest_framework.authtoken.models import Token
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.services import review as services
+from reviewer.review import services
 
 
 def _schema_document() -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from reviewer.models import ReviewSession
-from reviewer.services import review as review_services
+from reviewer.review import services as review_services
 
 pytestmark = pytest.mark.django_db
 

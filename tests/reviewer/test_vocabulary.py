@@ -63,7 +63,7 @@ def test_it_leaves_no_pass_severity_status_hop_or_metric_spelled_out_in_the_scri
 
 @pytest.mark.django_db
 def test_it_sends_the_vocabulary_in_the_session_pages_config(django_user_model: Any) -> None:
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     owner = django_user_model.objects.create_user("owner", password="pw-owner-123")
     doc = services.doc_create(owner=owner, title="Doc", body="Text.")

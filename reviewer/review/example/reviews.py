@@ -32,7 +32,7 @@ class ExampleReview:
 
     key: str  # load_example --example KEY
     title: str
-    doc_file: str  # in reviewer.example
+    doc_file: str  # in reviewer.review.example
     fleet_name: str
     fleet_package: str
     fleet_file: str
@@ -47,7 +47,7 @@ class ExampleReview:
     summary: str = ""
 
     def body(self) -> str:
-        return resources.files("reviewer.example").joinpath(self.doc_file).read_text("utf-8")
+        return resources.files("reviewer.review.example").joinpath(self.doc_file).read_text("utf-8")
 
     def toml(self) -> str:
         return resources.files(self.fleet_package).joinpath(self.fleet_file).read_text("utf-8")
@@ -253,7 +253,7 @@ SECOND = ExampleReview(
     title="Atlas chat: serving a 70B model with continuous batching",
     doc_file="chat-70b-doc.md",
     fleet_name="atlas-chat as written (4 hosts of two 4-GPU H100 replicas)",
-    fleet_package="reviewer.example",
+    fleet_package="reviewer.review.example",
     fleet_file="chat-70b-fleet.toml",
     session_title="Example review: a 70B chat model with continuous batching",
     findings=_second_findings,

@@ -20,9 +20,9 @@ from reviewer.models.collaboration import FindingState, NotificationKind, Review
 from reviewer.models.review import DocRevision, Finding, FindingReply, ReviewSession
 from reviewer.realtime import groups as realtime
 from reviewer.representations import finding_representation, review_representation
-from reviewer.services import notifications
+from reviewer.review import notifications
+from reviewer.review.findings import publish_finding
 from reviewer.services.errors import Forbidden, Invalid
-from reviewer.services.findings import publish_finding
 
 SUMMARY_MAX_CHARS = 20_000
 

@@ -1,7 +1,7 @@
 """Review workflows: docs, fleet configs, sessions and findings.
 
 Docs, fleet configs and sessions are here; findings live in
-:mod:`reviewer.services.findings` and are re-exported, so callers use this
+:mod:`reviewer.review.findings` and are re-exported, so callers use this
 module for all of them. Plain functions with keyword-only arguments, shared by the REST API, the admin,
 the pages and the management commands. Writes are atomic; live events for a
 session's viewers go out through :func:`reviewer.realtime.groups.session_event` once
@@ -39,8 +39,7 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import FINAL_STATUSES, EmulatorRun
 from reviewer.realtime import groups as realtime
-from reviewer.services.errors import Conflict, Forbidden, Invalid, OverLimit
-from reviewer.services.findings import (
+from reviewer.review.findings import (
     finding_create,
     finding_delete,
     finding_update,
@@ -50,6 +49,7 @@ from reviewer.services.findings import (
     resolve_anchor,
     set_anchor,
 )
+from reviewer.services.errors import Conflict, Forbidden, Invalid, OverLimit
 from reviewer.text.anchoring import Anchor, reanchor
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Finding workflows: record, change, delete and rank findings; reply to them.
 
-Part of the review services (``reviewer.services.review`` re-exports these
+Part of the review services (``reviewer.review.services`` re-exports these
 names). Every change is published to the session's live viewers after the
 transaction commits.
 """
@@ -29,7 +29,7 @@ from reviewer.models.review import (
 from reviewer.models.runs import EmulatorRun
 from reviewer.realtime import groups as realtime
 from reviewer.representations import finding_representation
-from reviewer.services import notifications
+from reviewer.review import notifications
 from reviewer.services.errors import Conflict, Invalid, OverLimit
 from reviewer.text.anchoring import (
     Anchor,
@@ -170,7 +170,7 @@ def finding_create(
     """Record a finding; a quote (or a reader's selection) is anchored on the doc's latest revision.
 
     It is a draft, seen by its author alone until they publish their review
-    (:func:`reviewer.services.publishing.review_publish`), unless the session
+    (:func:`reviewer.review.publishing.review_publish`), unless the session
     files findings directly.
     """
     if not session.is_open:

@@ -6,7 +6,7 @@ and text (one suggestion of the numbers pass adopted twice, by two people or
 by two clicks). Text is compared with white space collapsed and case folded.
 A finding already merged into another is no longer anyone's duplicate.
 
-Nothing here writes; merging is :func:`reviewer.services.merge.finding_merge`.
+Nothing here writes; merging is :func:`reviewer.review.merge.finding_merge`.
 """
 
 from __future__ import annotations
