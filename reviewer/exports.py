@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from emulator.analysis.numbers import compute
 from emulator.scenario import Scenario, ScenarioError
+from reviewer.fleets.provenance import ASSUMED, FROM_DOC, split
 from reviewer.models.collaboration import FindingState
 from reviewer.models.review import (
     Finding,
@@ -26,7 +27,6 @@ from reviewer.models.review import (
     ReviewSession,
     Severity,
 )
-from reviewer.provenance import ASSUMED, FROM_DOC, split
 from reviewer.representations import (
     finding_representation,
     reply_representations,

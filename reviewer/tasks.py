@@ -86,7 +86,7 @@ def reanchor_revision(revision_id: int) -> dict[str, Any]:
              soft_time_limit=600, time_limit=630)
 def break_advice(version_id: int) -> bool:
     """Work out and store a fleet config version's break-pass advice; whether it is stored."""
-    from reviewer.services.break_advice import break_advice_compute
+    from reviewer.fleets.break_advice import break_advice_compute
 
     return break_advice_compute(version_id=version_id) is not None
 

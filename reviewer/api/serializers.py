@@ -180,7 +180,7 @@ class FleetConfigSerializer(serializers.ModelSerializer):
         return latest.pk if latest else None
 
     def get_trace(self, obj: FleetConfig) -> str | None:
-        from reviewer.services.traces import uploaded_trace_name
+        from reviewer.fleets.traces import uploaded_trace_name
 
         return uploaded_trace_name(obj)
 

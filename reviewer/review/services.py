@@ -25,7 +25,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from reviewer import permissions, selectors
-from reviewer.fleet_toml import scenario_dict_to_toml, validate_scenario_toml
+from reviewer.fleets.scenario_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -70,7 +70,7 @@ UNCHANGED: Final = Unchanged.UNCHANGED
 @transaction.atomic
 def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[str, str]]:
     """The provenance map checked against the config's scenario and its doc's text."""
-    from reviewer.provenance import ProvenanceError, clean_provenance
+    from reviewer.fleets.provenance import ProvenanceError, clean_provenance
     from reviewer.text.markdown import rendered_text
 
     doc_text = None
@@ -88,7 +88,7 @@ def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[st
 def _carried(provenance: dict[str, dict[str, str]], scenario: dict[str, Any],
              written: dict[str, Any]) -> dict[str, dict[str, str]]:
     """Marks of the previous version whose keys the new scenario still has."""
-    from reviewer.provenance import input_figures
+    from reviewer.fleets.provenance import input_figures
 
     figures = {**input_figures(written), **input_figures(scenario)}
     return {p: m for p, m in provenance.items()
@@ -99,7 +99,7 @@ def fleet_config_create(
     *, owner: User, name: str, toml: str, doc: DesignDoc | None = None, provenance: Any = None
 ) -> FleetConfig:
     """Create a fleet config with its first version; the TOML is validated first, then
-    the provenance of its figures (see :mod:`reviewer.provenance`)."""
+    the provenance of its figures (see :mod:`reviewer.fleets.provenance`)."""
     config = FleetConfig(owner=owner, name=name, toml=toml, doc=doc)
     config.clean()
     marks = _clean_provenance(provenance, config) if provenance is not None else {}

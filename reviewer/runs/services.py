@@ -21,7 +21,8 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from reviewer.fleet_toml import trace_path_problem
+from reviewer.fleets.scenario_toml import trace_path_problem
+from reviewer.fleets.scenario_view import run_facts
 from reviewer.models import (
     CommandKind,
     EmulatorRun,
@@ -32,7 +33,6 @@ from reviewer.models import (
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
 from reviewer.realtime import groups as realtime
-from reviewer.scenario_view import run_facts
 from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 log = logging.getLogger(__name__)

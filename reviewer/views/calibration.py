@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from reviewer.services import calibration
+from reviewer.fleets import calibration
 from reviewer.services.errors import ServiceError
 from reviewer.vocabulary import CALIBRATION_STEP_KINDS
 

@@ -18,7 +18,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewer import permissions, scenario_view, selectors
+from reviewer import permissions, selectors
+from reviewer.fleets import scenario_view
+from reviewer.fleets.traces import uploaded_trace_name
 from reviewer.models import (
     DocRevision,
     ReviewPass,
@@ -29,7 +31,6 @@ from reviewer.models import (
 from reviewer.models.collaboration import Verdict
 from reviewer.pass_guides import guides_for
 from reviewer.review import services as review_services
-from reviewer.services.traces import uploaded_trace_name
 from reviewer.text.anchoring import align
 from reviewer.text.markdown import render_markdown, rendered_text
 from reviewer.vocabulary import vocabulary

@@ -56,8 +56,8 @@ def _quiet_session(django_user_model: Any) -> tuple[Any, Any]:
 def test_a_worker_works_it_out_while_the_page_asks_again(django_user_model: Any, settings: Any, monkeypatch: Any) -> None:
     from datetime import timedelta
 
+    from reviewer.fleets import break_advice as service
     from reviewer.models import FleetConfigVersion
-    from reviewer.services import break_advice as service
     from reviewer.tasks import break_advice as task
 
     settings.BREAK_ADVICE_IN_BACKGROUND = True

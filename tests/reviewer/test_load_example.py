@@ -108,7 +108,7 @@ def test_it_refuses_without_an_owner_and_says_how_to_fix_it() -> None:
 def test_the_second_examples_problems_show_in_the_emulators_numbers() -> None:
     from emulator.analysis import numbers
     from emulator.scenario import Scenario
-    from reviewer.fleet_toml import validate_scenario_toml
+    from reviewer.fleets.scenario_toml import validate_scenario_toml
 
     report = numbers.compute(Scenario.from_dict(validate_scenario_toml(SECOND.toml()))).to_dict()
     figures = {f["key"]: f["value"] for f in report["figures"] if f["model"] == "chat"}

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 from rest_framework.test import APIClient
 
-from reviewer.provenance import assumed_note, input_figures, split
+from reviewer.fleets.provenance import assumed_note, input_figures, split
 from reviewer.review import services
 from reviewer.services.errors import Invalid
 
@@ -119,7 +119,7 @@ def test_suggestions_of_a_config_with_nothing_assumed_carry_no_note(owner, doc) 
 
 
 def test_the_headline_names_the_worst_model_whatever_order_the_models_come_in() -> None:
-    from reviewer.numbers_report import headline_figures
+    from reviewer.fleets.numbers_report import headline_figures
 
     figures = [
         {"key": "capacity_one_host_lost_qps", "model": "small", "value": 0.0, "display": "0 QPS"},

@@ -12,7 +12,7 @@ from emulator.scenario import Scenario, load_scenario
 from emulator.scenario.overrides import apply_overrides
 from emulator.sim.engine import Engine
 from emulator.sim.policies import POLICY_REGISTRY
-from reviewer.scenario_view import (
+from reviewer.fleets.scenario_view import (
     ALIKE_UNDER_CONSTANT,
     break_controls,
     measured_comparison,
@@ -114,7 +114,7 @@ def test_measured_advice_finds_every_policy_alike_on_a_quiet_constant_fleet() ->
 
 
 def test_measured_advice_falls_back_to_reasoning_over_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("reviewer.scenario_view.MEASURE_BUDGET", 1)
+    monkeypatch.setattr("reviewer.fleets.scenario_view.MEASURE_BUDGET", 1)
     advice = measured_comparison(_preset("doc-as-written"), POLICIES)
     assert advice["measured"] is False and advice["note"].startswith("not measured")
     assert advice["suggested"] == break_controls(_preset("doc-as-written"), POLICIES)["suggested"]

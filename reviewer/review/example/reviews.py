@@ -39,7 +39,7 @@ class ExampleReview:
     session_title: str
     findings: FindingsFrom
     runs: tuple[EvidenceRun, ...] = field(default_factory=tuple)
-    # Where the fleet config's figures come from (see reviewer.provenance).
+    # Where the fleet config's figures come from (see reviewer.fleets.provenance).
     provenance: dict[str, dict[str, str]] = field(default_factory=dict)
     # The review document (opening, strengths, restatement) and the published review.
     document: dict[str, str] = field(default_factory=dict)

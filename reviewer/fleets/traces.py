@@ -25,7 +25,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from reviewer.fleet_toml import scenario_dict_to_toml
+from reviewer.fleets.scenario_toml import scenario_dict_to_toml
 from reviewer.models.review import FleetConfig
 from reviewer.ops.uploads import stage_upload
 from reviewer.review import services as review

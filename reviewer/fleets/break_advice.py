@@ -2,7 +2,7 @@
 
 Which dispatch policies give identical runs on the fleet config, and the
 comparison whose run differs with the measured difference
-(``reviewer.scenario_view.measured_comparison``). Working it out runs the
+(``reviewer.fleets.scenario_view.measured_comparison``). Working it out runs the
 scenario a few times (seconds of CPU), so it is done once per version and
 stored on it, and, with ``BREAK_ADVICE_IN_BACKGROUND``, by a worker of the
 ``docs`` queue: the web process, which answers everyone, never spends those
@@ -51,7 +51,7 @@ def break_advice(version: FleetConfigVersion) -> dict[str, Any] | None:
 def break_advice_compute(*, version_id: int) -> dict[str, Any]:
     """Work the version's advice out and store it (nothing to do if it is stored already)."""
     from emulator.sim.policies import POLICY_REGISTRY
-    from reviewer.scenario_view import measured_comparison
+    from reviewer.fleets.scenario_view import measured_comparison
 
     version = FleetConfigVersion.objects.get(pk=version_id)
     if version.break_advice is not None:

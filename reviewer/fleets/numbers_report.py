@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reviewer.provenance import assumed_note, split
+from reviewer.fleets.provenance import assumed_note, split
 
 __all__ = ["HEADLINE", "headline_figures", "numbers_report"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from reviewer.fleet_toml import trace_path_problem
+from reviewer.fleets.scenario_toml import trace_path_problem
 from reviewer.services.errors import Invalid
 
 __all__ = ["scenario_check"]
