@@ -204,7 +204,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "reviewer.context_processors.inbox",
+                "reviewer.views.context_processors.inbox",
             ],
         },
     },

@@ -21,9 +21,9 @@ from reviewer.api.serializers import (
     DocRevisionSerializer,
     DocRevisionSummarySerializer,
 )
+from reviewer.errors import Conflict
 from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
 from reviewer.review import services
-from reviewer.services.errors import Conflict
 
 
 class DesignDocViewSet(viewsets.ModelViewSet):

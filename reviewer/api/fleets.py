@@ -21,11 +21,11 @@ from reviewer.api.serializers import (
     FleetConfigVersionSerializer,
     TraceUploadSerializer,
 )
+from reviewer.errors import Conflict
 from reviewer.fleets import traces as trace_services
 from reviewer.fleets.editor import scenario_check
 from reviewer.models.review import FleetConfig, FleetConfigVersion
 from reviewer.review import services
-from reviewer.services.errors import Conflict
 
 
 class FleetConfigViewSet(viewsets.ModelViewSet):

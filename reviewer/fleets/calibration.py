@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.files.uploadedfile import UploadedFile
 
+from reviewer.errors import Invalid
 from reviewer.ops.uploads import stage_upload
-from reviewer.services.errors import Invalid
 
 if TYPE_CHECKING:
     from emulator.analysis.calibration import Group

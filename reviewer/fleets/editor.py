@@ -14,8 +14,8 @@ from typing import Any
 
 from django.conf import settings
 
+from reviewer.errors import Invalid
 from reviewer.fleets.scenario_toml import trace_path_problem
-from reviewer.services.errors import Invalid
 
 __all__ = ["scenario_check"]
 

@@ -25,11 +25,11 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
+from reviewer.errors import Invalid
 from reviewer.fleets.scenario_toml import scenario_dict_to_toml
 from reviewer.models.review import FleetConfig
 from reviewer.ops.uploads import stage_upload
 from reviewer.review import services as review
-from reviewer.services.errors import Invalid
 
 
 def uploaded_trace_name(config: FleetConfig) -> str | None:

@@ -26,7 +26,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.text import get_valid_filename
 
-from reviewer.services.errors import TooLarge
+from reviewer.errors import TooLarge
 
 #: Room for the multipart envelope (boundaries, part headers, small fields)
 #: around a file of exactly the limit.

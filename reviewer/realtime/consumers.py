@@ -16,11 +16,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from reviewer import selectors
 from reviewer.api.errors import ws_reply
+from reviewer.errors import Invalid, OverLimit
 from reviewer.models.runs import FINAL_STATUSES
 from reviewer.realtime import groups as realtime
 from reviewer.realtime import presence
 from reviewer.representations import run_representation
-from reviewer.services.errors import Invalid, OverLimit
 
 log = logging.getLogger(__name__)
 

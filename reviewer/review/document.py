@@ -10,10 +10,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from reviewer.errors import Conflict, Invalid
 from reviewer.models.review import ReviewSession
 from reviewer.realtime import groups as realtime
 from reviewer.representations import review_document_representation
-from reviewer.services.errors import Conflict, Invalid
 
 DOCUMENT_FIELDS = ("opening", "strengths", "restatement")
 

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from reviewer.errors import Conflict, Invalid, OverLimit
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
@@ -30,7 +31,6 @@ from reviewer.models.runs import EmulatorRun
 from reviewer.realtime import groups as realtime
 from reviewer.representations import finding_representation
 from reviewer.review import notifications
-from reviewer.services.errors import Conflict, Invalid, OverLimit
 from reviewer.text.anchoring import (
     Anchor,
     Selection,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from reviewer.errors import Conflict, Invalid
 from reviewer.models.review import Finding, FindingReply
 from reviewer.review.findings import publish_finding
-from reviewer.services.errors import Conflict, Invalid
 
 EVIDENCE_FIELDS = ("evidence_run_id", "evidence_t_from_s", "evidence_t_to_s", "evidence_metric")
 

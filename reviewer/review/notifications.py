@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reviewer import selectors
+from reviewer.errors import Invalid
 from reviewer.models.collaboration import (
     EmailMode,
     Notification,
@@ -36,7 +37,6 @@ from reviewer.models.collaboration import (
 from reviewer.models.review import Finding, FindingReply, ReviewSession
 from reviewer.realtime import groups as realtime
 from reviewer.representations import notification_url
-from reviewer.services.errors import Invalid
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from reviewer.errors import Forbidden, Invalid
 from reviewer.models.collaboration import FindingState, NotificationKind, Review, Verdict
 from reviewer.models.review import DocRevision, Finding, FindingReply, ReviewSession
 from reviewer.realtime import groups as realtime
 from reviewer.representations import finding_representation, review_representation
 from reviewer.review import notifications
 from reviewer.review.findings import publish_finding
-from reviewer.services.errors import Forbidden, Invalid
 
 SUMMARY_MAX_CHARS = 20_000
 

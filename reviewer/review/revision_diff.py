@@ -24,8 +24,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Max, Q
 
+from reviewer.errors import Invalid
 from reviewer.models.review import DocRevision, Finding, FindingReply, ReviewSession
-from reviewer.services.errors import Invalid
 from reviewer.text.anchoring import Anchor, reanchor
 from reviewer.text.diffing import Row, Segment, TextDiff, diff_texts
 

@@ -25,6 +25,7 @@ from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from reviewer import permissions, selectors
+from reviewer.errors import Conflict, Forbidden, Invalid, OverLimit
 from reviewer.fleets.scenario_toml import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.models.review import (
     DesignDoc,
@@ -49,7 +50,6 @@ from reviewer.review.findings import (
     resolve_anchor,
     set_anchor,
 )
-from reviewer.services.errors import Conflict, Forbidden, Invalid, OverLimit
 from reviewer.text.anchoring import Anchor, reanchor
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from reviewer.errors import Conflict, Invalid, OverLimit
 from reviewer.fleets.scenario_toml import trace_path_problem
 from reviewer.fleets.scenario_view import run_facts
 from reviewer.models import (
@@ -33,7 +34,6 @@ from reviewer.models import (
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
 from reviewer.realtime import groups as realtime
-from reviewer.services.errors import Conflict, Invalid, OverLimit
 
 log = logging.getLogger(__name__)
 

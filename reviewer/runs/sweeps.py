@@ -18,6 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from reviewer.errors import Conflict, Invalid
 from reviewer.models import EmulatorRun, FleetConfigVersion, ReviewSession, RunStatus, Sweep
 from reviewer.models.runs import FINAL_STATUSES
 from reviewer.runs.services import (
@@ -28,7 +29,6 @@ from reviewer.runs.services import (
     resolve_scenario,
     time_limits_for,
 )
-from reviewer.services.errors import Conflict, Invalid
 
 MAX_SWEEP_POINTS = 20
 

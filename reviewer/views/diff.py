@@ -14,8 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from reviewer.errors import Invalid
 from reviewer.review import revision_diff
-from reviewer.services.errors import Invalid
 from reviewer.text.diffing import Segment, pieces
 from reviewer.views.pages import get_session_for_user
 

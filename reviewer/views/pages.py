@@ -29,11 +29,11 @@ from reviewer.models import (
     TraceHop,
 )
 from reviewer.models.collaboration import Verdict
-from reviewer.pass_guides import guides_for
 from reviewer.review import services as review_services
 from reviewer.text.anchoring import align
 from reviewer.text.markdown import render_markdown, rendered_text
-from reviewer.vocabulary import vocabulary
+from reviewer.views.pass_guides import guides_for
+from reviewer.views.vocabulary import vocabulary
 
 
 def _sessions_for(user: Any) -> QuerySet[ReviewSession]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
+from reviewer.errors import Forbidden
 from reviewer.models import ReviewSession
 from reviewer.review import services
-from reviewer.services.errors import Forbidden
 
 pytestmark = pytest.mark.django_db
 

@@ -144,8 +144,8 @@ def test_a_draft_is_neither_flagged_nor_merged_until_it_is_published(api_as, ope
     # and the service refuses a draft whoever asks.
     assert api_as("owner").post(f"/api/findings/{draft.pk}/merge/", {"into": published.pk},
                                 format="json").status_code == 404
+    from reviewer.errors import Invalid
     from reviewer.review.merge import finding_merge
-    from reviewer.services.errors import Invalid
 
     with pytest.raises(Invalid, match="publish the draft first"):
         finding_merge(finding=draft, into=published)

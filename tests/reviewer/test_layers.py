@@ -34,7 +34,7 @@ def _api_modules_loaded_by(*modules: str) -> list[str]:
     ("reviewer.models",),
     ("reviewer.review.services", "reviewer.review.findings", "reviewer.runs.services",
      "reviewer.runs.sweeps", "reviewer.runs.player"),
-    ("reviewer.exports",),
+    ("reviewer.exports.formats",),
     ("reviewer.tasks", "reviewer.selectors", "reviewer.representations"),
 ])
 def test_it_loads_no_api_module_when_importing(modules: tuple[str, ...]) -> None:

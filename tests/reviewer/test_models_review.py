@@ -10,9 +10,9 @@ from review_data_fixtures import *  # noqa: F403
 from review_data_fixtures import SMALL_SCENARIO
 
 from reviewer import selectors
+from reviewer.errors import Invalid
 from reviewer.models import DocRevision, Finding, FleetConfig, FleetConfigVersion
 from reviewer.review import services
-from reviewer.services.errors import Invalid
 
 pytestmark = pytest.mark.django_db
 

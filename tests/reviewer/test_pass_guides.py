@@ -5,7 +5,7 @@ an autoscaler."""
 from __future__ import annotations
 
 from emulator.scenario import load_scenario
-from reviewer.pass_guides import PASS_GUIDES, guides_for
+from reviewer.views.pass_guides import PASS_GUIDES, guides_for
 
 
 def _preset(name: str) -> dict:

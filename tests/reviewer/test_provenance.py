@@ -8,9 +8,9 @@ from importlib import resources
 import pytest
 from rest_framework.test import APIClient
 
+from reviewer.errors import Invalid
 from reviewer.fleets.provenance import assumed_note, input_figures, split
 from reviewer.review import services
-from reviewer.services.errors import Invalid
 
 pytestmark = pytest.mark.django_db
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from review_data_fixtures import *  # noqa: F403
 
-from reviewer.mechanism_charts import (
+from reviewer.views.mechanism_charts import (
     MECHANISM_CHARTS,
     MECHANISM_METRICS,
     MECHANISM_TOTALS,
     SCALE_EVENT_PATTERN,
 )
-from reviewer.vocabulary import vocabulary
+from reviewer.views.vocabulary import vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = ROOT / "emulator" / "scenario" / "presets"

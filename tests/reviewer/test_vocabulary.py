@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from reviewer.vocabulary import FRAME_METRICS, RUN_CHARTS, TOKEN_FRAME_METRICS, vocabulary
+from reviewer.views.vocabulary import FRAME_METRICS, RUN_CHARTS, TOKEN_FRAME_METRICS, vocabulary
 
 STATIC = Path(__file__).resolve().parents[2] / "static" / "reviewer"
 

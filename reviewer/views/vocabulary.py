@@ -12,10 +12,10 @@ from typing import Any
 
 from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS, TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
-from reviewer.mechanism_charts import mechanism_vocabulary
 from reviewer.models.collaboration import FindingState, Verdict
 from reviewer.models.review import FindingStatus, ReviewPass, Severity, TraceHop
 from reviewer.models.runs import ACTIVE_STATUSES, FINAL_STATUSES, SPEEDS, RunStatus
+from reviewer.views.mechanism_charts import mechanism_vocabulary
 
 # The per-model metrics of a frame, as the emulator's results module groups them.
 FRAME_METRICS = (*COUNT_KEYS, *DEPTH_KEYS, *STAT_KEYS)
