@@ -22,7 +22,7 @@ import pytest
 
 from reviewer.ops.supervisor import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 

@@ -19,7 +19,7 @@ from reviewer.views.mechanism_charts import (
 )
 from reviewer.views.vocabulary import vocabulary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRESETS = ROOT / "emulator" / "scenario" / "presets"
 
 # Each preset, shortened, and the mechanism heading whose charts its frames must fill.

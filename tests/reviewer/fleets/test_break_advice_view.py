@@ -14,7 +14,7 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db
 
-PRESET_DIR = Path(__file__).resolve().parents[2] / "emulator" / "scenario" / "presets"
+PRESET_DIR = Path(__file__).resolve().parents[3] / "emulator" / "scenario" / "presets"
 
 
 def _client(user: Any) -> Client:

@@ -11,7 +11,7 @@ import pytest
 
 from reviewer.realtime.origin import is_same_origin
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("origin", "host"), [

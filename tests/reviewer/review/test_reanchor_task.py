@@ -25,7 +25,7 @@ from reviewer.tasks import reanchor_revision
 
 pytestmark = pytest.mark.usefixtures("redis_url")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # What docs/operations.md tells an operator to set behind a TLS proxy.
 PRODUCTION_ENV = {

@@ -12,7 +12,7 @@ from django.test import Client
 
 from reviewer.views.vocabulary import FRAME_METRICS, RUN_CHARTS, TOKEN_FRAME_METRICS, vocabulary
 
-STATIC = Path(__file__).resolve().parents[2] / "static" / "reviewer"
+STATIC = Path(__file__).resolve().parents[3] / "static" / "reviewer"
 
 # Words that are also ordinary JavaScript or DOM strings ("open" is a socket
 # event, "ok" a response flag), so a literal of them proves nothing.
