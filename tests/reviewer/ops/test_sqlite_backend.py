@@ -72,7 +72,9 @@ def test_the_wait_is_bounded_by_the_database_timeout(django_user_model: Any, mon
     owner = django_user_model.objects.create_user("owner")
 
     def writer() -> None:
-        connection.settings_dict["OPTIONS"] = {**connection.settings_dict["OPTIONS"], "timeout": 0.2}
+        # settings_dict is shared by every thread's connection: put it back after the test,
+        # or every later test in this process waits at most 0.2 s for a lock.
+        monkeypatch.setitem(connection.settings_dict, "OPTIONS", {**connection.settings_dict["OPTIONS"], "timeout": 0.2})
         with transaction.atomic():
             DesignDoc.objects.create(owner_id=owner.pk, title="late")
 
