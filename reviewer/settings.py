@@ -363,7 +363,7 @@ SPECTACULAR_SETTINGS = {
 # emulator's own; the web app passes this setting wherever it validates a scenario
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
-# Runs the workers play at once; the dispatcher hands queued runs to the broker
+# Runs the workers play at once; the hand-off gives queued runs to the broker
 # only for free slots, fairly between users. 0: the sum the live workers announce.
 RUN_SLOTS = env_int("RUN_SLOTS", 0)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)

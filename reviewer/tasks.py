@@ -154,7 +154,7 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
             log.warning("could not withdraw this worker's run slots", exc_info=True)
 
     def announce(self) -> None:
-        """Tell the dispatcher how many runs this worker plays at once (for the next few seconds)."""
+        """Tell the hand-off how many runs this worker plays at once (for the next few seconds)."""
         from reviewer.runs.fair_order import announce_worker_slots
 
         try:

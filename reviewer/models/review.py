@@ -76,7 +76,7 @@ class DesignDoc(models.Model):
     """A design document under review: a title and a Markdown body.
 
     ``title`` and ``body`` mirror the latest :class:`DocRevision`; every edit
-    goes through ``services.review.doc_revise`` so that a new revision is made.
+    goes through ``reviewer.review.services.doc_revise`` so that a new revision is made.
     """
 
     title = models.CharField(max_length=200)
@@ -118,7 +118,7 @@ class DocRevision(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     # Moving the doc's open findings onto this revision (a background task; see
-    # services.review.reanchor_revision): pending until done, or superseded by
+    # reviewer.review.services.reanchor_revision): pending until done, or superseded by
     # a newer revision that takes the findings over.
     reanchor_status = models.CharField(max_length=10, choices=ReanchorStatus.choices, default=ReanchorStatus.DONE)
     reanchor_total = models.PositiveIntegerField(default=0, help_text="Open findings to move onto this revision.")

@@ -1,7 +1,7 @@
 """The order in which queued runs get a worker: fair between users, not first come first served.
 
 A new run (or a sweep's point) waits in the database (``awaiting_slot``)
-until a worker slot is free; the dispatcher
+until a worker slot is free; the hand-off
 (:mod:`reviewer.runs.handoff`) then hands runs to the broker in the
 order computed here. The next run goes to the user with the fewest runs
 holding a slot (running, or handed to the broker and not yet started); among
@@ -47,7 +47,7 @@ def holding_slots() -> dict[int, int]:
 
 
 def fair_order(*, limit: int | None = None) -> list[Waiting]:
-    """The waiting runs in the order the dispatcher will hand them out (the first ``limit`` of them)."""
+    """The waiting runs in the order the hand-off will give them out (the first ``limit`` of them)."""
     waiting = list(
         EmulatorRun.objects.filter(status=RunStatus.QUEUED, awaiting_slot=True)
         .order_by("created_at", "pk").values_list("pk", "started_by_id")

@@ -1,11 +1,11 @@
-"""The dispatcher: hands waiting runs to the broker, one per free worker slot, fairly between users.
+"""The hand-off: gives waiting runs to the broker, one per free worker slot, fairly between users.
 
-Runs stay ``queued`` in the database until a slot frees; then the dispatcher
-hands over as many as there are free slots, in the order of
+Runs stay ``queued`` in the database until a slot frees; then the hand-off
+gives over as many as there are free slots, in the order of
 :func:`reviewer.runs.fair_order.fair_order`. It runs when a run or sweep is queued
 (a ``dispatch_runs`` task), when a run ends (in the worker that played it),
 in every worker's watchdog every few seconds and from the beat, so a lost
-trigger costs a few seconds, never a run. Two dispatchers never hand out the
+trigger costs a few seconds, never a run. Two hand-offs never give out the
 same slot: each takes the database's write lock first (SQLite's immediate
 transactions, a PostgreSQL advisory lock) and reads the slots held inside it.
 """
@@ -63,7 +63,7 @@ def runs_dispatch(*, slots: int | None = None) -> list[int]:
 
 
 def dispatch_soon() -> None:
-    """Ask a worker to run the dispatcher once the current transaction commits (off the request path)."""
+    """Ask a worker to run the hand-off once the current transaction commits (off the request path)."""
     from reviewer.runs.services import submit_off_request_path
 
     def send() -> None:

@@ -247,7 +247,7 @@ def time_limits_for(*, duration_s: float, speed: str) -> tuple[float, float]:
 
 
 def enqueue_run(run: EmulatorRun) -> None:
-    """Queue the run for a worker: the dispatcher hands it over when a slot is free, fairly between users.
+    """Queue the run for a worker: the hand-off gives it over when a slot is free, fairly between users.
 
     The run waits in the database (``awaiting_slot``); once the current
     transaction commits, a dispatch is asked for (see
@@ -530,7 +530,7 @@ def runs_requeue_lost(*, waiting_s: float = REQUEUE_AFTER_S) -> dict[str, list[i
     runs ``queued`` with no task to start them. A run handed to the broker
     over ``waiting_s`` ago and not started while the broker's queue is empty
     has no task waiting, so it is handed over again (runs still waiting for a
-    slot have no task yet and are the dispatcher's); its older tasks, if one ever turns up, no longer
+    slot have no task yet and are the hand-off's); its older tasks, if one ever turns up, no longer
     start it. Called by every worker's watchdog (so at a worker's start too)
     and by the beat.
     """
