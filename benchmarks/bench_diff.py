@@ -3,7 +3,7 @@
     python benchmarks/bench_diff.py [--sentences 20000]
 
 Builds a doc of N sentences (about 60 characters each: 20,000 sentences is
-about 1.2 MB) and times :func:`reviewer.diffing.diff_texts` on three kinds of
+about 1.2 MB) and times :func:`reviewer.text.diffing.diff_texts` on three kinds of
 revision: a few sentences edited in place, every tenth sentence rewritten, and
 the whole doc rewritten (nothing in common: shown unsearched past DIFF_MAX_SEGMENTS). Prints
 wall time, rows, whether the cap cut the diff, and the machine. Timing decides
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewer.diffing import MAX_SEGMENTS, diff_texts  # noqa: E402
+from reviewer.text.diffing import MAX_SEGMENTS, diff_texts  # noqa: E402
 
 WORDS = ["batch", "worker", "queue", "dispatcher", "gateway", "host", "unit", "token", "latency", "request", "answer", "model", "standby", "failover", "backlog", "client", "socket"]
 

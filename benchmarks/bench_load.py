@@ -96,8 +96,8 @@ def main() -> None:
 
         from emulator.scenario.presets import load_preset
         from reviewer.models import DocRevision, EmulatorRun, Finding
-        from reviewer.services import review as services
-        from reviewer.services.runs import run_start
+        from reviewer.review import services
+        from reviewer.runs.services import run_start
 
         make = get_user_model().objects.create_user
         heavy = make("heavy")

@@ -50,8 +50,8 @@ def main() -> None:
     call_command("migrate", verbosity=0)
 
     from reviewer.models import Notification
-    from reviewer.services import review as services
-    from reviewer.services.publishing import review_publish
+    from reviewer.review import services
+    from reviewer.review.publishing import review_publish
 
     users = get_user_model().objects
     owner = users.create_user("owner", email="owner@example.test")

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewer.anchoring import anchor_at, reanchor  # noqa: E402
+from reviewer.text.anchoring import anchor_at, reanchor  # noqa: E402
 
 WORDS = ["dispatcher", "queue", "batch", "worker", "gateway", "token", "request", "latency", "host", "unit", "standby", "failover", "client", "timeout", "retry", "backlog", "capacity", "peak", "average", "model", "share", "round", "robin", "pull"]
 

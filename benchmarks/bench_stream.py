@@ -98,7 +98,7 @@ def main() -> None:
         from django.db import transaction
         from django.test import Client
 
-        from reviewer.services.runs import build_run, enqueue_run, resolve_scenario
+        from reviewer.runs.services import build_run, enqueue_run, resolve_scenario
 
         user = get_user_model().objects.create_user("bench", is_staff=True)
         client = Client()

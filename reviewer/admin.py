@@ -25,7 +25,7 @@ from reviewer.models.review import (
     FleetConfigVersion,
     ReviewSession,
 )
-from reviewer.services import review as services
+from reviewer.review import services
 
 
 class DocRevisionInline(admin.TabularInline):

@@ -10,7 +10,7 @@ class ReviewerConfig(AppConfig):
         """Register the app's Prometheus figures (read only when /metrics is scraped)."""
         from prometheus_client import REGISTRY
 
-        from reviewer.metrics import ReviewerCollector
+        from reviewer.ops.metrics import ReviewerCollector
 
         if not any(isinstance(c, ReviewerCollector) for c in list(REGISTRY._collector_to_names)):
             REGISTRY.register(ReviewerCollector())

@@ -17,9 +17,9 @@ if settings.SERVE_STATIC:
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from reviewer.origin import SameOriginValidator  # noqa: E402
-from reviewer.routing import websocket_urlpatterns  # noqa: E402
-from reviewer.uploads import UploadLimitASGI  # noqa: E402
+from reviewer.ops.uploads import UploadLimitASGI  # noqa: E402
+from reviewer.realtime.origin import SameOriginValidator  # noqa: E402
+from reviewer.realtime.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -17,11 +17,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reviewer import selectors
-from reviewer.duplicates import duplicates_of
-from reviewer.markdown import render_markdown
 from reviewer.models import EmulatorRun, Sweep
 from reviewer.models.collaboration import Notification, Review
 from reviewer.models.review import Finding, FindingReply, ReviewPass, ReviewSession
+from reviewer.review.duplicates import duplicates_of
+from reviewer.text.markdown import render_markdown
 
 
 def username_or_none(user: Any) -> str | None:
@@ -238,7 +238,7 @@ class FindingSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_duplicates(self, obj: Finding) -> list[int]:
-        """Ids of the session's findings that look like this one (see reviewer.duplicates)."""
+        """Ids of the session's findings that look like this one (see reviewer.review.duplicates)."""
         if obj.merged_into_id is not None:
             return []
         # Lists and exports work the session's duplicates out once; a single finding asks.

@@ -175,7 +175,7 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
 
 def run_queue_positions() -> dict[int, int]:
     """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
-    from reviewer.run_queue import queue_positions
+    from reviewer.runs.fair_order import queue_positions
 
     return queue_positions()
 

@@ -141,7 +141,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before CSRF, which reads a POST's form (and so its files) to find the token.
-    "reviewer.uploads.UploadLimitMiddleware",
+    "reviewer.ops.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -204,7 +204,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "reviewer.context_processors.inbox",
+                "reviewer.views.context_processors.inbox",
             ],
         },
     },
@@ -217,8 +217,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # readers run beside a writer, the timeout makes writers wait for the lock,
     # and IMMEDIATE transactions take it up front instead of failing mid-way.
     # The backend queues one process's writers for the lock in turn
-    # (reviewer/sqlite_backend), so no request waits seconds for it by bad luck.
-    DATABASES["default"]["ENGINE"] = "reviewer.sqlite_backend"
+    # (reviewer/ops/sqlite_backend), so no request waits seconds for it by bad luck.
+    DATABASES["default"]["ENGINE"] = "reviewer.ops.sqlite_backend"
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "timeout": 30,
@@ -363,7 +363,7 @@ SPECTACULAR_SETTINGS = {
 # emulator's own; the web app passes this setting wherever it validates a scenario
 # that will run (saving a fleet config, starting a run), so both accept the same ones.
 RUNS_PER_USER = env_int("RUNS_PER_USER", 3)
-# Runs the workers play at once; the dispatcher hands queued runs to the broker
+# Runs the workers play at once; the hand-off gives queued runs to the broker
 # only for free slots, fairly between users. 0: the sum the live workers announce.
 RUN_SLOTS = env_int("RUN_SLOTS", 0)
 RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)

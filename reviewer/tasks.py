@@ -2,11 +2,11 @@
 
 Run tasks are acknowledged late and rejected when their worker dies, so the
 broker hands a run whose worker was killed to another worker, which resumes it
-(see :mod:`reviewer.services.run_player`). Every worker also runs the stale-run
+(see :mod:`reviewer.runs.player`). Every worker also runs the stale-run
 watchdog every two seconds, so a run whose worker vanished without the broker
 noticing is marked failed within half a minute, and a sweep whose last worker
 died is finished; the watchdog also announces the worker's run slots and
-dispatches waiting runs to free ones (see :mod:`reviewer.services.dispatch`).
+dispatches waiting runs to free ones (see :mod:`reviewer.runs.handoff`).
 The beat process (``celery beat``, started by ``serve``) sends
 :func:`reap_stalled` and :func:`dispatch_runs` on a schedule too, so neither
 hangs on any one worker's timer. Reads (GET requests, websocket connections) never do
@@ -42,7 +42,7 @@ def run_emulation(self: Any, run_id: int, dispatch: int | None = None) -> str:
     ``dispatch`` is the run's hand-off number when the task was sent; a task
     superseded by a later hand-off returns without starting the run.
     """
-    from reviewer.services.run_player import run_play
+    from reviewer.runs.player import run_play
 
     return run_play(run_id=run_id, worker=self.request.hostname or "", dispatch=dispatch)
 
@@ -50,7 +50,7 @@ def run_emulation(self: Any, run_id: int, dispatch: int | None = None) -> str:
 @shared_task(name="reviewer.dispatch_runs", soft_time_limit=30, time_limit=60)
 def dispatch_runs() -> list[int]:
     """Hand waiting runs to free worker slots, fairly between users; the ids handed over."""
-    from reviewer.services.dispatch import runs_dispatch
+    from reviewer.runs.handoff import runs_dispatch
 
     return runs_dispatch()
 
@@ -58,7 +58,7 @@ def dispatch_runs() -> list[int]:
 @shared_task(name="reviewer.sweep_finish", acks_late=True, soft_time_limit=60, time_limit=90)
 def sweep_finish(sweep_id: int) -> str:
     """Gather a sweep's runs into its curve (the callback of sweeps sent as a chord before points were dispatched)."""
-    from reviewer.services.sweeps import sweep_finish as finish
+    from reviewer.runs.sweeps import sweep_finish as finish
 
     return finish(sweep_id=sweep_id).status
 
@@ -75,8 +75,8 @@ def sweep_finish(sweep_id: int) -> str:
 )
 def reanchor_revision(revision_id: int) -> dict[str, Any]:
     """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state."""
-    from reviewer.services.review import reanchor_revision as reanchor
-    from reviewer.services.review import reanchoring_representation
+    from reviewer.review.services import reanchor_revision as reanchor
+    from reviewer.review.services import reanchoring_representation
 
     return reanchoring_representation(reanchor(revision_id=revision_id).revision)
 
@@ -86,7 +86,7 @@ def reanchor_revision(revision_id: int) -> dict[str, Any]:
              soft_time_limit=600, time_limit=630)
 def break_advice(version_id: int) -> bool:
     """Work out and store a fleet config version's break-pass advice; whether it is stored."""
-    from reviewer.services.break_advice import break_advice_compute
+    from reviewer.fleets.break_advice import break_advice_compute
 
     return break_advice_compute(version_id=version_id) is not None
 
@@ -97,7 +97,7 @@ def reap_stalled() -> dict[str, list[int]]:
 
     Re-anchorings that stopped making progress are handed over again too.
     """
-    from reviewer.services.review import reanchors_resume
+    from reviewer.review.services import reanchors_resume
 
     reaped = _reap()
     reanchors_resume()
@@ -107,14 +107,14 @@ def reap_stalled() -> dict[str, list[int]]:
 @shared_task(name="reviewer.send_notification_digests", soft_time_limit=300, time_limit=360)
 def send_notification_digests() -> int:
     """E-mail the daily digest to users who chose it; how many e-mails went out."""
-    from reviewer.services.notifications import send_digests
+    from reviewer.review.notifications import send_digests
 
     return send_digests()
 
 
 def _reap() -> dict[str, list[int]]:
-    from reviewer.services.runs import runs_reap_stale, runs_requeue_lost
-    from reviewer.services.sweeps import sweeps_finish_stalled
+    from reviewer.runs.services import runs_reap_stale, runs_requeue_lost
+    from reviewer.runs.sweeps import sweeps_finish_stalled
 
     # Runs first: a run marked failed here may be the last one a sweep waited for.
     reaped = runs_reap_stale()
@@ -146,7 +146,7 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
         if self.tref is not None:
             self.tref.cancel()
             self.tref = None
-        from reviewer.run_queue import withdraw_worker_slots
+        from reviewer.runs.fair_order import withdraw_worker_slots
 
         try:
             withdraw_worker_slots(self.hostname)
@@ -154,8 +154,8 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
             log.warning("could not withdraw this worker's run slots", exc_info=True)
 
     def announce(self) -> None:
-        """Tell the dispatcher how many runs this worker plays at once (for the next few seconds)."""
-        from reviewer.run_queue import announce_worker_slots
+        """Tell the hand-off how many runs this worker plays at once (for the next few seconds)."""
+        from reviewer.runs.fair_order import announce_worker_slots
 
         try:
             announce_worker_slots(self.hostname, self.concurrency)
@@ -166,8 +166,8 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
         """One pass of the watchdog; errors are logged so the timer keeps running."""
         from django.db import close_old_connections
 
-        from reviewer.services.dispatch import runs_dispatch
-        from reviewer.services.review import reanchors_resume
+        from reviewer.review.services import reanchors_resume
+        from reviewer.runs.handoff import runs_dispatch
 
         self.announce()
         try:

@@ -24,7 +24,7 @@ from pathlib import Path
 class ImportEdge:
     """One import statement's dependency of module ``source`` on module ``target``."""
 
-    source: str  # the importing module, dotted (``reviewer.services.runs``)
+    source: str  # the importing module, dotted (``reviewer.runs.services``)
     target: str  # the imported module, dotted; for ``from a import b``, ``a.b`` when that is a module, else ``a``
     path: Path  # the importing file
     line: int

@@ -63,7 +63,7 @@ def subprocess_database_url() -> str:
 
     settings = connection.settings_dict
     name = settings["NAME"]
-    if settings["ENGINE"] in ("django.db.backends.sqlite3", "reviewer.sqlite_backend"):
+    if settings["ENGINE"] in ("django.db.backends.sqlite3", "reviewer.ops.sqlite_backend"):
         return f"sqlite:///{name}"
     user = settings.get("USER") or ""
     password = settings.get("PASSWORD") or ""

@@ -1,8 +1,8 @@
 """Publishing reviews, the author's side of findings, and the inbox.
 
 /api/sessions/<id>/reviews/, /api/sessions/<id>/turn/, /api/findings/<id>/state/
-and /api/notifications/...; what they do is in :mod:`reviewer.services.publishing`
-and :mod:`reviewer.services.notifications`.
+and /api/notifications/...; what they do is in :mod:`reviewer.review.publishing`
+and :mod:`reviewer.review.notifications`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from reviewer import permissions, selectors
 from reviewer.models.collaboration import EmailMode, FindingState, Notification, Review, Verdict
 from reviewer.models.review import ReviewSession
 from reviewer.representations import FindingSerializer, NotificationSerializer, ReviewSerializer
-from reviewer.services import notifications, publishing
+from reviewer.review import notifications, publishing
 
 
 def _session_for(request: Request, session_pk: int) -> ReviewSession:

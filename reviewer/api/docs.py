@@ -21,9 +21,9 @@ from reviewer.api.serializers import (
     DocRevisionSerializer,
     DocRevisionSummarySerializer,
 )
+from reviewer.errors import Conflict
 from reviewer.models.review import DesignDoc, DocRevision, Finding, FindingStatus, ReviewSession
-from reviewer.services import review as services
-from reviewer.services.errors import Conflict
+from reviewer.review import services
 
 
 class DesignDocViewSet(viewsets.ModelViewSet):

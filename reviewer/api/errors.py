@@ -1,6 +1,6 @@
 """The one mapping from refusals to answers: HTTP responses and websocket replies.
 
-Services raise :mod:`reviewer.services.errors`; models raise Django's
+Services raise :mod:`reviewer.errors`; models raise Django's
 ``ValidationError`` for their row rules. DRF calls :func:`exception_handler`
 (``REST_FRAMEWORK["EXCEPTION_HANDLER"]``) for every exception a view lets
 through, so views call services without wrapping them; consumers answer with
@@ -22,7 +22,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from reviewer.services.errors import (
+from reviewer.errors import (
     Conflict,
     Forbidden,
     Invalid,

@@ -13,7 +13,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from reviewer import exports, selectors
+from reviewer import selectors
+from reviewer.exports import formats as exports
 from reviewer.models.review import ReviewSession
 
 

@@ -15,9 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewer import permissions, selectors
-from reviewer.anchoring import Selection
 from reviewer.api.serializers import FindingsReorderSerializer
-from reviewer.duplicates import duplicates_in_session
 from reviewer.models.review import (
     Finding,
     FindingReply,
@@ -27,7 +25,9 @@ from reviewer.models.review import (
     Severity,
 )
 from reviewer.representations import FindingReplySerializer, FindingSerializer
-from reviewer.services import review as services
+from reviewer.review import services
+from reviewer.review.duplicates import duplicates_in_session
+from reviewer.text.anchoring import Selection
 
 # The model's field, as the API calls it, in error answers.
 RENAME = {"review_pass": "pass"}

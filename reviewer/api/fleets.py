@@ -21,11 +21,11 @@ from reviewer.api.serializers import (
     FleetConfigVersionSerializer,
     TraceUploadSerializer,
 )
+from reviewer.errors import Conflict
+from reviewer.fleets import traces as trace_services
+from reviewer.fleets.editor import scenario_check
 from reviewer.models.review import FleetConfig, FleetConfigVersion
-from reviewer.services import review as services
-from reviewer.services import traces as trace_services
-from reviewer.services.errors import Conflict
-from reviewer.services.fleet_editor import scenario_check
+from reviewer.review import services
 
 
 class FleetConfigViewSet(viewsets.ModelViewSet):

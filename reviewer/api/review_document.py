@@ -21,12 +21,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reviewer import permissions, revision_diff, selectors
-from reviewer.duplicates import duplicate_groups
+from reviewer import permissions, selectors
 from reviewer.models.review import Finding, ReviewSession
 from reviewer.representations import FindingSerializer, ReviewDocumentSerializer
-from reviewer.services.document import review_document_update
-from reviewer.services.merge import finding_merge
+from reviewer.review import revision_diff
+from reviewer.review.document import review_document_update
+from reviewer.review.duplicates import duplicate_groups
+from reviewer.review.merge import finding_merge
 
 
 def _session_for(request: Request, pk: int) -> ReviewSession:

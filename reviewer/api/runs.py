@@ -22,8 +22,8 @@ from rest_framework.views import APIView
 from reviewer import selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
 from reviewer.representations import RunSerializer, SweepSerializer
-from reviewer.services import runs as run_services
-from reviewer.services import sweeps as sweep_services
+from reviewer.runs import services as run_services
+from reviewer.runs import sweeps as sweep_services
 
 
 class ScenarioSourceSerializer(serializers.Serializer):

@@ -12,7 +12,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reviewer import selectors
-from reviewer.markdown import render_markdown
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -21,6 +20,7 @@ from reviewer.models.review import (
     FleetConfigVersion,
 )
 from reviewer.representations import VisibleToRequestUser, username_or_none
+from reviewer.text.markdown import render_markdown
 
 # --- docs ------------------------------------------------------------------
 
@@ -180,14 +180,14 @@ class FleetConfigSerializer(serializers.ModelSerializer):
         return latest.pk if latest else None
 
     def get_trace(self, obj: FleetConfig) -> str | None:
-        from reviewer.services.traces import uploaded_trace_name
+        from reviewer.fleets.traces import uploaded_trace_name
 
         return uploaded_trace_name(obj)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         from django.core.exceptions import ValidationError
 
-        from reviewer.services.review import scenario_dict_to_toml, validate_scenario_toml
+        from reviewer.review.services import scenario_dict_to_toml, validate_scenario_toml
 
         scenario = attrs.pop("scenario", None)
         if "toml" not in attrs and scenario is not None:

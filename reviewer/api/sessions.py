@@ -9,10 +9,10 @@ from rest_framework import viewsets
 from rest_framework.exceptions import PermissionDenied
 
 from reviewer import permissions, selectors
+from reviewer.errors import Conflict
 from reviewer.models.review import ReviewSession
 from reviewer.representations import ReviewSessionSerializer
-from reviewer.services import review as services
-from reviewer.services.errors import Conflict
+from reviewer.review import services
 
 
 def finding_count_annotations() -> dict[str, Count]:

@@ -3,8 +3,8 @@ finding, and notifications (the inbox, and e-mail per each user's setting).
 
 A reviewer's findings and replies are drafts (``published_at`` unset) until
 they publish a :class:`Review`, which publishes every draft of theirs in the
-session at once. Workflows live in :mod:`reviewer.services.publishing` and
-:mod:`reviewer.services.notifications`.
+session at once. Workflows live in :mod:`reviewer.review.publishing` and
+:mod:`reviewer.review.notifications`.
 """
 
 from __future__ import annotations

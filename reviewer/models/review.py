@@ -2,7 +2,7 @@
 review sessions, findings anchored to a doc's text, and replies to findings.
 
 Workflows that touch several rows (revising a doc, re-anchoring findings,
-publishing live events) live in :mod:`reviewer.services.review`; the rules that
+publishing live events) live in :mod:`reviewer.review.services`; the rules that
 concern one row live here as methods.
 """
 
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from reviewer.fleet_toml import validate_scenario_toml
+from reviewer.fleets.scenario_toml import validate_scenario_toml
 from reviewer.models.collaboration import FindingState
 from reviewer.models.fields import OrderedJSONField
 
@@ -53,7 +53,7 @@ class TraceHop(models.TextChoices):
     DISPATCHER = "dispatcher", "Dispatcher"
     WORKER = "worker", "Worker"
     RESPONSE_PATH = "response_path", "Response path"
-    # Hops of paths drawn from a fleet config (reviewer.scenario_view.trace_path).
+    # Hops of paths drawn from a fleet config (reviewer.fleets.scenario_view.trace_path).
     ROUTING = "routing", "Routing"
     PREFILL_POOL = "prefill_pool", "Prefill pool"
     KV_TRANSFER = "kv_transfer", "KV transfer"
@@ -76,7 +76,7 @@ class DesignDoc(models.Model):
     """A design document under review: a title and a Markdown body.
 
     ``title`` and ``body`` mirror the latest :class:`DocRevision`; every edit
-    goes through ``services.review.doc_revise`` so that a new revision is made.
+    goes through ``reviewer.review.services.doc_revise`` so that a new revision is made.
     """
 
     title = models.CharField(max_length=200)
@@ -118,7 +118,7 @@ class DocRevision(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     # Moving the doc's open findings onto this revision (a background task; see
-    # services.review.reanchor_revision): pending until done, or superseded by
+    # reviewer.review.services.reanchor_revision): pending until done, or superseded by
     # a newer revision that takes the findings over.
     reanchor_status = models.CharField(max_length=10, choices=ReanchorStatus.choices, default=ReanchorStatus.DONE)
     reanchor_total = models.PositiveIntegerField(default=0, help_text="Open findings to move onto this revision.")
@@ -179,7 +179,7 @@ class FleetConfig(models.Model):
 
     @property
     def provenance(self) -> dict[str, Any]:
-        """Where the latest version's figures come from (see reviewer.provenance)."""
+        """Where the latest version's figures come from (see reviewer.fleets.provenance)."""
         latest = self.latest_version()
         return dict(latest.provenance) if latest else {}
 
@@ -191,10 +191,10 @@ class FleetConfigVersion(models.Model):
     number = models.PositiveIntegerField()
     toml = models.TextField()
     scenario = OrderedJSONField(default=dict, editable=False)
-    #: The break pass's measured advice (reviewer.services.break_advice), once worked out.
+    #: The break pass's measured advice (reviewer.fleets.break_advice), once worked out.
     break_advice = OrderedJSONField(null=True, blank=True, editable=False)
     break_advice_asked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.provenance.
+    # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.fleets.provenance.
     provenance = models.JSONField(default=dict, blank=True)
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -4,7 +4,7 @@ commands sent to it, and sweeps of many runs over one key.
 A run keeps the whole resolved scenario (not only a pointer to a config
 version), so a re-run after a worker's death reproduces the same frames even if
 the config has been edited since. The workflows live in
-:mod:`reviewer.services.runs`; the rules about one row live here.
+:mod:`reviewer.runs.services`; the rules about one row live here.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from reviewer.metrics import metrics_view
+from reviewer.ops.metrics import metrics_view
 from reviewer.views.health import healthz, readyz
 from reviewer.views.tokens import tokens_page
 

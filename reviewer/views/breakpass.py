@@ -1,7 +1,7 @@
 """The break pass's advice for a session, checked with the emulator: which policies
 give identical runs on its fleet config and the comparison whose run differs, with
 the measured difference. Worked out once per fleet config version, by a worker
-(``reviewer.services.break_advice``); until then the answer is 202 and the page asks
+(``reviewer.fleets.break_advice``); until then the answer is 202 and the page asks
 again."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from reviewer.services.break_advice import break_advice
+from reviewer.fleets.break_advice import break_advice
 from reviewer.views.pages import get_session_for_user
 
 #: How long the page waits before asking again while the advice is worked out.

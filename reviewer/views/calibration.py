@@ -9,9 +9,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from reviewer.services import calibration
-from reviewer.services.errors import ServiceError
-from reviewer.vocabulary import CALIBRATION_STEP_KINDS
+from reviewer.errors import ServiceError
+from reviewer.fleets import calibration
+from reviewer.views.vocabulary import CALIBRATION_STEP_KINDS
 
 
 @login_required

@@ -1,7 +1,7 @@
 """The revision diff page: /sessions/<id>/diff/?from=<rev>&to=<rev>[&view=inline].
 
 Rendered on the server from the same data the API answers
-(:func:`reviewer.revision_diff.session_diff`); the page needs no script. The
+(:func:`reviewer.review.revision_diff.session_diff`); the page needs no script. The
 URL is stable: other records link to the diff that fixed something.
 """
 
@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from reviewer import revision_diff
-from reviewer.diffing import Segment, pieces
-from reviewer.services.errors import Invalid
+from reviewer.errors import Invalid
+from reviewer.review import revision_diff
+from reviewer.text.diffing import Segment, pieces
 from reviewer.views.pages import get_session_for_user
 
 VIEWS = ("side", "inline")

@@ -46,7 +46,7 @@ def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass computed from the session's fleet config."""
     from emulator.analysis import numbers
     from emulator.scenario import Scenario, ScenarioError
-    from reviewer.numbers_report import numbers_report
+    from reviewer.fleets.numbers_report import numbers_report
 
     fleet = _fleet_for_session(request.user, session_id)
     try:

@@ -13,8 +13,8 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from reviewer import permissions, selectors
-from reviewer.markdown import render_markdown
 from reviewer.models import FleetConfig
+from reviewer.text.markdown import render_markdown
 from reviewer.views.pages import int_or_none
 
 #: What a new fleet config starts from: a continuous-batching fleet that runs as it is.

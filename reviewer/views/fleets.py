@@ -9,8 +9,8 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from reviewer import permissions, selectors
-from reviewer.services import traces
-from reviewer.services.errors import ServiceError
+from reviewer.errors import ServiceError
+from reviewer.fleets import traces
 
 
 @login_required

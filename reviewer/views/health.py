@@ -6,7 +6,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from reviewer.health import health_report, public, readiness_report
+from reviewer.ops.health import health_report, public, readiness_report
 
 
 def _answer(request: HttpRequest, report: dict[str, str]) -> JsonResponse:

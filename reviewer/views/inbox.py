@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 from reviewer import selectors
 from reviewer.models.collaboration import EmailMode
 from reviewer.representations import notification_url
-from reviewer.services.notifications import email_mode
+from reviewer.review.notifications import email_mode
 
 INBOX_PAGE_ITEMS = 100
 

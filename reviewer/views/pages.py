@@ -18,9 +18,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from reviewer import permissions, scenario_view, selectors
-from reviewer.anchoring import align
-from reviewer.markdown import render_markdown, rendered_text
+from reviewer import permissions, selectors
+from reviewer.fleets import scenario_view
+from reviewer.fleets.traces import uploaded_trace_name
 from reviewer.models import (
     DocRevision,
     ReviewPass,
@@ -29,10 +29,11 @@ from reviewer.models import (
     TraceHop,
 )
 from reviewer.models.collaboration import Verdict
-from reviewer.pass_guides import guides_for
-from reviewer.services import review as review_services
-from reviewer.services.traces import uploaded_trace_name
-from reviewer.vocabulary import vocabulary
+from reviewer.review import services as review_services
+from reviewer.text.anchoring import align
+from reviewer.text.markdown import render_markdown, rendered_text
+from reviewer.views.pass_guides import guides_for
+from reviewer.views.vocabulary import vocabulary
 
 
 def _sessions_for(user: Any) -> QuerySet[ReviewSession]:

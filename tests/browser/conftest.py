@@ -173,8 +173,8 @@ def second_example(example_review: ExampleReview) -> ExampleReview:
     from django.core.management import call_command
     from django.db import connection
 
-    from reviewer.example.reviews import SECOND
     from reviewer.models import ReviewSession
+    from reviewer.review.example.reviews import SECOND
 
     def load() -> None:
         try:

@@ -212,7 +212,7 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
     }
 
     # Linked to another doc, the quote is not in it: the save is refused at the field.
-    from reviewer.services import review as review_services
+    from reviewer.review import services as review_services
 
     review_services.doc_create(owner=example_review.alice, title="Another doc", body="Nothing about traffic.")
     open_editor(page, f"{dashboard.url}/fleets/{fleet.pk}/edit")

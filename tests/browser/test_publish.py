@@ -124,7 +124,7 @@ def test_an_author_marks_a_finding_fixed_in_revision_2_and_its_reviewer_sees_the
     from browser_helpers import PASSWORD, wait_for_page
 
     from reviewer.models import DesignDoc, Finding, ReviewSession
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     carol = django_user_model.objects.create_user("carol", password=PASSWORD)
     ReviewSession.objects.get(pk=example_review.session_id).authors.add(carol)

@@ -39,7 +39,7 @@ def test_the_diff_page_shows_the_changed_sentence_and_the_findings_on_each_side(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
 ) -> None:
     from reviewer.models import Finding, ReviewSession
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     session = ReviewSession.objects.get(pk=example_review.session_id)
 
@@ -92,7 +92,7 @@ def test_j_and_k_move_the_selection_and_question_mark_shows_the_help(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
 ) -> None:
     from reviewer.models import ReviewSession
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     session = ReviewSession.objects.get(pk=example_review.session_id)
 
@@ -174,8 +174,8 @@ def test_a_near_duplicate_is_flagged_and_merged_from_its_button(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
 ) -> None:
     from reviewer.models import Finding, ReviewSession
-    from reviewer.services import review as services
-    from reviewer.services.publishing import review_publish
+    from reviewer.review import services
+    from reviewer.review.publishing import review_publish
 
     session = ReviewSession.objects.get(pk=example_review.session_id)
     original = Finding.objects.get(session=session, review_pass="restate")

@@ -118,8 +118,8 @@ REPEATED = "to the queue"
 def test_it_files_a_finding_on_the_second_of_two_identical_quotes_placed_by_the_server(
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, console_errors: list[str]
 ) -> None:
-    from reviewer.markdown import rendered_text
     from reviewer.models import DesignDoc, Finding
+    from reviewer.text.markdown import rendered_text
 
     alice = signed_in("alice")
     alice.goto(dashboard.url + example_review.path)

@@ -77,7 +77,7 @@ def continuous_review(transactional_db: Any, django_user_model: Any) -> str:
     """A review of a continuously batched fleet, owned by alice; its page's path."""
     from browser_helpers import PASSWORD
 
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     alice = django_user_model.objects.create_user("alice", password=PASSWORD)
     doc = services.doc_create(owner=alice, title="Chat serving", body="A chat model on four-GPU workers.")
@@ -315,7 +315,7 @@ def test_the_trace_of_a_disaggregated_fleet_shows_its_pools_and_the_kv_transfer(
 
     from browser_helpers import PASSWORD
 
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     preset = Path(__file__).resolve().parents[2] / "emulator" / "scenario" / "presets" / "disagg-decode-undersized.toml"
     alice = django_user_model.objects.create_user("alice", password=PASSWORD)

@@ -27,7 +27,7 @@ def team(people: dict[str, Any], django_user_model: Any) -> dict[str, Any]:
 @pytest.fixture
 def drafting_review(team: dict[str, Any], review_doc: Any) -> Any:
     """A session that keeps drafts: owner, reviewers ``reviewer`` and ``reviewer2``, author ``author``."""
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     return services.session_create(
         owner=team["owner"], doc=review_doc, title="Chat serving review",

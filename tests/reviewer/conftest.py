@@ -1,5 +1,11 @@
 """Fixtures for the reviewer app's tests.
 
+The folders mirror ``reviewer/`` (``runs/`` tests ``reviewer/runs/``, and so on;
+tests of the top-level modules sit here). The shared fixture modules beside this
+file (``review_data_fixtures``, ``collab_fixtures``, ``runs_helpers``) import by
+name from every folder, as pytest puts this directory on ``sys.path`` for its
+conftest; test file names stay unique across ``tests/`` for the same reason.
+
 Live runs: ``celery_workers`` starts real Celery worker processes on the test
 Redis server and the test database (they must open the same database, so tests
 that use them take ``transactional_db``); ``celery_worker_process`` is one such

@@ -48,7 +48,7 @@ def people(django_user_model: Any) -> dict[str, Any]:
 @pytest.fixture
 def review_doc(people: dict[str, Any]) -> Any:
     """A design doc owned by ``owner``, made through the service (so it has revision 1)."""
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     return services.doc_create(owner=people["owner"], title="Chat serving", body=REVIEW_DOC_BODY)
 
@@ -56,7 +56,7 @@ def review_doc(people: dict[str, Any]) -> Any:
 @pytest.fixture
 def review_fleet(people: dict[str, Any], review_doc: Any) -> Any:
     """A fleet config holding ``SMALL_SCENARIO``, owned by ``owner``."""
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     return services.fleet_config_create(owner=people["owner"], name="small fleet", toml=SMALL_SCENARIO, doc=review_doc)
 
@@ -69,7 +69,7 @@ def open_review(people: dict[str, Any], review_doc: Any, review_fleet: Any) -> A
     participant receives them; drafts and publishing have their own tests
     (test_drafts.py) on sessions that keep drafts.
     """
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     return services.session_create(
         owner=people["owner"],

@@ -30,7 +30,7 @@ def test_non_staff_users_are_sent_to_the_admin_login(client, people, open_review
 
 @pytest.mark.parametrize("model", PAGES)
 def test_staff_see_the_lists_and_change_pages(staff_client, open_review, model):
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     finding = services.finding_create(session=open_review, author=open_review.owner, review_pass="trace",
                                       title="Push to busy workers", anchor_exact="round-robin")
@@ -109,12 +109,12 @@ def test_tokens_are_managed_in_admin(staff_client, people):
 
 def test_a_finding_changed_in_admin_gets_a_new_version_and_is_announced(staff_client, open_review, monkeypatch):
     from reviewer.models import Finding
-    from reviewer.services import review as services
+    from reviewer.review import services
 
     finding = services.finding_create(session=open_review, author=open_review.owner, review_pass="trace",
                                       title="Push to busy workers", anchor_exact="round-robin")
     sent = []
-    monkeypatch.setattr("reviewer.realtime.session_event", lambda sid, event, data: sent.append((event, data)))
+    monkeypatch.setattr("reviewer.realtime.groups.session_event", lambda sid, event, data: sent.append((event, data)))
     response = staff_client.post(
         f"/admin/reviewer/finding/{finding.pk}/change/",
         {"session": open_review.pk, "author": open_review.owner.pk, "review_pass": "trace",
@@ -152,7 +152,7 @@ def test_a_new_owner_set_in_admin_is_kept_for_docs_and_fleet_configs(staff_clien
 
 def test_a_reviewer_removed_in_admin_loses_the_live_feed(staff_client, open_review, people, monkeypatch):
     cut = []
-    monkeypatch.setattr("reviewer.realtime.access_withdrawn",
+    monkeypatch.setattr("reviewer.realtime.groups.access_withdrawn",
                         lambda session_id, user_ids, run_ids: cut.append((session_id, set(user_ids))))
     response = staff_client.post(
         f"/admin/reviewer/reviewsession/{open_review.pk}/change/",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviewer.api.errors import error_body, http_status, ws_reply
-from reviewer.services.errors import Conflict, Forbidden, Invalid, NotFound, OverLimit, ServiceError
+from reviewer.errors import Conflict, Forbidden, Invalid, NotFound, OverLimit, ServiceError
 
 
 @pytest.mark.parametrize("exc, status, body", [

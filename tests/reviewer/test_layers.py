@@ -32,9 +32,9 @@ def _api_modules_loaded_by(*modules: str) -> list[str]:
 
 @pytest.mark.parametrize("modules", [
     ("reviewer.models",),
-    ("reviewer.services.review", "reviewer.services.findings", "reviewer.services.runs",
-     "reviewer.services.sweeps", "reviewer.services.run_player"),
-    ("reviewer.exports",),
+    ("reviewer.review.services", "reviewer.review.findings", "reviewer.runs.services",
+     "reviewer.runs.sweeps", "reviewer.runs.player"),
+    ("reviewer.exports.formats",),
     ("reviewer.tasks", "reviewer.selectors", "reviewer.representations"),
 ])
 def test_it_loads_no_api_module_when_importing(modules: tuple[str, ...]) -> None:

@@ -16,7 +16,7 @@ from runs_helpers import api
 
 from reviewer import selectors
 from reviewer.models import EmulatorRun, ReviewSession, Sweep
-from reviewer.services import review as review_services
+from reviewer.review import services as review_services
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """``manage.py load_example``: the example reviews, each a design doc, its fleet config
-and a started review session (see :mod:`reviewer.example.reviews`).
+and a started review session (see :mod:`reviewer.review.example.reviews`).
 
 Idempotent: a second run finds each example doc by its title and changes nothing.
 Findings with emulator evidence get it from runs played here, flat out, in-process.
@@ -13,11 +13,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from reviewer.example.reviews import EXAMPLES, FIRST, ExampleReview
 from reviewer.models import DesignDoc
-from reviewer.services import review as review_services
-from reviewer.services.document import review_document_update
-from reviewer.services.publishing import review_publish
+from reviewer.review import services as review_services
+from reviewer.review.document import review_document_update
+from reviewer.review.example.reviews import EXAMPLES, FIRST, ExampleReview
+from reviewer.review.publishing import review_publish
 
 EXAMPLE_TITLE = FIRST.title
 FLEET_NAME = FIRST.fleet_name
@@ -92,8 +92,8 @@ class Command(BaseCommand):
 def _play(owner: Any, session: Any, overrides: tuple[str, ...]) -> Any:
     """A run of the session's fleet config, played to its end here (flat out)."""
     from reviewer.models import EmulatorRun
-    from reviewer.services import run_player
-    from reviewer.services import runs as run_services
+    from reviewer.runs import player as run_player
+    from reviewer.runs import services as run_services
 
     resolved = run_services.resolve_scenario(session=session, overrides=list(overrides))
     run = run_services.build_run(user=owner, resolved=resolved, seed=None, speed="max",

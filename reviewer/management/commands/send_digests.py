@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from reviewer.services.notifications import send_digests
+from reviewer.review.notifications import send_digests
 
 
 class Command(BaseCommand):

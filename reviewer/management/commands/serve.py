@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewer.supervisor import Supervisor, free_port, wait_for_port
+from reviewer.ops.supervisor import Supervisor, free_port, wait_for_port
 
 
 class _Stop(Exception):

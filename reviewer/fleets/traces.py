@@ -1,0 +1,77 @@
+"""Request traces uploaded to fleet configs.
+
+An uploaded trace is checked with the emulator's own reader, kept as a file in
+``TRACE_UPLOAD_DIR/<config id>/<random>/<its name>``, and the config gets a new
+version whose ``traffic.trace`` is that file's absolute path. The scenario thus
+stays an ordinary emulator scenario: the Celery worker that plays a run reads
+the file by the path in the run's scenario, with no help from the web app, and
+an older version keeps replaying the trace it was saved with. Every worker must
+therefore see ``TRACE_UPLOAD_DIR`` at the same path (shared storage when the
+workers run on several machines).
+
+Nothing is half-saved: a refused upload leaves no file and no version.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from reviewer.errors import Invalid
+from reviewer.fleets.scenario_toml import scenario_dict_to_toml
+from reviewer.models.review import FleetConfig
+from reviewer.ops.uploads import stage_upload
+from reviewer.review import services as review
+
+
+def uploaded_trace_name(config: FleetConfig) -> str | None:
+    """The file name of the config's uploaded trace, or None if it replays none."""
+    trace = (config.scenario.get("traffic") or {}).get("trace")
+    if not trace:
+        return None
+    path = Path(trace)
+    return path.name if path.is_absolute() and path.is_relative_to(settings.TRACE_UPLOAD_DIR) else None
+
+
+def fleet_config_trace_upload(*, config: FleetConfig, author: User, upload: UploadedFile) -> FleetConfig:
+    """Check ``upload`` as a request trace, store it and make a new version of
+    ``config`` that replays it (``traffic.trace``).
+
+    Raises ``TooLarge`` over ``UPLOAD_MAX_BYTES`` and ``Invalid`` (field ``trace``)
+    with the reader's one-line error naming the file, line and field.
+    """
+    from emulator.scenario.traces import TraceError, read_trace
+
+    root = Path(settings.TRACE_UPLOAD_DIR) / str(config.pk)
+    # No extension by default: the reader then tells CSV from JSONL by the first line.
+    staged = stage_upload(upload, directory=root, default_name="trace")
+    stored_dir = staged.parent
+    try:
+        try:
+            # Read once here so that a bad file is refused now, not by a run later.
+            read_trace(staged, max_bytes=settings.UPLOAD_MAX_BYTES)
+        except TraceError as exc:
+            raise Invalid("trace", f"trace: {exc}") from None
+        # A name no later upload reuses, so older versions keep their own file.
+        stored_dir = staged.parent.rename(root / uuid.uuid4().hex)
+        path = stored_dir / staged.name
+        with transaction.atomic():
+            locked = FleetConfig.objects.select_for_update().get(pk=config.pk)
+            data = copy.deepcopy(locked.scenario)
+            data.setdefault("traffic", {})["trace"] = str(path)
+            try:
+                toml = scenario_dict_to_toml(data)
+                return review.fleet_config_save(config=locked, author=author, toml=toml)
+            except ValidationError as exc:
+                raise Invalid("trace", f"trace: {' '.join(exc.messages)}") from None
+    except BaseException:
+        shutil.rmtree(stored_dir, ignore_errors=True)
+        raise

@@ -1,0 +1,212 @@
+"""The break and trace passes' facts, read from the scenario: the one-click changes
+are overrides the run API accepts, the policies are called alike exactly when the
+emulator gives them identical runs, and the suggested comparison differs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from emulator.scenario import Scenario, load_scenario
+from emulator.scenario.overrides import apply_overrides
+from emulator.sim.engine import Engine
+from emulator.sim.policies import POLICY_REGISTRY
+from reviewer.fleets.scenario_view import (
+    ALIKE_UNDER_CONSTANT,
+    break_controls,
+    measured_comparison,
+    policy_equivalence,
+    run_facts,
+    trace_path,
+    valid_policies,
+)
+
+POLICIES = list(POLICY_REGISTRY)
+
+
+def _summary(data: dict[str, Any], overrides: list[str], duration_s: float = 120) -> dict[str, Any]:
+    scenario = Scenario.from_dict(apply_overrides(data, [*overrides, f"duration_s={duration_s}"]), max_requests=None)
+    engine = Engine(scenario, seed=1)
+    engine.advance_to(duration_s)
+    summary = engine.summary().to_dict()
+    return {k: summary[k] for k in ("ok", "timed_out", "lost", "orphaned", "latency_s")}
+
+
+def _preset(name: str) -> dict[str, Any]:
+    return load_scenario(name, max_requests=None).to_dict()
+
+
+def test_it_calls_the_policies_alike_under_constant_batch_time_and_the_emulator_agrees() -> None:
+    data = apply_overrides(_preset("round-robin-vs-pull"), ['worker.service="constant"', "worker.service_cv=0"])
+    alike = policy_equivalence(data, POLICIES)
+    assert alike is not None and alike["until_s"] is None
+    assert "constant" in alike["why"] and alike["policies"] == list(ALIKE_UNDER_CONSTANT)
+    runs = [_summary(data, [f'dispatcher.policy="{p}"']) for p in alike["policies"]]
+    assert all(r == runs[0] for r in runs)
+
+
+def test_it_says_the_policies_can_differ_under_variable_batch_time_and_the_emulator_agrees() -> None:
+    data = _preset("round-robin-vs-pull")  # lognormal, cv 0.5
+    assert policy_equivalence(data, valid_policies(data, POLICIES)) is None
+    runs = [_summary(data, [f'dispatcher.policy="{p}"']) for p in valid_policies(data, POLICIES)]
+    assert runs[0] != runs[1] or runs[0] != runs[2]
+
+
+def test_policies_alike_until_a_scheduled_fault_part_after_it() -> None:
+    data = _preset("dispatcher-failover")
+    alike = policy_equivalence(data, POLICIES)
+    assert alike is not None and alike["until_s"] == 60.3
+    duration = data["duration_s"]
+    before = [_summary(data, [f'dispatcher.policy="{p}"', "faults=[]"], 60) for p in alike["policies"]]
+    assert all(r == before[0] for r in before)
+    after = [_summary(data, [f'dispatcher.policy="{p}"'], duration) for p in alike["policies"]]
+    assert any(r != after[0] for r in after)
+
+
+def test_least_loaded_is_not_called_alike_and_can_differ() -> None:
+    data = _preset("dispatcher-failover")
+    alike = policy_equivalence(data, valid_policies(data, POLICIES))
+    assert alike is not None and "least_loaded" not in alike["policies"] and "least_loaded can still differ" in alike["why"]
+    runs = [_summary(data, [f'dispatcher.policy="{p}"', "faults=[]"], 60) for p in ("round_robin", "least_loaded")]
+    assert runs[0] != runs[1]
+
+
+def test_continuous_batching_is_never_called_alike() -> None:
+    assert policy_equivalence(_preset("continuous-comfortable"), POLICIES) is None
+
+
+@pytest.mark.parametrize("name", ["doc-as-written", "continuous-comfortable", "host-loss", "low-traffic-no-close"])
+def test_every_control_and_the_suggestion_are_overrides_that_load_and_change_the_scenario(name: str) -> None:
+    data = _preset(name)
+    facts = break_controls(data, POLICIES)
+    options = [o for c in facts["controls"] for o in c["options"]]
+    assert options
+    for overrides in [o["overrides"] for o in options] + [facts["suggested"]["overrides"]]:
+        changed = Scenario.from_dict(apply_overrides(data, overrides), max_requests=None).to_dict()
+        assert changed != data, overrides
+
+
+def test_the_measured_suggestion_differs_visibly_from_the_doc_as_written() -> None:
+    # On the seed's system a replicated standby changes a dozen requests of 300,000:
+    # the measured advice passes over it for a policy whose run visibly differs.
+    data = _preset("doc-as-written")
+    advice = measured_comparison(data, POLICIES)
+    assert advice["measured"] is True
+    suggested = advice["suggested"]
+    assert suggested["overrides"] == ['dispatcher.policy="pull"']
+    assert suggested["measured"].startswith("ok 2.7% → 4.1%")
+    base = _summary(data, [], data["duration_s"])
+    other = _summary(data, suggested["overrides"], data["duration_s"])
+    assert abs(other["ok"] - base["ok"]) / base["ok"] > 0.3
+    # Alike until the first scheduled fault, which the page still says.
+    assert advice["equivalent"]["until_s"] == 120
+
+
+def test_measured_advice_finds_every_policy_alike_on_a_quiet_constant_fleet() -> None:
+    data = _preset("low-traffic-no-close")
+    advice = measured_comparison(data, POLICIES)
+    # Every policy a statically batched fleet can use (the cache-aware ones route continuous batching only).
+    assert sorted(advice["equivalent"]["policies"]) == sorted(valid_policies(data, POLICIES)) == sorted(
+        ["least_loaded", "pull", "round_robin"])
+    assert "identical runs" in advice["equivalent"]["why"]
+    assert advice["suggested"] is not None and not advice["suggested"]["label"].startswith("policy")
+
+
+def test_measured_advice_falls_back_to_reasoning_over_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("reviewer.fleets.scenario_view.MEASURE_BUDGET", 1)
+    advice = measured_comparison(_preset("doc-as-written"), POLICIES)
+    assert advice["measured"] is False and advice["note"].startswith("not measured")
+    assert advice["suggested"] == break_controls(_preset("doc-as-written"), POLICIES)["suggested"]
+
+
+def test_a_duration_shorter_than_the_last_fault_is_not_offered() -> None:
+    data = _preset("doc-as-written")  # faults up to 260 s of 300
+    durations = next(c for c in break_controls(data, POLICIES)["controls"] if c["key"] == "duration_s")
+    assert [o["overrides"] for o in durations["options"]] == [["duration_s=600"]]
+
+
+def test_no_scenario_gives_no_controls() -> None:
+    assert break_controls(None, POLICIES) == {"controls": [], "equivalent": None, "suggested": None}
+
+
+def test_run_facts_name_batching_slos_and_scheduled_faults() -> None:
+    facts = run_facts(load_scenario("continuous-comfortable", max_requests=None))
+    assert facts["batching"] == {"chat": "continuous"} and facts["slo"] == {"ttft_s": 2.0, "tpot_s": 0.1}
+    faults = run_facts(load_scenario("host-loss", max_requests=None))["faults"]
+    assert faults == [{"at_s": 60.5, "command": "kill host:2"}, {"at_s": 150.5, "command": "restore host:2"}]
+
+
+def _keys(data: dict[str, Any]) -> list[str]:
+    return [h["key"] for h in trace_path(data)]
+
+
+def test_the_seeds_path_is_one_case_with_its_dispatcher_queue_and_figures() -> None:
+    hops = trace_path(_preset("doc-as-written"))
+    assert [h["key"] for h in hops] == ["client", "gateway", "routing", "dispatcher", "worker", "response_path"]
+    facts = {h["key"]: " | ".join(h["facts"]) for h in hops}
+    assert "queue unbounded" in facts["dispatcher"] and "close after none" in facts["dispatcher"]
+    # 4 big workers of 20 requests a batch (10000 / 500 tokens) every 1.5 s.
+    assert "big: capacity 53.333 req/s" in facts["worker"] and "timeout 60.0 s" in facts["client"]
+
+
+def test_a_continuous_fleet_pushing_to_workers_has_no_dispatcher_queue() -> None:
+    data = _preset("continuous-comfortable")
+    assert _keys(data) == ["client", "gateway", "routing", "worker", "response_path"]
+    pulled = apply_overrides(data, ['dispatcher.policy="pull"'])
+    assert "dispatcher" in _keys(pulled)  # held centrally until a worker takes it
+
+
+def test_the_second_examples_path_shows_its_resolved_kv_and_no_dispatcher() -> None:
+    import tomllib
+    from importlib import resources
+
+    text = resources.files("reviewer.review.example").joinpath("chat-70b-fleet.toml").read_text("utf-8")
+    data = load_scenario(text, max_requests=None).to_dict()
+    assert tomllib.loads(text)["worker"]["kv_cache_tokens"] == "auto"
+    hops = trace_path(data)
+    assert [h["key"] for h in hops] == ["client", "gateway", "routing", "worker", "response_path"]
+    facts = {h["key"]: " | ".join(h["facts"]) for h in hops}
+    kv = load_scenario(text, max_requests=None).worker_for("chat").kv_cache_tokens
+    assert f"chat: KV {kv:,} tokens a worker (what memory leaves)" in facts["worker"]
+    # No dispatcher holds these requests, so nothing of one is on the way back either.
+    assert "dispatcher" not in facts["response_path"] and "stream back" in facts["response_path"]
+
+
+def test_a_disaggregated_model_has_prefill_and_decode_pools_and_the_kv_transfer() -> None:
+    data = _preset("continuous-comfortable")
+    data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1, "decode_workers": 3, "kv_transfer_s": 0.02}
+    hops = trace_path(data)
+    assert [h["key"] for h in hops] == [
+        "client", "gateway", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
+    facts = {h["key"]: h["facts"] for h in hops}
+    assert facts["prefill_pool"] == ["chat: 1 worker"] and facts["decode_pool"] == ["chat: 3 workers"]
+    assert facts["kv_transfer"] == ["chat: kv_transfer_s 0.02"]  # a key not known here is shown as it is
+    # A table without both pool sizes is not read as a split.
+    data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1}
+    assert "worker" in _keys(data) and "prefill_pool" not in _keys(data)
+
+
+def test_every_hop_of_a_drawn_path_is_one_a_finding_can_be_filed_on() -> None:
+    from reviewer.models.review import TraceHop
+
+    data = _preset("continuous-comfortable")
+    data["models"]["chat"]["disaggregated"] = {"prefill_workers": 1, "decode_workers": 3}
+    for path in (trace_path(data), trace_path(_preset("doc-as-written"))):
+        assert {h["key"] for h in path} <= set(TraceHop.values)
+    assert trace_path(None) == []
+
+
+def test_only_the_policies_a_fleet_can_run_are_offered() -> None:
+    static = break_controls(_preset("doc-as-written"), POLICIES)["controls"][0]
+    assert {o["label"] for o in static["options"]} == {"pull", "least_loaded"}
+    continuous = break_controls(_preset("continuous-comfortable"), POLICIES)["controls"][0]
+    assert {o["label"] for o in continuous["options"]} == set(POLICIES) - {"round_robin"}
+
+
+def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
+    hops = {h["key"]: h["facts"] for h in trace_path(_preset("disagg-decode-undersized"))}
+    assert "worker" not in hops and "dispatcher" not in hops
+    assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
+    assert hops["decode_pool"] == ['chat: 1 worker (pool "decode")']
+    assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: < 256-token prompts on decode"]

@@ -1,0 +1,200 @@
+"""The run view's mechanism charts: their metric names are the engine's, scale events
+read back from frames, and fleets using prefix caching, disaggregated pools or an
+autoscaler save and run from the web."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from review_data_fixtures import *  # noqa: F403
+
+from reviewer.views.mechanism_charts import (
+    MECHANISM_CHARTS,
+    MECHANISM_METRICS,
+    MECHANISM_TOTALS,
+    SCALE_EVENT_PATTERN,
+)
+from reviewer.views.vocabulary import vocabulary
+
+ROOT = Path(__file__).resolve().parents[3]
+PRESETS = ROOT / "emulator" / "scenario" / "presets"
+
+# Each preset, shortened, and the mechanism heading whose charts its frames must fill.
+SHORT_RUNS = {
+    "prefix-heavy-chat": (("duration_s=20",), "Prefix caching"),
+    "disagg-decode-undersized": (("duration_s=40",), "Prefill and decode pools"),
+    "autoscaled-diurnal": (("duration_s=1200", "traffic.period_s=2400", "sample_s=10",
+                            "autoscaler.warmup_s=60", "autoscaler.stabilization_s=120"), "Autoscaling"),
+}
+
+
+def _frames_and_summary(preset: str, overrides: tuple[str, ...]) -> tuple[list[dict], dict]:
+    from emulator.scenario import load_scenario
+    from emulator.sim.engine import Engine
+
+    scenario = load_scenario(preset, max_requests=None).with_overrides(list(overrides), max_requests=None)
+    engine = Engine(scenario, seed=1)
+    frames = [f.to_dict() for f in engine.advance_to(scenario.duration_s)]
+    return frames, engine.summary().to_dict()
+
+
+def _chart_keys(mechanism: str) -> set[str]:
+    return {m["key"] for c in MECHANISM_CHARTS if c["mechanism"] == mechanism for m in c["metrics"]}
+
+
+@pytest.mark.parametrize("preset", list(SHORT_RUNS))
+def test_it_draws_only_metrics_the_engine_puts_in_that_mechanisms_frames(preset: str) -> None:
+    overrides, mechanism = SHORT_RUNS[preset]
+    frames, _ = _frames_and_summary(preset, overrides)
+    keys = set(frames[-1]["m"])
+    assert _chart_keys(mechanism) <= keys
+    # The other mechanisms' metrics are absent, so their charts stay hidden.
+    others = {k for c in MECHANISM_CHARTS if c["mechanism"] != mechanism
+              for k in c.get("present_keys", [m["key"] for m in c["metrics"]])}
+    assert others and not (others & keys)
+    assert not ((set(MECHANISM_METRICS) - _chart_keys(mechanism)) & keys)
+    # Each drawn metric has a value for the model in some frame (a chart never stays empty).
+    for key in _chart_keys(mechanism):
+        assert any(f["m"][key][0] is not None for f in frames), key
+
+
+def _pick(data: Any, path: list[str]) -> Any:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+@pytest.mark.parametrize("preset", list(SHORT_RUNS))
+def test_each_total_of_a_mechanism_is_a_number_in_its_runs_summary_and_absent_from_others(preset: str) -> None:
+    overrides, mechanism = SHORT_RUNS[preset]
+    _, summary = _frames_and_summary(preset, overrides)
+    for total in MECHANISM_TOTALS:
+        where = summary if total["scope"] == "run" else summary["per_model"]["chat"]
+        value = _pick(where, total["path"])
+        if total["mechanism"] == mechanism:
+            assert isinstance(value, int | float), total
+        else:
+            assert value is None, total
+
+
+def test_a_run_without_mechanisms_carries_none_of_their_metrics() -> None:
+    frames, _ = _frames_and_summary("doc-as-written", ("duration_s=300",))
+    assert not (set(MECHANISM_METRICS) & set(frames[-1]["m"]))
+    assert "prefix_hit" not in frames[-1]["w"]
+
+
+def test_the_spread_reads_the_per_worker_figure_the_engine_sends() -> None:
+    frames, _ = _frames_and_summary("prefix-heavy-chat", ("duration_s=20",))
+    [spread] = [c["spread"] for c in MECHANISM_CHARTS if "spread" in c]
+    rates = frames[-1]["w"][spread["worker_key"]]
+    assert len(rates) == len(frames[-1]["w"]["state"]) and all(r is None or 0 <= r <= 1 for r in rates)
+
+
+def test_the_scale_event_pattern_reads_every_autoscaler_event_of_the_frames() -> None:
+    overrides, _ = SHORT_RUNS["autoscaled-diurnal"]
+    frames, summary = _frames_and_summary("autoscaled-diurnal", overrides)
+    pattern = re.compile(SCALE_EVENT_PATTERN)
+    parsed = [pattern.match(line) for f in frames for line in f["events"] if line.startswith("scale ")]
+    assert parsed and all(parsed)
+    events = summary["autoscale"]["events"]
+    assert len(parsed) == len(events)
+    for m, e in zip(parsed, events, strict=True):
+        assert m is not None
+        assert m.group(1) == e["direction"] and m.group(2) == summary["autoscale"]["model"]
+        assert (int(m.group(3)) if m.group(3) else None) == e["worker"]
+        assert m.group(5) == e["reason"]
+    assert {"up", "ready", "down", "parked"} <= {e["direction"] for e in events}
+    assert set(vocabulary()["mechanismCharts"]["scaleColours"]) >= {e["direction"] for e in events}
+
+
+def test_the_scripts_never_spell_out_a_mechanism_metric() -> None:
+    literal = re.compile(r"""["'`]([a-z_0-9]+)["'`]""")
+    static = ROOT / "static" / "reviewer"
+    found = {f"{p.name}: {w}" for p in sorted(static.glob("*.js"))
+             for w in literal.findall(p.read_text("utf-8")) if w in MECHANISM_METRICS}
+    assert found == set()
+
+
+@pytest.mark.django_db
+def test_the_session_page_sends_the_mechanism_charts(open_review: Any, people: dict) -> None:
+    import json
+
+    from django.test import Client
+
+    client = Client()
+    client.force_login(people["owner"])
+    page = client.get(f"/sessions/{open_review.pk}/").content.decode()
+    config = json.loads(re.search(r'<script id="page-config" type="application/json">(.*?)</script>',
+                                  page, re.S).group(1))
+    assert config["mechanismCharts"]["charts"] == MECHANISM_CHARTS
+
+
+# The keys each preset's TOML must carry, so the save below exercises them.
+PRESET_KEYS = {
+    "prefix-heavy-chat": ("[models.chat.prefixes]", "prefix_cache = true"),
+    "disagg-decode-undersized": ("[models.chat.disaggregated]", 'pool = "prefill"', 'pool = "decode"'),
+    "autoscaled-diurnal": ("[autoscaler]",),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("redis_url")
+@pytest.mark.parametrize("preset", list(SHORT_RUNS))
+def test_a_fleet_config_using_the_mechanism_saves_and_runs_from_the_session(
+    preset: str, api_as: Any, review_doc: Any, people: dict
+) -> None:
+    from reviewer.models import EmulatorRun, RunFrame
+    from reviewer.review import services
+    from reviewer.runs.player import run_play
+
+    text = (PRESETS / f"{preset}.toml").read_text("utf-8")
+    assert all(key in text for key in PRESET_KEYS[preset])
+    owner = api_as("owner")
+    saved = owner.post("/api/fleets/", {"name": preset, "toml": text, "doc": review_doc.pk}, format="json")
+    assert saved.status_code == 201, saved.content
+    # What was saved reads back with the mechanism's keys, and saves again unchanged.
+    again = owner.patch(f"/api/fleets/{saved.json()['id']}/", {"toml": saved.json()["toml"]}, format="json")
+    assert again.status_code == 200, again.content
+    assert again.json()["scenario"] == saved.json()["scenario"]
+
+    from reviewer.models import FleetConfig
+
+    session = services.session_create(owner=people["owner"], doc=review_doc,
+                                      fleet_config=FleetConfig.objects.get(pk=saved.json()["id"]))
+    overrides, mechanism = SHORT_RUNS[preset]
+    started = owner.post("/api/runs/", {"session": session.pk, "speed": "max", "overrides": list(overrides)},
+                         format="json")
+    assert started.status_code == 202, started.content
+    run_id = started.json()["id"]
+    assert run_play(run_id=run_id) == "done"
+    run = EmulatorRun.objects.get(pk=run_id)
+    last = RunFrame.objects.filter(run=run).order_by("-i").values_list("data", flat=True).first()
+    assert last is not None and _chart_keys(mechanism) <= set(last["m"])
+    expected_summary_key = {"Prefix caching": "prefix_hit_rate", "Prefill and decode pools": "per_model",
+                            "Autoscaling": "autoscale"}[mechanism]
+    assert expected_summary_key in run.summary
+    if mechanism == "Prefill and decode pools":
+        assert run.summary["per_model"]["chat"]["pools"]["transfers"] > 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("preset", list(SHORT_RUNS))
+def test_a_fleet_config_given_as_a_scenario_object_keeps_the_mechanisms_keys(preset: str, api_as: Any) -> None:
+    from emulator.scenario import load_scenario
+
+    scenario = load_scenario(preset, max_requests=None).to_dict()
+    saved = api_as("owner").post("/api/fleets/", {"name": preset, "scenario": scenario}, format="json")
+    assert saved.status_code == 201, saved.content
+    assert saved.json()["scenario"] == scenario
+    assert all(key in saved.json()["toml"] for key in PRESET_KEYS[preset])
+
+
+@pytest.mark.django_db
+def test_a_bad_mechanism_key_is_refused_naming_it(api_as: Any) -> None:
+    text = (PRESETS / "autoscaled-diurnal.toml").read_text("utf-8").replace('metric = "running"', 'metric = "gpu"')
+    saved = api_as("owner").post("/api/fleets/", {"name": "bad", "toml": text}, format="json")
+    assert saved.status_code == 400
+    assert "autoscaler.metric" in " ".join(saved.json()["toml"])
