@@ -51,7 +51,7 @@ MAX_REQUESTS = 20_000_000
 #: A fleet with SLOs is run this long at most at each load (its TTFT goal fails within
 #: seconds of a queue starting to grow).
 SLO_RUN_S = 600.0
-EXAMPLES = (ROOT / "reviewer" / "example" / "chat-70b-fleet.toml",)
+EXAMPLES = (ROOT / "reviewer" / "review" / "example" / "chat-70b-fleet.toml",)
 
 
 def sweep_base(scenario: Scenario) -> tuple[dict[str, Any], list[str]]:

@@ -10,7 +10,7 @@ from emulator.analysis.doc_figures import conflicts, find_figures
 from emulator.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED_DOC = (ROOT / "reviewer" / "example" / "design-doc.md").read_text()
+SEED_DOC = (ROOT / "reviewer" / "review" / "example" / "design-doc.md").read_text()
 
 
 def _by_key(text: str, scenario=None) -> dict[str, list]:
@@ -56,7 +56,7 @@ def test_it_reads_units_with_pint_into_the_keys_unit():
 def test_it_words_a_wrapped_sentence_as_one_and_a_clause_decides_the_key():
     text = ("prompts carry the whole conversation, about 1,150 tokens on average,\n"
             "and answers average about 210 tokens.")
-    scenario = load_scenario(ROOT / "reviewer" / "example" / "chat-70b-fleet.toml", max_requests=None)
+    scenario = load_scenario(ROOT / "reviewer" / "review" / "example" / "chat-70b-fleet.toml", max_requests=None)
     found = _by_key(text, scenario)
     assert found["models.chat.tokens"][0].value == 1150
     assert found["models.chat.output_tokens"][0].value == 210

@@ -166,7 +166,7 @@ def test_a_tpot_goal_resting_on_the_assumed_bandwidth_efficiency_is_a_question_n
 
 
 def test_a_goal_no_load_meets_is_left_out_of_the_capacity_and_said():
-    example = load_scenario("reviewer/example/chat-70b-fleet.toml", max_requests=None)
+    example = load_scenario("reviewer/review/example/chat-70b-fleet.toml", max_requests=None)
     a = analyse(example)
     assert a.goals_left_out == ("tpot_s",)
     assert a.capacity_qps > 40  # what the workers serve within the TTFT goal's reach

@@ -19,7 +19,7 @@ from emulator.scenario import load_scenario
 from emulator.scenario.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = [*sorted(PRESETS), str(ROOT / "reviewer" / "example" / "chat-70b-fleet.toml")]
+CONFIGS = [*sorted(PRESETS), str(ROOT / "reviewer" / "review" / "example" / "chat-70b-fleet.toml")]
 
 
 def _cli(*args: str) -> dict:

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_it_holds_the_numbers_the_placement_and_the_doc_figures_in_json():
     scenario = load_preset("doc-as-written")
-    record = fleet_record(scenario, (ROOT / "reviewer" / "example" / "design-doc.md").read_text())
+    record = fleet_record(scenario, (ROOT / "reviewer" / "review" / "example" / "design-doc.md").read_text())
     assert json.loads(json.dumps(record)) == record
     assert record["version"] == RECORD_VERSION
     assert record["numbers"]["analysis"] == analyse(scenario).to_dict()

@@ -7,8 +7,8 @@ import pytest
 
 from emulator.analysis.doc_figures import find_figures
 from emulator.scenario import Scenario, load_scenario
-from reviewer.example.reviews import EXAMPLES
-from reviewer.provenance import FROM_DOC, split
+from reviewer.fleets.provenance import FROM_DOC, split
+from reviewer.review.example.reviews import EXAMPLES
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.key for e in EXAMPLES])
