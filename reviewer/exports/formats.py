@@ -15,8 +15,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
 
-from emulator.analysis.numbers import compute
-from emulator.scenario import Scenario, ScenarioError
+from reviewer.fleets.analysis_record import latest_record
 from reviewer.fleets.provenance import ASSUMED, FROM_DOC, split
 from reviewer.models.collaboration import FindingState
 from reviewer.models.review import (
@@ -142,17 +141,13 @@ def ranked_findings(session: ReviewSession) -> list[tuple[Finding, int | None]]:
 
 
 def fleet_headline(session: ReviewSession) -> list[dict[str, Any]]:
-    """The headline figures computed from the session's fleet config (empty without one)."""
-    config = session.fleet_config
-    if config is None or not config.scenario:
+    """The headline figures of the session's fleet config, read from its stored analysis
+    (empty without one)."""
+    record = latest_record(session.fleet_config)
+    if record is None:
+        # A config the emulator no longer accepts still exports its findings, without figures.
         return []
-    try:
-        figures = compute(Scenario.from_dict(config.scenario)).to_dict()["figures"]
-    except ScenarioError:
-        # Saved configs were valid when saved; one the emulator no longer
-        # accepts still exports its findings, without computed figures.
-        return []
-    fleet = {f["key"]: f for f in figures if f["model"] == "fleet"}
+    fleet = {f["key"]: f for f in record["numbers"]["figures"] if f["model"] == "fleet"}
     return [fleet[key] for key in HEADLINE_FIGURES if key in fleet]
 
 
@@ -219,31 +214,24 @@ def export_csv(session: ReviewSession) -> str:
 
 
 def placement_answer(session: ReviewSession) -> dict[str, Any] | None:
-    """The placement puzzle's best layout for the session's fleet, or None without one."""
-    config = session.fleet_config
-    if config is None or not config.scenario:
+    """The placement puzzle's best layout for the session's fleet, read from its stored
+    analysis, or None without one (or for a fleet the puzzle does not apply to)."""
+    record = latest_record(session.fleet_config)
+    placed = None if record is None else record["placement"]
+    if not placed or not placed.get("applies") or not placed.get("best"):
         return None
-    from emulator.analysis import placement
-    from emulator.analysis.placement.scenario import problem_args
-
-    try:
-        result = placement.solve(**problem_args(Scenario.from_dict(config.scenario))).to_dict()
-    except (ScenarioError, placement.PlacementError, ValueError, KeyError):
-        # A fleet the puzzle does not apply to (or a stale scenario) has no answer.
-        return None
-    if not result.get("ranked"):
-        return None
-    best = result["ranked"][0]
+    best = placed["best"]
     return {
         "layout": best["label"],
-        "hosts": result["hosts"],
-        "units": result["units"],
+        "hosts": placed["hosts"],
+        "units": placed["units"],
         "nominal_qps": best["nominal_qps"],
-        "demand_qps": result["demand_qps"],
+        "demand_qps": placed["demand_qps"],
         "wasted_units": best["wasted_units"],
         "worst_case": best["worst_case"],
         "worst_ratio": best["worst_ratio"],
-        "candidates": result["candidates"],
+        "candidates": placed["candidates"],
+        "survives_any_host_loss": best["survives_any_host_loss"],
     }
 
 

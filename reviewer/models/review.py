@@ -194,6 +194,10 @@ class FleetConfigVersion(models.Model):
     #: The break pass's measured advice (reviewer.fleets.break_advice), once worked out.
     break_advice = OrderedJSONField(null=True, blank=True, editable=False)
     break_advice_asked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    #: The one analysis of the version (emulator.analysis.record.fleet_record: the numbers
+    #: pass, the placement answer, the doc's figures), worked out once and read by the
+    #: numbers pass and every export (reviewer.fleets.analysis_record).
+    analysis = OrderedJSONField(null=True, blank=True, editable=False)
     # Key path -> {"source": "doc", "quote": ...} or {"source": "assumed"}: see reviewer.fleets.provenance.
     provenance = models.JSONField(default=dict, blank=True)
     author = models.ForeignKey(

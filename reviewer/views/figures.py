@@ -43,17 +43,24 @@ def _stale_scenario(exc: Exception) -> JsonResponse:
 @login_required
 @require_GET
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
-    """The numbers pass computed from the session's fleet config."""
-    from emulator.analysis import numbers
+    """The numbers pass of the session's fleet config, read from its stored analysis."""
     from emulator.scenario import Scenario, ScenarioError
+    from reviewer.fleets.analysis_record import latest_record
     from reviewer.fleets.numbers_report import numbers_report
 
     fleet = _fleet_for_session(request.user, session_id)
     try:
-        scenario = Scenario.from_dict(fleet.scenario)
+        Scenario.from_dict(fleet.scenario)
     except ScenarioError as exc:
         return _stale_scenario(exc)
-    return JsonResponse(numbers_report(numbers.compute(scenario).to_dict(), fleet.provenance, fleet.scenario))
+    record = latest_record(fleet)
+    if record is None:  # a config saved without a version: worked out here, not stored
+        from emulator.analysis import numbers
+
+        report = numbers.compute(Scenario.from_dict(fleet.scenario)).to_dict()
+    else:
+        report = record["numbers"]
+    return JsonResponse(numbers_report(report, fleet.provenance, fleet.scenario))
 
 
 @login_required

@@ -235,6 +235,7 @@ def test_data_exports_cost_the_same_queries_however_many_findings(api_as, review
 
     first = Finding.objects.filter(session=reviewed).order_by("id").first()
     services.reply_create(finding=first, author=people["owner"], body="A reply.")
+    exported()  # the first export works out the fleet config's analysis and stores it
     queries, _ = exported()
     for i in range(3):
         services.finding_create(session=reviewed, author=people["reviewer"], review_pass="trace",
@@ -274,3 +275,25 @@ def test_the_exports_keep_apart_the_figures_from_the_doc_and_those_assumed(api_a
     assert "from figures the doc states and figures the reviewer assumed:" in report
     assert "Assumed by the reviewer (not stated in the doc):\n\n- `worker.mbu` = 0.6\n- `worker.mfu` = 0.5" in report
     assert '- `slo.tpot_s` = 0.008: "Time per output token (TPOT) of at most 8 ms"' in report
+
+
+def test_exports_read_the_analysis_stored_with_the_fleet_version(api_as, reviewed, monkeypatch):
+    import emulator.analysis.record as record_module
+
+    assert api_as("owner").get(f"/api/sessions/{reviewed.pk}/export.md").status_code == 200
+    version = reviewed.fleet_config.latest_version()
+    version.refresh_from_db()
+    assert version.analysis["version"] == record_module.RECORD_VERSION
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an export worked the analysis out again")
+
+    # Neither the numbers nor the placement answer is computed again: every format reads
+    # the stored record.
+    monkeypatch.setattr(record_module, "fleet_record", refuse)
+    for fmt in ("json", "md", "csv", "jsonld"):
+        assert api_as("owner").get(f"/api/sessions/{reviewed.pk}/export.{fmt}").status_code == 200
+    stored = version.analysis["numbers"]["figures"]
+    report = api_as("owner").get(f"/api/sessions/{reviewed.pk}/export.json").json()
+    fleet = {f["key"]: f for f in stored if f["model"] == "fleet"}
+    assert all(fig == fleet[fig["key"]] for fig in report["numbers"])
