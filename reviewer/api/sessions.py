@@ -85,6 +85,8 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
                 raise PermissionDenied(
                     "Only the session's owner changes its title, status, fleet config and participants."
                 )
+            if changed and not permissions.can_change_pass(self.request.user, session):
+                raise PermissionDenied("Only the session's owner and reviewers move it to another pass.")
         if "doc" in data and data["doc"] != session.doc:
             from rest_framework.exceptions import ValidationError
 
