@@ -108,6 +108,6 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
         if not permissions.can_manage_session(self.request.user, instance):
             raise PermissionDenied("Only the session's owner deletes it.")
         try:
-            instance.delete()
+            services.session_delete(session=instance)
         except ProtectedError:
             raise Conflict("Emulator runs refer to this session; delete them first.") from None
