@@ -13,6 +13,7 @@ from typing import Any
 
 from emulator.scenario import prefix_checks
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.limits import check_nesting
 from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
 from emulator.scenario.specs import (
     ARRIVALS,
@@ -175,6 +176,7 @@ _TOP = (
 
 def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     """Turn a scenario dict into a validated ``Scenario`` (raises ScenarioError)."""
+    check_nesting(data)
     top = _Table(data, "", _TOP)
     duration_s = top.number("duration_s", 60.0, positive=True)
     sample_s = top.number("sample_s", 1.0, positive=True)
