@@ -43,3 +43,37 @@ def test_an_override_nested_too_deep_is_a_scenario_error():
 
 def test_a_preset_nests_within_the_bound():
     check_nesting(load_scenario("doc-as-written").to_dict())
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "message"),
+    [
+        ("hosts[0].units=1000000000", "hosts[0].units", "over the limit of 128"),
+        ("models.small.worker_units=1000000000", "models.small.worker_units", "over the limit of 128"),
+        ("models.small.tokens=100000000000", "models.small.tokens", "over the limit of 10,000,000"),
+        ("models.small.output_tokens=100000000000", "models.small.output_tokens", "over the limit"),
+        ("dispatcher.max_batch_tokens=100000000000", "dispatcher.max_batch_tokens", "over the limit"),
+        ("hosts[0].count=20000", "hosts[0].count", "more than 20,000 workers"),
+    ],
+)
+def test_sizes_a_user_controls_are_bounded_with_the_key_and_the_fix(override, key, message):
+    import tomllib
+
+    from support import TINY_SCENARIO
+
+    data = apply_overrides(tomllib.loads(TINY_SCENARIO), [override])
+    with pytest.raises(ScenarioError) as caught:
+        Scenario.from_dict(data, max_requests=None)
+    assert caught.value.path == key and message in str(caught.value) and caught.value.fix
+
+
+def test_more_models_than_the_bound_are_refused():
+    import tomllib
+
+    from support import TINY_SCENARIO
+
+    data = tomllib.loads(TINY_SCENARIO)
+    body = data["models"]["small"]
+    data["models"] = {f"m{i}": {**body, "share": 1 / 65} for i in range(65)}
+    with pytest.raises(ScenarioError, match="over the limit of 64"):
+        Scenario.from_dict(data, max_requests=None)

@@ -100,3 +100,11 @@ def test_a_small_scenario_still_saves(api_as):
     # The bounds leave real scenarios alone.
     response = api_as("owner").post("/api/fleets/", {"name": "ok", "toml": SMALL_SCENARIO}, format="json")
     assert response.status_code == 201, json.dumps(response.json())[:300]
+
+
+def test_a_host_of_a_billion_units_is_refused_at_its_key_path(api_as):
+    toml = SMALL_SCENARIO.replace("units = 10", "units = 1000000000", 1)
+    assert toml != SMALL_SCENARIO
+    response = api_as("owner").post("/api/fleets/", {"name": "huge", "toml": toml}, format="json")
+    assert response.status_code == 400
+    assert "hosts[0].units: 1,000,000,000 is over the limit of 128" in _json_error(response, "toml")
