@@ -60,7 +60,17 @@ def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
         report = numbers.compute(Scenario.from_dict(fleet.scenario)).to_dict()
     else:
         report = record["numbers"]
-    return JsonResponse(numbers_report(report, fleet.provenance, fleet.scenario))
+    return JsonResponse(numbers_report(report, fleet.provenance, fleet.scenario, _written(fleet)))
+
+
+def _written(fleet: Any) -> dict[str, Any] | None:
+    """The fleet config's TOML as written (keys at their default included), or None."""
+    import tomllib
+
+    try:
+        return tomllib.loads(fleet.toml)
+    except tomllib.TOMLDecodeError:
+        return None
 
 
 @login_required

@@ -4,6 +4,9 @@
 
 import { api, el, fleetFigures } from "./api.js";
 
+// Where a figure's inputs come from, in the reader's words.
+const SOURCE_WORDS = { doc: "from the doc", assumed: "rests on an assumption", unmarked: "inputs not marked" };
+
 export async function initNumbers(ctx) {
   const box = document.getElementById("numbers-panel");
   const report = await fleetFigures(box, ctx.config.fleet, ctx.config.urls.numbers, {
@@ -21,10 +24,12 @@ export async function initNumbers(ctx) {
       el("td", { class: "explain" }, f.explain || "")))));
 
   const headline = el("div", { class: "headline-figures", "aria-label": "Headline figures" },
-    (report.headline || []).map((f) => el("div", { class: "headline-figure", dataset: { key: f.key } },
+    (report.headline || []).map((f) => el("div", { class: "headline-figure", dataset: { key: f.key, source: f.source || "" } },
       el("span", { class: "slot" }, f.slot),
       el("strong", { class: "value" }, f.display ?? `${f.value} ${f.unit || ""}`),
-      el("span", { class: "label" }, `${f.label}${f.model && f.model !== "fleet" ? ` (${f.model})` : ""}`))));
+      el("span", { class: "label" }, `${f.label}${f.model && f.model !== "fleet" ? ` (${f.model})` : ""}`),
+      (f.beside || []).length ? el("span", { class: "beside muted" }, f.beside.map((b) => `${b.label}: ${b.display}`).join("; ")) : null,
+      f.source ? el("span", { class: `source ${f.source}` }, SOURCE_WORDS[f.source] || f.source) : null)));
 
   const suggestions = el("div", { class: "suggestions" });
   function drawSuggestions() {
@@ -51,7 +56,9 @@ export async function initNumbers(ctx) {
       return el("div", { class: "suggestion", dataset: { assumed: s.assumed ? "yes" : "no" } },
         el("div", { class: "row" }, el("span", { class: `badge ${s.severity}` }, s.severity.replace("_", " ")),
           el("strong", {}, s.title), button),
-        ...s.body.split("\n\n").map((para) => el("p", {}, para)));
+        ...s.body.split("\n\n").map((para) => el("p", {}, para)),
+        (s.cites || []).length ? el("ul", { class: "cites" }, s.cites.map((c) => el("li", { dataset: { ref: c.ref, source: c.source } },
+          `${c.label}${c.model !== "fleet" ? ` (${c.model})` : ""}: ${c.display}, `, el("span", { class: `source ${c.source}` }, SOURCE_WORDS[c.source] || c.source)))) : null);
     }));
   }
   drawSuggestions();
