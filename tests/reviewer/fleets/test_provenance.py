@@ -163,3 +163,23 @@ def test_every_key_the_emulator_reads_can_be_marked_even_at_its_default(owner, d
     config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=marks)
     assert set(config.provenance) == set(marks)
     assert {m["path"]: m["value"] for m in split(config.provenance, config.scenario)["assumed"]}["worker.mbu"] == 1.0
+
+
+def test_accepting_a_doc_figure_writes_the_key_marked_from_the_doc(owner, doc) -> None:
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=MARKS)
+    client = APIClient()
+    client.force_authenticate(owner)
+    url = f"/api/fleets/{config.pk}/accept-figure/"
+    done = client.post(url, {"key": "worker.batch_s", "value": 1.5, "quote": "A batch takes 1.5 seconds."},
+                       format="json")
+    assert done.status_code == 200, done.json()
+    latest = config.latest_version()
+    assert latest.number == 2 and latest.provenance["worker.batch_s"] == {
+        "source": "doc", "quote": "A batch takes 1.5 seconds."}
+    assert latest.provenance["traffic.peak_qps"] == MARKS["traffic.peak_qps"]  # the other marks stay
+    bad = client.post(url, {"key": "worker.batch_s", "value": 2, "quote": "words the doc lacks"}, format="json")
+    assert bad.status_code == 400 and "provenance.worker.batch_s" in str(bad.json())
+    refused = client.post(url, {"key": "traffic.qps", "value": -5, "quote": "A batch takes 1.5 seconds."},
+                          format="json")
+    assert refused.status_code == 400 and "traffic.qps" in str(refused.json())
+    assert config.versions.count() == 2  # nothing saved by a refusal
