@@ -305,7 +305,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
     def start(self, w: int, work: int) -> None:
         self.assign(w, work)
 
-    def work_held(self, model: int) -> None:
+    def work_held(self, model: int, caller: Worker | None = None) -> None:
         """The router holds requests (``pull``): make sure a worker that could admit the
         oldest looks at them at its next step start. Workers stepping one step at a
         time look anyway; of those in a decode stretch, the one whose next step starts
@@ -322,13 +322,15 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         best_t = _INF
         for w in d.workers:
             wk = self.workers[w]
-            if wk.draining:
+            if wk.draining or wk is caller:
                 continue
             if wk.phase == _STEP and now < wk.t_end < best_t:
                 # It looks at its next step start anyway (one whose step ends now is
                 # the worker starting its next step, which has just looked).
                 best, best_t = None, wk.t_end
-            elif wk.phase == _STRETCH and wk.n < wk.spec.max_num_seqs:
+            elif wk.phase == _STRETCH and wk.n < wk.spec.max_num_seqs and not wk.waiting:
+                # (A waiting request of its own did not fit when the stretch began and
+                # fits no better before it ends: it blocks the held ones.)
                 k = min(_first_step_ending_at_or_after(wk, now), wk.steps)
                 free = wk.spec.kv_cache_tokens - (wk.kv_used() + wk.n * k)
                 room = need
@@ -670,8 +672,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 if free < need and not (wk.cached and self._room(wk, need - free, group)):
                     break
                 budget = self._admit(wk, self._seq(wk, d, d.take_held()), chunks, budget, hit)
-            if d.closed:
-                self.work_held(wk.model)
+        if d.closed and not d.paused and d.policy.workers_take_held:
+            # Its own head blocked, or the held head does not fit here: another
+            # worker may take it at its next step start.
+            self.work_held(wk.model, wk)
         if len(waiting) != wk.shown_waiting:  # numpy writes cost: only on a change
             wk.shown_waiting = self.fleet.backlog[wk.index] = len(waiting)
         if not running:
