@@ -23,6 +23,8 @@ class WorkerModel(ABC):
 
     #: The scenario's name for this model (``worker.batching``).
     name: ClassVar[str]
+    #: It models tokens, a KV cache and steps (the scenario layer's catalog keeps it).
+    token_level: ClassVar[bool] = False
     #: Per-model figures this model adds to every frame, in order.
     frame_keys: ClassVar[tuple[str, ...]]
     #: Under ``pull``, idle workers take work lowest index first (else in the order

@@ -99,6 +99,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
     """Iteration-level batching with a KV cache; see the module docstring."""
 
     name = "continuous"
+    token_level = True
     frame_keys = (
         "running",
         "waiting",
