@@ -63,6 +63,11 @@ class DispatchPolicy(ABC):
         #: Each of this model's workers (fleet indexes) by its index within the model.
         self.local_index = {w: local for local, w in enumerate(dispatcher.workers)}
 
+    def pool_for(self, row: int) -> list[int]:
+        """The workers (fleet indexes) request ``row`` would be routed among: its
+        pool, whose waiting requests admission control bounds."""
+        return self.dispatcher.workers
+
     @abstractmethod
     def offer(self, work: Any) -> bool:
         """Hand ``work`` to a worker if the policy can now; False: the dispatcher keeps

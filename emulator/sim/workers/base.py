@@ -75,6 +75,11 @@ class WorkerModel(ABC):
         """The dispatcher of ``model`` holds work the workers may take (nothing to do
         unless workers take held work at their own pace)."""
 
+    def waiting_in(self, workers: list[int]) -> int:
+        """Work waiting at ``workers`` (queued at them, not yet being served)."""
+        backlog = self.fleet.backlog
+        return int(sum(backlog[w] for w in workers))
+
     @abstractmethod
     def frame_figures(self, model: int) -> dict[str, Any]:
         """This model's figures for ``model`` at the frame's end (``frame_keys``)."""

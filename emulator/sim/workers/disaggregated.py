@@ -107,6 +107,12 @@ class PoolRouting(DispatchPolicy):
         self.threshold = threshold
         self.skipped = 0  # requests the decider sent straight to the decode pool
 
+    def pool_for(self, row: int) -> list[int]:
+        st = self.dispatcher.store
+        if st.tokens.item(row - st.base) <= self.threshold:
+            return self.decode.dispatcher.workers
+        return self.prefill.dispatcher.workers
+
     def offer(self, work: Any) -> bool:
         st = self.dispatcher.store
         if st.tokens.item(work - st.base) <= self.threshold:

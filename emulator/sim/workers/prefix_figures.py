@@ -90,6 +90,11 @@ class PrefixFigures:
         wk = self.workers[w]
         return len(wk.waiting) + len(wk.running)
 
+    def waiting_in(self, workers: list[int]) -> int:
+        """Requests waiting at ``workers`` (not admitted yet)."""
+        mine = self.workers
+        return sum(len(mine[w].waiting) for w in workers)
+
     def waiting_at(self, w: int) -> int:
         """Requests waiting at worker ``w`` (not admitted yet)."""
         return len(self.workers[w].waiting)
