@@ -295,6 +295,8 @@ CELERY_BEAT_SCHEDULE = {
                      "options": {"expires": REAP_EVERY_S}},
     "dispatch-runs": {"task": "reviewer.dispatch_runs", "schedule": REAP_EVERY_S,
                       "options": {"expires": REAP_EVERY_S}},
+    # Uploaded trace files that no config, version, run or sweep names any more.
+    "cleanup-traces": {"task": "reviewer.cleanup_traces", "schedule": 3600.0, "options": {"expires": 3600}},
     # The daily digest of notifications, for users who chose it.
     "notification-digest": {"task": "reviewer.send_notification_digests",
                             "schedule": crontab(hour=env_int("DIGEST_HOUR_UTC", 7), minute=0),

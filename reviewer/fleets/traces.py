@@ -75,3 +75,52 @@ def fleet_config_trace_upload(*, config: FleetConfig, author: User, upload: Uplo
     except BaseException:
         shutil.rmtree(stored_dir, ignore_errors=True)
         raise
+
+
+#: A stored trace directory younger than this is left alone by the clean-up: its
+#: upload may still be on its way to a version.
+CLEANUP_GRACE_S = 3600.0
+
+
+def _referenced_traces() -> set[str]:
+    """The trace paths some config, config version, run or sweep still names."""
+    from reviewer.models import EmulatorRun, FleetConfigVersion, Sweep
+
+    referenced: set[str] = set()
+    for model in (FleetConfig, FleetConfigVersion, EmulatorRun, Sweep):
+        for scenario in model.objects.values_list("scenario", flat=True).iterator(chunk_size=500):
+            trace = ((scenario or {}).get("traffic") or {}).get("trace") if isinstance(scenario, dict) else None
+            if trace:
+                referenced.add(str(trace))
+    return referenced
+
+
+def traces_cleanup(*, grace_s: float = CLEANUP_GRACE_S, dry_run: bool = False) -> list[Path]:
+    """Remove stored trace files no fleet config, version, run or sweep names any more
+    (their config was deleted, or an upload was refused half-way); the files removed.
+
+    Each stored trace lives alone in ``TRACE_UPLOAD_DIR/<config id>/<random>/``; such a
+    directory goes with its file, and a config's directory once it is empty. Files
+    modified within ``grace_s`` are kept (an upload in progress).
+    """
+    import time
+
+    root = Path(settings.TRACE_UPLOAD_DIR)
+    if not root.is_dir():
+        return []
+    referenced = _referenced_traces()
+    cutoff = time.time() - grace_s
+    removed: list[Path] = []
+    for config_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        for stored_dir in sorted(p for p in config_dir.iterdir() if p.is_dir()):
+            files = [p for p in stored_dir.rglob("*") if p.is_file()]
+            if any(str(p) in referenced or p.stat().st_mtime > cutoff for p in files):
+                continue
+            if stored_dir.stat().st_mtime > cutoff and not files:
+                continue
+            removed.extend(files)
+            if not dry_run:
+                shutil.rmtree(stored_dir, ignore_errors=True)
+        if not dry_run and not any(config_dir.iterdir()):
+            config_dir.rmdir()
+    return removed

@@ -210,3 +210,47 @@ def test_it_stores_a_trace_whose_name_is_unusable_under_a_plain_name(api_as, rev
     assert response.status_code == 200, response.content
     assert response.json()["trace"] == "trace"
     assert [p.name for p in _stored_files(trace_dir)] == ["trace"]
+
+
+def _age(path: Path, seconds: float = 2 * 3600) -> None:
+    import os
+    import time
+
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (time.time() - seconds, time.time() - seconds))
+
+
+def test_the_clean_up_removes_only_trace_files_nothing_names(api_as, review_fleet, trace_dir):
+    from django.core.management import call_command
+
+    kept = Path(_upload(api_as("owner"), review_fleet, "t.jsonl", GOOD_JSONL).json()["scenario"]["traffic"]["trace"])
+    # Files no config, version or run names: left by a deleted config, and by a lost upload.
+    orphan = trace_dir / "999" / "abc" / "old.csv"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_text(GOOD_CSV)
+    lost = kept.parent.parent / "def" / "lost.csv"
+    lost.parent.mkdir(parents=True)
+    lost.write_text(GOOD_CSV)
+    young = trace_dir / "998" / "ghi" / "now.csv"
+    young.parent.mkdir(parents=True)
+    young.write_text(GOOD_CSV)
+    for path in (kept.parent, orphan.parent.parent, lost.parent):
+        _age(path)
+
+    from io import StringIO
+
+    out = StringIO()
+    call_command("cleanup_traces", "--dry-run", stdout=out)
+    assert "would remove 2 unreferenced trace file(s)" in out.getvalue()
+    assert orphan.exists() and lost.exists()
+    call_command("cleanup_traces", stdout=out)
+    assert kept.exists()  # the version names it
+    assert not orphan.exists() and not orphan.parent.parent.exists()
+    assert not lost.exists() and kept.parent.parent.exists()
+    assert young.exists()  # younger than the grace period: an upload may be on its way
+    # Once the config is gone, nothing names its trace.
+    review_fleet.delete()
+    from reviewer.tasks import cleanup_traces
+
+    assert cleanup_traces() == 1
+    assert not kept.exists()
