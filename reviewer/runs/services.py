@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -128,11 +127,12 @@ def _check_trace(data: Any, field: str) -> None:
 
 
 def _load_text(text: str) -> Any:
-    from emulator.scenario import load_scenario
+    from emulator.scenario import ScenarioError, load_scenario
+    from emulator.scenario.limits import loads_toml
 
     # Not TOML: a preset's name, or a TOML error that load_scenario reports.
-    with contextlib.suppress(tomllib.TOMLDecodeError):
-        _check_trace(tomllib.loads(text), "scenario")
+    with contextlib.suppress(ScenarioError):
+        _check_trace(loads_toml(text), "scenario")
 
     # No cap here: check_request_budget applies the RUN_REQUEST_BUDGET setting.
     return load_scenario(text, max_requests=None)

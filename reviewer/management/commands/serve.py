@@ -71,10 +71,11 @@ class Command(BaseCommand):
                 redis_url = self._start_valkey(supervisor, data_dir)
             env["REDIS_URL"] = redis_url
             self._use_redis(redis_url)
-            call_command("migrate", interactive=False, verbosity=0)
+            self._step("migrating the database", lambda: call_command("migrate", interactive=False, verbosity=0))
             self._ensure_admin()
             if not options["no_example"]:
-                call_command("load_example", verbosity=0)
+                self._step("loading the example reviews (their emulator runs take a while on the first start)",
+                           lambda: call_command("load_example", verbosity=0, stdout=self.stdout))
             for index in range(options["workers"]):
                 supervisor.start(
                     f"celery worker {index + 1}",
@@ -127,6 +128,15 @@ class Command(BaseCommand):
             supervisor.forget_state()
             self._forget_valkey(data_dir)
             self.stdout.write("serve: every process it started has stopped")
+
+    def _step(self, what: str, work: Any) -> None:
+        """Say what is under way before a long step, and how long it took after it."""
+        self.stdout.write(f"serve: {what} …")
+        self.stdout.flush()
+        started = time.monotonic()
+        work()
+        self.stdout.write(f"serve: done {what.split(' (')[0]} in {time.monotonic() - started:.1f} s")
+        self.stdout.flush()
 
     def _watch(self, supervisor: Supervisor) -> None:
         """Until stopped: start again each child that died, after its back-off.

@@ -144,6 +144,12 @@ def test_it_comes_up_healthy_and_leaves_no_process_behind_on_ctrl_c(tmp_path: Pa
         output = served.output()
         assert "Sign in as 'admin' with password" in output
         assert served.base_url in output
+        # Every long step is announced before it starts, so the first start is never silent.
+        steps = ["serve: migrating the database", "serve: done migrating the database in",
+                 "Sign in as 'admin'", "serve: loading the example reviews", "load_example: loading ",
+                 "serve: done loading the example reviews in", served.base_url]
+        at = [output.find(step) for step in steps]
+        assert -1 not in at and at == sorted(at), output
 
         served.process.send_signal(signal.SIGINT)
         assert served.process.wait(timeout=30) == 0
