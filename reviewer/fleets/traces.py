@@ -25,7 +25,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from reviewer.errors import Invalid
+from reviewer.errors import Invalid, OverLimit
 from reviewer.fleets.scenario_toml import scenario_dict_to_toml
 from reviewer.models.review import FleetConfig
 from reviewer.ops.uploads import stage_upload
@@ -41,6 +41,30 @@ def uploaded_trace_name(config: FleetConfig) -> str | None:
     return path.name if path.is_absolute() and path.is_relative_to(settings.TRACE_UPLOAD_DIR) else None
 
 
+def user_trace_bytes(user: User) -> int:
+    """Bytes of the trace files stored for the fleet configs ``user`` owns."""
+    root = Path(settings.TRACE_UPLOAD_DIR)
+    total = 0
+    for config_id in FleetConfig.objects.filter(owner=user).values_list("pk", flat=True):
+        directory = root / str(config_id)
+        if directory.is_dir():
+            total += sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+    return total
+
+
+def check_trace_quota(owner: User, size: int | None) -> None:
+    """Refuse an upload that would take ``owner``'s stored traces over USER_TRACE_STORAGE_MAX_BYTES."""
+    limit = settings.USER_TRACE_STORAGE_MAX_BYTES
+    used = user_trace_bytes(owner)
+    if used + (size or 0) > limit:
+        raise OverLimit(
+            "USER_TRACE_STORAGE_MAX_BYTES",
+            f"upload: the traces stored for your fleet configs take {used:,} bytes; this one's "
+            f"{size or 0:,} more would pass the limit of {limit:,} bytes (USER_TRACE_STORAGE_MAX_BYTES); "
+            f"delete fleet configs you no longer need (their traces go with them) or ask for a higher limit",
+        )
+
+
 def fleet_config_trace_upload(*, config: FleetConfig, author: User, upload: UploadedFile) -> FleetConfig:
     """Check ``upload`` as a request trace, store it and make a new version of
     ``config`` that replays it (``traffic.trace``).
@@ -50,6 +74,7 @@ def fleet_config_trace_upload(*, config: FleetConfig, author: User, upload: Uplo
     """
     from emulator.scenario.traces import TraceError, read_trace
 
+    check_trace_quota(config.owner, upload.size)
     root = Path(settings.TRACE_UPLOAD_DIR) / str(config.pk)
     # No extension by default: the reader then tells CSV from JSONL by the first line.
     staged = stage_upload(upload, directory=root, default_name="trace")

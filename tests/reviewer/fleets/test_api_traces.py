@@ -254,3 +254,16 @@ def test_the_clean_up_removes_only_trace_files_nothing_names(api_as, review_flee
 
     assert cleanup_traces() == 1
     assert not kept.exists()
+
+
+def test_it_refuses_an_upload_past_the_owners_trace_storage_quota_naming_the_setting(
+        api_as, review_fleet, trace_dir, settings):
+    settings.USER_TRACE_STORAGE_MAX_BYTES = len(GOOD_JSONL) + len(GOOD_CSV) - 1
+    assert _upload(api_as("owner"), review_fleet, "t.jsonl", GOOD_JSONL).status_code == 200
+    stored = _stored_files(trace_dir)
+    response = _upload(api_as("owner"), review_fleet, "azure.csv", GOOD_CSV)
+    assert response.status_code == 429
+    assert response.json()["setting"] == "USER_TRACE_STORAGE_MAX_BYTES"
+    assert "USER_TRACE_STORAGE_MAX_BYTES" in response.json()["detail"]
+    assert _stored_files(trace_dir) == stored  # nothing half-saved
+    assert api_as("owner").get(f"/api/fleets/{review_fleet.pk}/").json()["version"] == 2
