@@ -295,6 +295,8 @@ CELERY_BEAT_SCHEDULE = {
                      "options": {"expires": REAP_EVERY_S}},
     "dispatch-runs": {"task": "reviewer.dispatch_runs", "schedule": REAP_EVERY_S,
                       "options": {"expires": REAP_EVERY_S}},
+    # Uploaded trace files that no config, version, run or sweep names any more.
+    "cleanup-traces": {"task": "reviewer.cleanup_traces", "schedule": 3600.0, "options": {"expires": 3600}},
     # The daily digest of notifications, for users who chose it.
     "notification-digest": {"task": "reviewer.send_notification_digests",
                             "schedule": crontab(hour=env_int("DIGEST_HOUR_UTC", 7), minute=0),
@@ -403,6 +405,8 @@ RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 # scenarios name them by absolute path, so the Celery workers that replay them
 # must see that directory at the same path (shared storage on several machines).
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 64 * 1024 * 1024)
+# The traces stored for one user's fleet configs together (every version's file counts).
+USER_TRACE_STORAGE_MAX_BYTES = env_int("USER_TRACE_STORAGE_MAX_BYTES", 1024 * 1024 * 1024)
 TRACE_UPLOAD_DIR = Path(env_str("TRACE_UPLOAD_DIR", str(DATA_DIR / "traces"))).resolve()
 
 # /metrics answers staff and scrapers sending Authorization: Bearer METRICS_TOKEN.

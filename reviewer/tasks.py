@@ -104,6 +104,14 @@ def reap_stalled() -> dict[str, list[int]]:
     return reaped
 
 
+@shared_task(name="reviewer.cleanup_traces", soft_time_limit=600, time_limit=660)
+def cleanup_traces() -> int:
+    """Remove uploaded trace files nothing names any more; how many were removed."""
+    from reviewer.fleets.traces import traces_cleanup
+
+    return len(traces_cleanup())
+
+
 @shared_task(name="reviewer.send_notification_digests", soft_time_limit=300, time_limit=360)
 def send_notification_digests() -> int:
     """E-mail the daily digest to users who chose it; how many e-mails went out."""

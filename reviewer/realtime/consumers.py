@@ -6,6 +6,7 @@ leave. Database work goes through ``database_sync_to_async``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -18,8 +19,8 @@ from reviewer import selectors
 from reviewer.api.errors import ws_reply
 from reviewer.errors import Invalid, OverLimit
 from reviewer.models.runs import FINAL_STATUSES
+from reviewer.realtime import fanout, presence
 from reviewer.realtime import groups as realtime
-from reviewer.realtime import presence
 from reviewer.representations import run_representation
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,9 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 # RFC 6455's "policy violation": a client that keeps flooding after being told.
 CLOSE_FLOODING = 1008
+# Live frames a slow run viewer may have waiting; past this they are dropped and
+# read from the database when the viewer catches up (a gap is filled there).
+BACKLOG_MAX = 500
 
 # Messages a viewer may send: a burst, then a steady rate; past that they are
 # refused, and a client that keeps sending anyway is disconnected.
@@ -122,6 +126,13 @@ class RunConsumer(GuardedJsonConsumer):
     The consumer joins the run's group before it reads the stored frames, so a
     frame published meanwhile arrives as a group message too; ``last_i`` drops
     such duplicates, and a gap in the live sequence is filled from the database.
+
+    The group is joined through this process's fan-out hub
+    (:mod:`reviewer.realtime.fanout`): one membership per process, and a live
+    frame that follows the last one sent is written straight to the socket.
+    Anything else (a gap, a status, an access check, a frame that arrives while
+    the stored ones are still being sent) goes through the viewer's own queue,
+    handled in order by ``_drain``.
     """
 
     async def connect(self) -> None:
@@ -130,6 +141,9 @@ class RunConsumer(GuardedJsonConsumer):
         self.group = realtime.run_group(self.run_id)
         self.last_i = self._after_from_query()
         self.final_sent = False
+        self.live = False
+        self._backlog: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._drain_task: asyncio.Task[None] | None = None
         user = self.user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.refuse(CLOSE_NOT_LOGGED_IN)
@@ -138,7 +152,8 @@ class RunConsumer(GuardedJsonConsumer):
         if run is None:
             await self.refuse(refusal)
             return
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.hub = fanout.hub_for(self.channel_layer)
+        await self.hub.join(self.group, self)
         await self.accept()
         # Read the run again after joining: a final status read now is final
         # for every frame, since frames are committed before the status.
@@ -152,6 +167,47 @@ class RunConsumer(GuardedJsonConsumer):
             await self._send_final(run["status"], run["reason"] or None, run["summary"])
         else:
             await self.send_json({"type": "status", "status": run["status"], "reason": None})
+        self.live = True
+        self._kick()
+
+    def fast_frame(self, message: dict[str, Any]) -> str | None:
+        """The live frame's text when it is the next one and nothing waits before it;
+        ``""`` when it was sent already; None when it must wait its turn in the queue."""
+        if message.get("type") != "run.frame" or not self.live or self._drain_task is not None:
+            return None
+        i = message["i"]
+        if i <= self.last_i or self.final_sent:
+            return ""
+        if i != self.last_i + 1:
+            return None  # a gap: filled from the database by run_frame
+        self.last_i = i
+        return str(message["text"])
+
+    async def write(self, text: str) -> None:
+        """Write a frame's text to the socket."""
+        await self.send(text_data=text)
+
+    def enqueue(self, message: dict[str, Any]) -> None:
+        """Queue ``message`` for ``_drain``; a frame past ``BACKLOG_MAX`` is dropped (read later)."""
+        if message.get("type") == "run.frame" and self._backlog.qsize() >= BACKLOG_MAX:
+            return
+        self._backlog.put_nowait(message)
+        self._kick()
+
+    def _kick(self) -> None:
+        if self.live and self._drain_task is None and not self._backlog.empty():
+            self._drain_task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Handle the queued messages in order, then give the fast path back."""
+        try:
+            while not self._backlog.empty():
+                await self.dispatch(self._backlog.get_nowait())
+        except Exception:
+            log.warning("run viewer of run %s could not handle a message", self.run_id, exc_info=True)
+        finally:
+            self._drain_task = None
+        self._kick()
 
     def _after_from_query(self) -> int:
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -180,8 +236,12 @@ class RunConsumer(GuardedJsonConsumer):
 
     async def disconnect(self, code: int) -> None:
         """Leave the group."""
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        self.live = False
+        if getattr(self, "hub", None) is not None:
+            await self.hub.leave(self.group, self)
+        task = getattr(self, "_drain_task", None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Viewers only listen; commands go through the REST API."""

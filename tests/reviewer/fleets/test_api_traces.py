@@ -210,3 +210,60 @@ def test_it_stores_a_trace_whose_name_is_unusable_under_a_plain_name(api_as, rev
     assert response.status_code == 200, response.content
     assert response.json()["trace"] == "trace"
     assert [p.name for p in _stored_files(trace_dir)] == ["trace"]
+
+
+def _age(path: Path, seconds: float = 2 * 3600) -> None:
+    import os
+    import time
+
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (time.time() - seconds, time.time() - seconds))
+
+
+def test_the_clean_up_removes_only_trace_files_nothing_names(api_as, review_fleet, trace_dir):
+    from django.core.management import call_command
+
+    kept = Path(_upload(api_as("owner"), review_fleet, "t.jsonl", GOOD_JSONL).json()["scenario"]["traffic"]["trace"])
+    # Files no config, version or run names: left by a deleted config, and by a lost upload.
+    orphan = trace_dir / "999" / "abc" / "old.csv"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_text(GOOD_CSV)
+    lost = kept.parent.parent / "def" / "lost.csv"
+    lost.parent.mkdir(parents=True)
+    lost.write_text(GOOD_CSV)
+    young = trace_dir / "998" / "ghi" / "now.csv"
+    young.parent.mkdir(parents=True)
+    young.write_text(GOOD_CSV)
+    for path in (kept.parent, orphan.parent.parent, lost.parent):
+        _age(path)
+
+    from io import StringIO
+
+    out = StringIO()
+    call_command("cleanup_traces", "--dry-run", stdout=out)
+    assert "would remove 2 unreferenced trace file(s)" in out.getvalue()
+    assert orphan.exists() and lost.exists()
+    call_command("cleanup_traces", stdout=out)
+    assert kept.exists()  # the version names it
+    assert not orphan.exists() and not orphan.parent.parent.exists()
+    assert not lost.exists() and kept.parent.parent.exists()
+    assert young.exists()  # younger than the grace period: an upload may be on its way
+    # Once the config is gone, nothing names its trace.
+    review_fleet.delete()
+    from reviewer.tasks import cleanup_traces
+
+    assert cleanup_traces() == 1
+    assert not kept.exists()
+
+
+def test_it_refuses_an_upload_past_the_owners_trace_storage_quota_naming_the_setting(
+        api_as, review_fleet, trace_dir, settings):
+    settings.USER_TRACE_STORAGE_MAX_BYTES = len(GOOD_JSONL) + len(GOOD_CSV) - 1
+    assert _upload(api_as("owner"), review_fleet, "t.jsonl", GOOD_JSONL).status_code == 200
+    stored = _stored_files(trace_dir)
+    response = _upload(api_as("owner"), review_fleet, "azure.csv", GOOD_CSV)
+    assert response.status_code == 429
+    assert response.json()["setting"] == "USER_TRACE_STORAGE_MAX_BYTES"
+    assert "USER_TRACE_STORAGE_MAX_BYTES" in response.json()["detail"]
+    assert _stored_files(trace_dir) == stored  # nothing half-saved
+    assert api_as("owner").get(f"/api/fleets/{review_fleet.pk}/").json()["version"] == 2

@@ -381,3 +381,39 @@ async def test_the_inbox_socket_carries_the_users_own_unread_count(run_users: di
     assert await ws_refusal("/ws/inbox/", None) == 4401
     await reviewer.disconnect()
     await owner.disconnect()
+
+
+async def _group_members(run_id: int) -> int:
+    layer = get_channel_layer()
+    key = layer._group_key(realtime.run_group(run_id))
+    return int(await layer.connection(layer.consistent_hash(realtime.run_group(run_id))).zcard(key))
+
+
+async def test_viewers_of_one_run_in_one_process_share_one_group_membership(run_users: dict) -> None:
+    run = await sync_to_async(_make_run)(run_users["owner"], frames=2)
+    viewers = []
+    for _ in range(3):
+        viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", run_users["owner"])
+        assert connected
+        viewers.append(viewer)
+    # The channel layer carries each frame to this process once, not once per viewer.
+    assert await _group_members(run.pk) == 1
+    for viewer in viewers:
+        assert (await viewer.receive_json_from())["type"] == "layout"
+        assert [(await viewer.receive_json_from())["frame"]["i"] for _ in range(2)] == [0, 1]
+        assert (await viewer.receive_json_from())["type"] == "status"
+    await _publish(run.pk, frame_event(_frame(2), 5.0))
+    await _publish(run.pk, frame_event(_frame(2), 5.0))  # a repeat is dropped
+    await _publish(run.pk, {"type": "run.status", "status": "done", "reason": None, "summary": {"ok": 3}})
+    for viewer in viewers:
+        rest = await read_until_final(viewer, timeout_s=10)
+        assert frame_indexes(rest) == [2]
+        assert [m.get("created") for m in rest if m["type"] == "frame"] == [5.0]
+        assert rest[-1] == {"type": "summary", "summary": {"ok": 3}}
+    # The last viewer out takes the process out of the group.
+    await viewers[0].disconnect()
+    assert await _group_members(run.pk) == 1
+    for viewer in viewers[1:]:
+        await viewer.disconnect()
+    assert await _group_members(run.pk) == 0
+
