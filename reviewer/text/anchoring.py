@@ -17,12 +17,14 @@ caller marks the finding orphaned instead of guessing.
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
+
+from reviewer.text.sentence_diff import text_diff
 
 CONTEXT_CHARS = 32
 
@@ -122,52 +124,108 @@ def locate_fuzzy(text: str, exact: str, prefix: str = "", suffix: str = "") -> A
 def expected_offset(old_text: str, new_text: str, offset: int) -> int:
     """Where character ``offset`` of ``old_text`` most likely is in ``new_text``.
 
-    The texts are diffed line by line (fast, and edits are usually whole
-    lines or within a line); an offset inside an unchanged line maps exactly,
-    one inside a changed region maps to the start of its replacement.
+    The texts are diffed sentence by sentence (:mod:`reviewer.text.sentence_diff`,
+    near-linear and cached per pair of texts); an offset inside an unchanged
+    sentence maps exactly, one inside a sentence edited in place keeps its
+    column, and one inside any other changed region maps to the start of its
+    replacement.
     """
-    old_lines = old_text.splitlines(keepends=True)
-    new_lines = new_text.splitlines(keepends=True)
-    if not old_lines or offset >= len(old_text):
+    if not old_text or offset >= len(old_text):
         return len(new_text)
-    old_starts = _line_starts(old_lines)
-    new_starts = _line_starts(new_lines)
-    line = bisect.bisect_right(old_starts, offset) - 1
-    column = offset - old_starts[line]
-    for tag, i1, i2, j1, j2 in _line_opcodes(old_text, new_text):
-        if not i1 <= line < i2:
-            continue
-        if j1 >= len(new_starts):
-            return len(new_text)
-        if tag == "equal":
-            return new_starts[j1 + line - i1] + column
-        if tag == "replace" and i2 - i1 == j2 - j1:
-            # An edit within the line: keep the column.
-            return min(new_starts[j1 + line - i1] + column, len(new_text))
-        return new_starts[j1]
-    return min(offset, len(new_text))
+    diff = text_diff(old_text, new_text)
+    segment = diff.segment_at(offset)
+    column = offset - diff.old_starts[segment]
+    op = diff.opcode_at(segment)
+    if op is None:
+        return min(offset, len(new_text))
+    tag, i1, i2, j1, j2 = op
+    if j1 >= len(diff.new_starts):
+        return len(new_text)
+    if tag == "equal":
+        return diff.new_starts[j1 + segment - i1] + column
+    if tag == "replace" and i2 - i1 == j2 - j1:
+        # An edit within the sentence: keep the column.
+        return min(diff.new_starts[j1 + segment - i1] + column, len(new_text))
+    return diff.new_starts[j1]
+
+
+def _quote_tags(old_text: str, new_text: str, anchor: Anchor) -> set[str]:
+    """What the sentence diff did to the sentences the quote spans (``equal``, ``replace``, ``delete``)."""
+    if not old_text or anchor.start >= len(old_text) or anchor.end > len(old_text):
+        return set()
+    diff = text_diff(old_text, new_text)
+    first, last = diff.segment_at(anchor.start), diff.segment_at(max(anchor.start, anchor.end - 1))
+    ops = [diff.opcode_at(k) for k in range(first, last + 1)]
+    return {op[0] if op is not None else "delete" for op in ops}
 
 
 def reanchor(anchor: Anchor, old_text: str, new_text: str) -> Placement | None:
-    """Place ``anchor`` (made on ``old_text``) in ``new_text``, or ``None`` if it is gone."""
+    """Place ``anchor`` (made on ``old_text``) in ``new_text``, or ``None`` if it is gone.
+
+    When the sentence diff carries the quote's sentences over unchanged, the
+    quote is where the diff puts it. Otherwise an exact occurrence of the quote
+    wins, the one whose context matches best (then the nearest to where the
+    diff puts the passage), unless the quote's own sentence was edited in place
+    and the edited passage there fits better than any occurrence elsewhere: a
+    repeated phrase changed in one place keeps its finding, which does not jump
+    to another copy.
+    """
     if not anchor.exact:
         return None
     expected = expected_offset(old_text, new_text, anchor.start)
-    exact_hits = _occurrences(new_text, anchor.exact)
-    if exact_hits:
-        def exact_key(s: int) -> tuple[float, float]:
-            ctx = _context_similarity(new_text, s, s + len(anchor.exact), anchor.prefix, anchor.suffix)
-            # Context decides between occurrences; closeness breaks ties.
-            return (round(ctx, 3), _closeness(s, expected, len(anchor.exact)))
+    tags = _quote_tags(old_text, new_text, anchor)
+    n = len(anchor.exact)
+    if tags == {"equal"} and old_text[anchor.start:anchor.end] == anchor.exact \
+            and new_text[expected:expected + n] == anchor.exact:
+        # The diff carried the quote's sentences over unchanged: this copy is the
+        # quote, even when a neighbour's edit makes another copy's context look closer.
+        ctx = _context_similarity(new_text, expected, expected + n, anchor.prefix, anchor.suffix)
+        return Placement(anchor=anchor_at(new_text, expected, expected + n), method="exact",
+                         score=W_QUOTE + W_CONTEXT * round(ctx, 3) + W_CLOSENESS)
+    exact = _best_exact(anchor, new_text, expected)
+    if exact is not None and exact.score >= W_QUOTE + W_CONTEXT:
+        return exact  # the quote with its context as it was: nothing fits better
+    if exact is not None and "replace" not in tags:
+        return exact
+    fuzzy = _fuzzy(anchor, new_text, expected)
+    if exact is None or (fuzzy is not None and fuzzy.score > exact.score):
+        return fuzzy
+    return exact
 
-        best = max(exact_hits, key=exact_key)
-        ctx, close = exact_key(best)
-        return Placement(
-            anchor=anchor_at(new_text, best, best + len(anchor.exact)),
-            method="exact",
-            score=W_QUOTE + W_CONTEXT * ctx + W_CLOSENESS * close,
-        )
-    return _fuzzy(anchor, new_text, expected)
+
+def _best_exact(anchor: Anchor, text: str, expected: int) -> Placement | None:
+    """The exact occurrence of the quote whose context fits best, then the nearest to ``expected``.
+
+    Occurrences are looked at nearest first. One whose context matches fully
+    ends the search (any later one is farther); the others' context is only
+    compared in full when a cheap upper bound says it could beat the best so far,
+    so a phrase repeated hundreds of times costs little.
+    """
+    n = len(anchor.exact)
+    hits = _occurrences(text, anchor.exact)
+    if not hits:
+        return None
+    # Nearest first; of two at the same distance, the earlier (as max() over the hits in order would).
+    hits.sort(key=lambda s: (abs(s - expected), s))
+    best: tuple[float, float] | None = None
+    best_start = hits[0]
+    for s in hits:
+        close = _closeness(s, expected, n)
+        if best is not None:
+            if best[0] >= 1.0:
+                break
+            bound = _context_bound(text, s, s + n, anchor.prefix, anchor.suffix)
+            if round(bound, 3) < best[0]:
+                continue
+        key = (round(_context_similarity(text, s, s + n, anchor.prefix, anchor.suffix), 3), close)
+        if best is None or key > best or (key == best and s < best_start):
+            best, best_start = key, s
+    assert best is not None
+    return Placement(
+        anchor=anchor_at(text, best_start, best_start + n),
+        method="exact",
+        score=W_QUOTE + W_CONTEXT * best[0] + W_CLOSENESS * best[1],
+    )
 
 
 def _fuzzy(anchor: Anchor, text: str, expected: int) -> Placement | None:
@@ -211,19 +269,33 @@ def _refine(text: str, anchor: Anchor, start: int, end: int) -> tuple[int, int]:
         shape = EDGE_BONUS * ((text[b] == quote[0]) + (text[e - 1] == quote[-1]))
         return _ratio(quote, text[b:e]) + shape
 
+    # A quote within one paragraph stays within one: a span never grows over a blank line.
+    one_paragraph = "\n\n" not in quote
+
+    def crosses(b: int, e: int) -> bool:
+        return one_paragraph and "\n\n" in text[b:e]
+
+    if crosses(start, end):
+        # Keep the paragraph that holds most of the span.
+        cuts = [start] + [start + m.start() for m in re.finditer(r"\n\n", text[start:end])]
+        pieces = [(max(b, start), min(e, end)) for b, e in zip(cuts, [*cuts[1:], end], strict=True)]
+        start, end = _snap_to_words(text, *max(pieces, key=lambda p: p[1] - p[0]))
+
     def best_end(b: int, e0: int) -> int:
         ends = [e0] + [
             j for j in range(max(b + 1, e0 - slack), min(len(text), e0 + slack) + 1)
             if j == len(text) or (not text[j - 1].isspace() and text[j].isspace())
         ]
-        return max(ends, key=lambda e: (fit(b, e), e == e0))
+        kept = [e for e in ends if not crosses(b, e)] or ends
+        return max(kept, key=lambda e: (fit(b, e), e == e0))
 
     def best_start(b0: int, e: int) -> int:
         starts = [b0] + [
             i for i in range(max(0, b0 - slack), min(e - 1, b0 + slack) + 1)
             if i == 0 or (text[i - 1].isspace() and not text[i].isspace())
         ]
-        return max(starts, key=lambda b: (fit(b, e), b == b0))
+        kept = [b for b in starts if not crosses(b, e)] or starts
+        return max(kept, key=lambda b: (fit(b, e), b == b0))
 
     # Each end is best judged with the other one in place: end, start, end again.
     end = best_end(start, end)
@@ -300,8 +372,31 @@ def _context_similarity(text: str, start: int, end: int, prefix: str, suffix: st
     return sum(w * r for w, r in parts) / total
 
 
+def _context_bound(text: str, start: int, end: int, prefix: str, suffix: str) -> float:
+    """An upper bound of :func:`_context_similarity`, from the characters alone (no alignment)."""
+    parts = []
+    if prefix:
+        parts.append((len(prefix), _quick_ratio(prefix, text[max(0, start - len(prefix)) : start])))
+    if suffix:
+        parts.append((len(suffix), _quick_ratio(suffix, text[end : end + len(suffix)])))
+    if not parts:
+        return 1.0
+    total = sum(w for w, _ in parts)
+    return sum(w * r for w, r in parts) / total
+
+
 def _ratio(a: str, b: str) -> float:
+    if a == b:
+        return 1.0
     return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def _quick_ratio(a: str, b: str) -> float:
+    """difflib's bound on :func:`_ratio`: the share of characters the two strings have in common."""
+    if not a and not b:
+        return 1.0
+    common = sum((Counter(a) & Counter(b)).values())
+    return 2.0 * common / (len(a) + len(b))
 
 
 def _closeness(start: int, expected: int, quote_len: int) -> float:
@@ -321,24 +416,6 @@ def _occurrences(text: str, needle: str, limit: int | None = None) -> list[int]:
             break
         pos = text.find(needle, pos + 1)
     return hits
-
-
-@lru_cache(maxsize=16)
-def _line_opcodes(old_text: str, new_text: str) -> tuple[tuple[str, int, int, int, int], ...]:
-    """The line diff of two texts; cached, as every finding of a revision needs the same one."""
-    matcher = SequenceMatcher(
-        None, old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), autojunk=False
-    )
-    return tuple(matcher.get_opcodes())
-
-
-def _line_starts(lines: list[str]) -> list[int]:
-    starts = []
-    total = 0
-    for line in lines:
-        starts.append(total)
-        total += len(line)
-    return starts
 
 
 # --- the rendered doc ---------------------------------------------------------

@@ -8,6 +8,8 @@
 // an anchor through the map from source to rendered offsets the server put in
 // the page's config (config.docMap). Nothing here searches the text.
 
+import { codePointLength, codePointToUtf16, firstCodePoints, lastCodePoints, utf16ToCodePoint } from "./offsets.js";
+
 const CONTEXT_CHARS = 32;
 
 /** Text nodes under root (skipping none) with their offsets in the concatenated text. */
@@ -56,9 +58,10 @@ export function selectionIn(root) {
   const flat = (text) => text.replace(/\s+/g, " ");
   return {
     quote: flat(index.text.slice(start, end)),
-    prefix: flat(index.text.slice(Math.max(0, start - 2 * CONTEXT_CHARS), start)).slice(-CONTEXT_CHARS),
-    suffix: flat(index.text.slice(end, end + 2 * CONTEXT_CHARS)).slice(0, CONTEXT_CHARS),
-    position: index.text.length ? start / index.text.length : 0,
+    // Context and position in code points, as the server counts.
+    prefix: lastCodePoints(flat(index.text.slice(Math.max(0, start - 4 * CONTEXT_CHARS), start)), CONTEXT_CHARS),
+    suffix: firstCodePoints(flat(index.text.slice(end, end + 4 * CONTEXT_CHARS)), CONTEXT_CHARS),
+    position: index.text.length ? utf16ToCodePoint(index.text, start) / codePointLength(index.text) : 0,
   };
 }
 
@@ -111,8 +114,10 @@ export function drawHighlights(root, originalHtml, findings, doc, onActivate) {
     if (spot) placements.push({ f, spot });
     else unplaced.push(f);
   }
+  // The map gives code points of the rendered text; the DOM counts UTF-16 units.
+  const rendered = textIndex(root).text;
   for (const { f, spot } of placements) {
-    wrapRange(root, spot.start, spot.end, () => {
+    wrapRange(root, codePointToUtf16(rendered, spot.start), codePointToUtf16(rendered, spot.end), () => {
       const mark = document.createElement("mark");
       mark.className = `finding ${f.severity || ""}`;
       mark.dataset.findingId = f.id;

@@ -184,3 +184,50 @@ def test_a_quote_copied_from_the_rendered_page_finds_its_markdown_source():
 def test_a_bare_quote_that_is_not_really_there_is_not_located():
     assert locate_fuzzy(DOC, "The dispatcher persists its queue to a replicated log.") is None
     assert locate_fuzzy(DOC, "   ") is None
+
+
+REPEATED = "Each worker runs one batch at a time and returns it to the gateway."
+
+
+def _repeating_doc(n: int = 60) -> str:
+    words = ["dispatcher", "queue", "token", "latency", "host", "standby", "failover", "retry", "backlog", "peak"]
+
+    def line(i: int) -> str:
+        return f"Line {i}: " + " ".join(words[(i * k * 7 + k) % len(words)] for k in range(1, 9)) + ".\n"
+
+    return "".join(line(i) + (REPEATED + "\n" if i % 3 == 0 else "") for i in range(n))
+
+
+def test_a_repeated_phrase_changed_in_one_place_keeps_its_finding_there():
+    text = _repeating_doc()
+    middle = [i for i in range(len(text)) if text.startswith(REPEATED, i)][10]
+    anchor = anchor_at(text, middle, middle + len(REPEATED))
+    changed = REPEATED.replace("one batch", "two batch")
+    new = text[:middle] + changed + text[middle + len(REPEATED):]
+    placed = reanchor(anchor, text, new)
+    assert placed is not None and placed.method == "fuzzy"
+    assert (placed.anchor.start, placed.anchor.exact) == (middle, changed)
+
+
+def test_every_other_copy_of_a_repeated_phrase_stays_on_its_own_copy():
+    text = _repeating_doc()
+    starts = [i for i in range(len(text)) if text.startswith(REPEATED, i)]
+    # The line before the sixth copy is rewritten: its context changes, the copy does not move.
+    before = text.rindex("Line ", 0, starts[5])
+    line_end = text.index("\n", before) + 1
+    new = text[:before] + "A line rewritten from start to end about failover.\n" + text[line_end:]
+    shift = len(new) - len(text)
+    for k, start in enumerate(starts):
+        placed = reanchor(anchor_at(text, start, start + len(REPEATED)), text, new)
+        assert placed is not None and placed.method == "exact"
+        assert placed.anchor.start == start + (shift if start > before else 0), k
+
+
+def test_a_reworded_quote_does_not_grow_over_a_blank_line():
+    quote = "S844: Request latency timeout round average request timeout average client queue."
+    text = f"Intro line.\n{quote}\n\nS845: Average dispatcher share request latency.\n"
+    anchor = _anchor(text, quote)
+    new = text.replace("queue.", "backlog.")
+    placed = reanchor(anchor, text, new)
+    assert placed is not None
+    assert placed.anchor.exact == quote.replace("queue.", "backlog.")

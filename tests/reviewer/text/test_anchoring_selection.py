@@ -78,3 +78,16 @@ def test_it_ends_a_list_item_selection_at_its_own_full_stop_not_the_next_items_n
     start = RENDERED.index(quote)
     anchor = place_selection(SOURCE, RENDERED, _around(RENDERED, start, start + len(quote)))
     assert anchor is not None and anchor.exact == quote
+
+
+def test_offsets_after_astral_characters_are_code_points_of_the_source():
+
+    source = "Astral check 😀😀 **the gateway** answers from its cache. The 𝔘nit 𝔘 says the standby takes over.\n"
+    rendered = rendered_text(source)
+    for quote in ("the gateway answers from its cache", "the standby takes over"):
+        anchor = place_selection(source, rendered, Selection(quote=quote))
+        assert anchor is not None
+        assert source[anchor.start:anchor.end].replace("**", "") == quote
+        # The page's map carries the same code point offsets into the rendered text.
+        span = align(source, rendered).to_rendered(anchor.start, anchor.end)
+        assert span is not None and rendered[span[0]:span[1]] == quote
