@@ -103,6 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if args.overrides:
         scenario = scenario.with_overrides(args.overrides)
+        for note in scenario.notes:
+            print(f"note: {note}", file=sys.stderr)
     engine = Engine(scenario, seed=args.seed)
     out: IO[str] | None = None
     if args.frames:

@@ -416,6 +416,9 @@ class Scenario:
     slo: SloSpec = field(default_factory=SloSpec)
     hardware: HardwareSpec | None = None
     autoscaler: AutoscalerSpec | None = None
+    #: What ``with_overrides`` changed beyond the keys it was given (not part of the
+    #: scenario's data: ``to_dict`` leaves it out).
+    notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], max_requests: int | None | object = ...) -> Scenario:
@@ -476,10 +479,23 @@ class Scenario:
         Paths look like ``traffic.qps``, ``models.small.share`` or ``hosts[0].count``;
         values are TOML values (``10000``, ``"pull"``, ``[\"big@0\"]``), or bare words
         taken as strings (``pull``, ``never``). The result is validated again.
+        A new ``dispatcher.policy`` that sums no scorers drops a ``[dispatcher.scorers]``
+        table, with a note (``notes``) saying so.
         """
+        from emulator.scenario import catalog
         from emulator.scenario.overrides import apply_overrides
 
-        return Scenario.from_dict(apply_overrides(self.to_dict(), overrides), max_requests)
+        data = apply_overrides(self.to_dict(), overrides)
+        notes: list[str] = []
+        dispatcher = data.get("dispatcher")
+        sets_policy = any(o.split("=", 1)[0].strip() == "dispatcher.policy" for o in overrides)
+        if sets_policy and isinstance(dispatcher, dict) and dispatcher.get("scorers"):
+            policy = dispatcher.get("policy")
+            if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
+                names = ", ".join(dispatcher.pop("scorers"))
+                notes.append(f'dispatcher.scorers ({names}) dropped: policy "{policy}" uses no scorers')
+        scenario = Scenario.from_dict(data, max_requests)
+        return replace(scenario, notes=tuple(notes)) if notes else scenario
 
     def expanded_hosts(self) -> list[tuple[int, int, tuple[WorkerSlot, ...]]]:
         """Every host as ``(host_index, units, workers)``, groups expanded in file order."""
