@@ -123,7 +123,7 @@ def test_a_continuous_run_draws_ttft_tpot_with_slo_lines_the_kv_heatmap_and_faul
 
     ttft, tpot = chart_state(page, "ttft"), chart_state(page, "tpot")
     assert ttft["points"] > 0 and tpot["points"] > 0
-    assert ttft["lines"] == [2.0] and tpot["lines"] == [0.1]  # the scenario's [slo]
+    assert ttft["lines"] == [2.0] and tpot["lines"] == [100]  # the scenario's [slo], TPOT in ms
     for chart in ("ttft", "tpot", "tokens", "goodput", "preemptions", "queue", "latency", "outcomes"):
         state = chart_state(page, chart)
         assert not state["hidden"] and state["points"] > 0, (chart, state)
