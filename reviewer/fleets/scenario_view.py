@@ -9,6 +9,7 @@ the TOML spelling for the page's config); nothing here touches the database.
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 #: How much the break pass's QPS buttons scale the offered load.
@@ -210,15 +211,27 @@ def _num(value: float) -> int | float:
     return int(round(value)) if abs(value - round(value)) < 1e-9 or value >= 100 else round(value, 3)
 
 
-def page_facts(data: dict[str, Any] | None) -> dict[str, Any]:
+def page_facts(data: dict[str, Any] | None, toml: str | None = None) -> dict[str, Any]:
     """What the session page draws from its fleet's scenario dict: the break pass's
     controls (``breakControls``), the trace pass's path (``tracePath``) and the keys a
-    sweep offers with their default values (``sweepKeys``)."""
+    sweep offers with their default values (``sweepKeys``). ``toml`` is the fleet
+    config as written: the path has only the components it names."""
     from emulator.sim.policies import POLICY_REGISTRY
 
     policies = list(POLICY_REGISTRY)
-    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data),
+    written = written_tables(toml)
+    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data, written),
             "sweepKeys": sweep_keys(data)}
+
+
+def written_tables(toml: str | None) -> set[str] | None:
+    """The top-level keys and tables of a fleet config's TOML (None: no text, or not TOML)."""
+    if not toml:
+        return None
+    try:
+        return set(tomllib.loads(toml))
+    except tomllib.TOMLDecodeError:
+        return None
 
 
 #: How a sweep's default values scale a key's current value.
@@ -358,15 +371,17 @@ def _auto_kv_tokens(data: dict[str, Any], model: str) -> int | None:
         return None
 
 
-def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
+def trace_path(data: dict[str, Any] | None, written: set[str] | None = None) -> list[dict[str, Any]]:
     """The request's path through the system the scenario describes, in order.
 
     Each hop is ``{"key", "label", "facts": [...]}``; its key is the hop findings are
-    filed against. The client, gateway and routing always appear; the dispatcher's
-    queue only where requests wait in one (batches are closed there under static
-    batching, and held there under pull); prefill and decode pools with the KV
-    transfer between them for models served disaggregated, the workers for the
-    others; the response path last.
+    filed against. The client and routing always appear; the gateway when the
+    config has a ``[gateway]`` table (``written``: the tables of the config as
+    written, since a resolved scenario has every table); the dispatchers' queues
+    only where requests wait in one (batches are closed there under static
+    batching, and held there under pull), one queue per model's dispatcher;
+    prefill and decode pools with the KV transfer between them for models served
+    disaggregated, the workers for the others; the response path last.
     """
     if not data:
         return []
@@ -384,21 +399,29 @@ def trace_path(data: dict[str, Any] | None) -> list[dict[str, Any]]:
         {"key": "client", "label": "Client", "facts": [
             f"timeout {_seconds(client.get('timeout_s', 60))}", f"retries {client.get('retries', 0)}",
             f"{_num(float(traffic.get('qps') or 0))} QPS offered" if not traffic.get("trace") else f"trace {traffic['trace']}"]},
-        {"key": "gateway", "label": "Gateway", "facts": [
+    ]
+    if "gateway" in (written if written is not None else data):
+        hops.append({"key": "gateway", "label": "Gateway", "facts": [
             f"{gateway.get('instances', 2)} instances",
             f"limit {gateway['rate_limit_qps']}/s per key" if gateway.get("rate_limit_qps") else "no rate limit",
-            "counters per instance" if gateway.get("shared_counter") is False else "shared counter"]},
+            "counters per instance" if gateway.get("shared_counter") is False else "shared counter"]})
+    hops += [
         {"key": "routing", "label": f"Routing: {policy}", "facts": [
             *(f"{m}: {round(100 * float(spec.get('share', 0)))}% of traffic" for m, spec in models.items()),
             "workers pull work when idle" if policy == "pull" else "pushed to a chosen worker"]},
     ]
     if static or policy == "pull":
-        facts = [f"queue {dispatcher.get('queue_limit') or 'unbounded'}",
-                 f"standby {standby}, failover {_seconds(dispatcher.get('failover_s', 3.0))}"]
+        # One dispatcher per model, each with its own queue (under pull every model's
+        # requests wait in theirs; else only the statically batched models').
+        queued_models = list(models) if policy == "pull" else static
+        limit = dispatcher.get("queue_limit") or "unbounded"
+        facts = [f"{m}: queue {limit}" for m in queued_models]
         if static:
-            facts.insert(0, f"batches of {dispatcher.get('max_batch_tokens', 10000)} tokens, "
-                            f"close after {_seconds(dispatcher.get('close_after_s'))}")
-        hops.append({"key": "dispatcher", "label": "Dispatcher queue", "facts": facts})
+            facts.append(f"batches of {dispatcher.get('max_batch_tokens', 10000)} tokens, "
+                         f"close after {_seconds(dispatcher.get('close_after_s'))}")
+        facts.append(f"standby {standby}, failover {_seconds(dispatcher.get('failover_s', 3.0))}")
+        label = "Dispatcher queue" if len(queued_models) == 1 else f"{len(queued_models)} dispatchers, a queue each"
+        hops.append({"key": "dispatcher", "label": label, "facts": facts})
     split = {m: _pools(spec) for m, spec in models.items()}
     disaggregated = [m for m in models if split[m]]
     together = [m for m in models if not split[m]]

@@ -22,6 +22,7 @@ from reviewer.models.runs import FINAL_STATUSES
 from reviewer.realtime import fanout, presence
 from reviewer.realtime import groups as realtime
 from reviewer.representations import run_representation
+from reviewer.runs.outcomes import outcome_shares
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,8 @@ class RunConsumer(GuardedJsonConsumer):
         self.final_sent = True
         await self.send_json({"type": "status", "status": status, "reason": reason})
         if summary is not None:
-            await self.send_json({"type": "summary", "summary": summary})
+            # The outcomes' shares of offered, adding up to 100%, worked out here once.
+            await self.send_json({"type": "summary", "summary": summary, "shares": outcome_shares(summary)})
 
     async def disconnect(self, code: int) -> None:
         """Leave the group."""

@@ -123,7 +123,7 @@ def _page_config(
             "versionId": fleet_version.pk if fleet_version else None,
             "scenario": fleet.scenario,
             # The break pass's one-click changes and the trace pass's path, from the scenario.
-            **scenario_view.page_facts(fleet.scenario),
+            **scenario_view.page_facts(fleet.scenario, fleet.toml),
         }
         if fleet
         else None,

@@ -27,12 +27,20 @@ TOKEN_FRAME_METRICS = tuple(
 # The run panel's charts: which frame metrics each one draws, and how. Chart
 # titles and labels are presentation; the metric keys must be the emulator's.
 RUN_CHARTS: list[dict[str, Any]] = [
-    {"key": "queue", "title": "Queue depth and worker backlog", "per_model": True,
-     "y_title": "requests / batches",
+    # Requests only: the dispatcher's queue, and under continuous batching the
+    # requests waiting at the workers and those running there. A metric marked
+    # "continuous" is drawn for the models that batch continuously only.
+    {"key": "queue", "title": "Requests queued, waiting and running", "per_model": True,
+     "y_title": "requests",
      "metrics": [{"key": "queue_depth", "label": "queue"},
-                 {"key": "backlog", "label": "backlog", "dash": "dot"}]},
-    # Frames with no ok request have no percentile; the line bridges them.
-    {"key": "latency", "title": "Latency of ok requests", "per_model": True, "connect_gaps": True,
+                 {"key": "waiting", "label": "waiting", "dash": "dot", "continuous": True},
+                 {"key": "running", "label": "running", "dash": "dash", "continuous": True}]},
+    # Batches are another quantity: a chart of their own, for statically batched models.
+    {"key": "backlog", "title": "Worker backlog", "per_model": True, "static": True,
+     "y_title": "batches",
+     "metrics": [{"key": "backlog", "label": "backlog"}]},
+    # Frames with no ok request have no percentile: a gap, never a line across it.
+    {"key": "latency", "title": "Latency of ok requests", "per_model": True, "markers": True,
      "y_title": "seconds", "stops_without_completions": True,
      "metrics": [{"key": key, "label": key.removesuffix("_s")} for key in ("p50_s", "p95_s", "p99_s")]},
     # A spike of one outcome must not flatten the others: a log axis.
@@ -41,17 +49,19 @@ RUN_CHARTS: list[dict[str, Any]] = [
      "metrics": [{"key": key, "label": key} for key in COUNT_KEYS]},
     # Token-level serving, drawn for the models that batch continuously; the
     # SLO lines come from the scenario's [slo].
-    {"key": "ttft", "title": "Time to first token", "per_model": True, "connect_gaps": True,
+    {"key": "ttft", "title": "Time to first token", "per_model": True, "markers": True,
      "continuous": True, "y_title": "seconds", "slo": "ttft_s", "stops_without_completions": True,
      "metrics": [{"key": f"ttft_{p}_s", "label": f"TTFT {p}"} for p in ("p50", "p95", "p99")]},
-    {"key": "tpot", "title": "Time per output token", "per_model": True, "connect_gaps": True,
-     "continuous": True, "y_title": "seconds per token", "slo": "tpot_s", "stops_without_completions": True,
+    # Per-token times read in milliseconds: the frames' seconds times ``scale``.
+    {"key": "tpot", "title": "Time per output token", "per_model": True, "markers": True,
+     "continuous": True, "y_title": "ms per token", "scale": 1000, "unit": "ms", "slo": "tpot_s",
+     "stops_without_completions": True,
      "metrics": [{"key": f"tpot_{p}_s", "label": f"TPOT {p}"} for p in ("p50", "p95", "p99")]},
     {"key": "tokens", "title": "Output tokens per second", "per_model": True, "continuous": True,
      "y_title": "tokens/s",
      "metrics": [{"key": "output_tokens_per_s", "label": "output tokens/s"}]},
     {"key": "goodput", "title": "Goodput: share of requests meeting every SLO", "per_model": True,
-     "continuous": True, "connect_gaps": True, "y_title": "share of requests", "y_range": [0, 1.05],
+     "continuous": True, "markers": True, "y_title": "share of requests", "y_range": [0, 1.05],
      "metrics": [{"key": "goodput", "label": "goodput"}]},
     {"key": "preemptions", "title": "Preemptions per frame and KV cache in use", "per_model": True,
      "continuous": True, "y_title": "preemptions per frame", "y2_title": "KV in use (fraction)",

@@ -45,9 +45,11 @@ function fmtTime(t) {
 }
 
 export class MechanismCharts {
-  /** ``metricSelect``: the evidence bar's metric choice, offered each chart's metrics once it shows. */
-  constructor(label, metricSelect = null) {
+  /** ``metricSelect``: the evidence bar's metric choice, offered each chart's metrics once it shows;
+   * ``timeGroup``: the time axis shared with the run's other charts (charts.js TimeAxisGroup). */
+  constructor(label, metricSelect = null, timeGroup = null) {
     this.label = label;
+    this.timeGroup = timeGroup;
     this.metricSelect = metricSelect;
     this.charts = VOCAB.charts.map((spec) => ({
       spec, div: el("div", { class: "chart mech-chart", "data-chart": spec.key, hidden: true }),
@@ -92,6 +94,7 @@ export class MechanismCharts {
       chart.present = false;
       chart.div.hidden = true;
       if (window.Plotly && chart.div.data) window.Plotly.purge(chart.div);
+      delete chart.div.dataset.timeGroup; // purged: its listeners are gone
     }
     for (const s of this.sections) {
       s.node.hidden = true;
@@ -240,12 +243,14 @@ export class MechanismCharts {
   chartLayout(chart) {
     const spec = chart.spec;
     const layout = {
-      margin: { l: 58, r: 8, t: 26, b: 34 },
+      // The run's other charts' margins, so the time axes line up.
+      margin: { l: 56, r: 56, t: 26, b: 34 },
       title: { text: spec.per_frame && this.sampleS ? `${spec.title} (frames of ${fmtTime(this.sampleS)} s)` : spec.title, font: { size: 12 } },
       font: { size: 11 },
       hovermode: "x unified",
       legend: { orientation: "h", y: -0.3, font: { size: 10 } },
-      xaxis: { title: { text: "simulated time (s)", font: { size: 10 }, standoff: 2 }, ...this.xaxis, zeroline: false },
+      xaxis: { title: { text: "simulated time (s)", font: { size: 10 }, standoff: 2 }, ...this.xaxis, zeroline: false,
+        ...(this.timeGroup && this.timeGroup.range() ? { range: this.timeGroup.range(), autorange: false } : {}) },
       yaxis: { title: { text: spec.y_title, font: { size: 10 } }, rangemode: "tozero",
         ...(spec.tick_suffix ? { ticksuffix: spec.tick_suffix } : {}),
         ...(spec.range ? { range: spec.range, autorange: false } : {}) },
@@ -276,6 +281,7 @@ export class MechanismCharts {
         chart.div.hidden = false;
         this.node.hidden = false;
         window.Plotly.react(chart.div, this.traces(chart, models), this.chartLayout(chart), PLOT_CONFIG);
+        if (this.timeGroup) this.timeGroup.attachOnce(chart.div);
         chart.div.dataset.points = String(this.rows.length);
         shown.push(chart.spec.key);
         if (chart.spec.scale_events) this.fillEvents();

@@ -3,14 +3,14 @@
 
 import { api, apiList, el } from "./api.js";
 import { changedKeysText } from "./breakpass.js";
-import { BASE_LAYOUT, shapeTop, timeAxis, valueAxes, yExtent } from "./charts.js";
+import { BASE_LAYOUT, shapeTop, TimeAxisGroup, timeAxis, valueAxes, yExtent } from "./charts.js";
 import { RunView } from "./runview.js";
 
-/** Two runs' charts on shared axes: the same time range and, per chart, the same y range. */
+/** Two runs' charts on shared value axes: per chart, the same y range (their time
+ * axis is one TimeAxisGroup, zoomed together). */
 function shareAxes(a, b) {
   const P = window.Plotly;
   if (!a.layout || !b.layout) return;
-  const duration = Math.max((a.run && a.run.duration_s) || 0, (b.run && b.run.duration_s) || 0);
   for (const ca of a.shownCharts()) {
     const cb = b.shownCharts().find((c) => c.key === ca.key);
     if (!cb || ca.y_range) continue;
@@ -20,9 +20,9 @@ function shareAxes(a, b) {
     const lo = Math.min(ea ? ea[0] : Infinity, eb ? eb[0] : Infinity);
     const hi = Math.max(ea ? ea[1] : -Infinity, eb ? eb[1] : -Infinity, shapeTop(ca.div));
     const range = ca.log ? [Math.log10(Math.max(lo, 0.5)), Math.log10(Math.max(hi, 1)) + 0.1] : [0, hi > 0 ? hi * 1.08 : 1];
+    const same = (r) => r && Math.abs(r[0] - range[0]) < 1e-9 && Math.abs(r[1] - range[1]) < 1e-9;
+    if (same(ca.div.layout.yaxis.range) && same(cb.div.layout.yaxis.range)) continue;
     const update = { "yaxis.range": range, "yaxis.autorange": false };
-    // A reader's zoom on one run's time axis is kept; otherwise both show the whole run.
-    if (duration && !ca.div.dataset.zoomed) { update["xaxis.range"] = [0, duration]; update["xaxis.autorange"] = false; }
     P.relayout(ca.div, update);
     P.relayout(cb.div, update);
   }
@@ -65,7 +65,9 @@ export function initRuns(ctx) {
     return;
   }
   const side = el("div", { class: "runs-side" });
-  const left = new RunView(ctx, { label: "Run A" });
+  // One time axis for every chart of both runs: zoom, pan and crosshair together.
+  const timeGroup = new TimeAxisGroup();
+  const left = new RunView(ctx, { label: "Run A", timeGroup });
   let right = null;
   side.append(left.node);
 
@@ -132,6 +134,7 @@ export function initRuns(ctx) {
   compare.addEventListener("click", () => {
     if (right) {
       right.closeSocket();
+      timeGroup.remove(right, [...right.charts.map((c) => c.div), ...right.mechanisms.shownDivs()]);
       right.node.remove();
       right = null;
       side.classList.remove("two", "overlaid");
@@ -142,7 +145,7 @@ export function initRuns(ctx) {
       requestAnimationFrame(() => left.resize());
       return;
     }
-    right = new RunView(ctx, { label: "Run B" });
+    right = new RunView(ctx, { label: "Run B", timeGroup });
     right.seed.value = left.seed.value;
     right.speed.value = left.speed.value;
     right.onDrawn = sync;

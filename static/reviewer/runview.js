@@ -5,9 +5,9 @@
 import { api, el, fill, wsUrl } from "./api.js";
 import { config } from "./config.js";
 import { changedKeysText, ChangeControls } from "./breakpass.js";
-import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, timeAxis, valueAxes } from "./charts.js";
+import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, TimeAxisGroup, timeAxis, valueAxes } from "./charts.js";
 import { keepChartsFitted } from "./fit.js";
-import { MechanismCharts } from "./mechanisms.js";
+import { MechanismCharts, parseScaleEvent } from "./mechanisms.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 
 const MAX_POINTS = 4000;
@@ -17,36 +17,51 @@ const STOP_MIN_S = 5;
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
 // The charts and the frame metrics each draws come from the server:
-// [{key, title, per_model, connect_gaps, metrics: [{key, label, dash}]}].
+// [{key, title, per_model, markers, scale, metrics: [{key, label, dash, continuous}]}].
 const CHARTS = config.runCharts;
 const { active: ACTIVE, final: FINAL } = config.runStatuses;
 const { QUEUED, RUNNING, DONE } = config.runStatus;
 const QUEUE_POLL_MS = 2000;
 
-/** One trace per model and metric (per_model), or one per metric summed over models.
- * ``models`` are [name, index in the frame] pairs: a token chart draws only the
- * models that batch continuously. */
-function chartTraces(chart, models) {
-  const trace = (name, metric) => ({
-    x: [], y: [], name, mode: "lines", connectgaps: Boolean(chart.connect_gaps),
-    ...(metric.dash ? { line: { dash: metric.dash } } : {}),
-    ...(metric.y2 ? { yaxis: "y2" } : {}),
-  });
+/** The lines a chart draws: one per model and metric (per_model), or one per metric
+ * summed over the models. ``models`` are [name, index in the frame] pairs; a metric
+ * marked ``continuous`` is drawn only for the models in ``continuousModels``. */
+function chartSeries(chart, models, continuousModels) {
+  const drawn = (metric, m) => !metric.continuous || continuousModels.has(m);
   const many = models.length > 1;
-  return chart.per_model
-    ? models.flatMap(([m]) => chart.metrics.map((metric) => trace(many ? `${m} ${metric.label}` : metric.label, metric)))
-    : chart.metrics.map((metric) => trace(metric.label, metric));
+  if (!chart.per_model) {
+    return chart.metrics
+      .map((metric) => ({ metric, name: metric.label, models: models.filter(([m]) => drawn(metric, m)) }))
+      .filter((line) => line.models.length);
+  }
+  return models.flatMap(([m, mi]) => chart.metrics.filter((metric) => drawn(metric, m))
+    .map((metric) => ({ metric, name: many ? `${m} ${metric.label}` : metric.label, models: [[m, mi]] })));
 }
 
-/** The new points of each of a chart's traces, in chartTraces' order. A metric
- * the run's worker model does not report is a gap, not an error. A log axis
- * shows no zero: a frame without that outcome is a gap there. */
-function chartColumns(chart, models, frames) {
-  const values = (f, key) => f.m[key] || [];
+/** Empty plotly traces for a chart's lines. A frame without a value is a gap in the
+ * line, never bridged: no trend is drawn where nothing was measured. */
+function chartTraces(chart) {
+  return chart.series.map(({ metric, name }) => ({
+    x: [], y: [], name, mode: chart.markers ? "lines+markers" : "lines", connectgaps: false,
+    ...(chart.markers ? { marker: { size: 3 } } : {}),
+    ...(metric.dash ? { line: { dash: metric.dash } } : {}),
+    ...(metric.y2 ? { yaxis: "y2" } : {}),
+  }));
+}
+
+/** The new points of each of a chart's lines, in chartSeries' order, in the chart's
+ * unit (``scale`` times the frame's). A metric the run's worker model does not
+ * report is a gap, not an error. A log axis shows no zero: a frame without that
+ * outcome is a gap there. */
+function chartColumns(chart, frames) {
+  const scale = chart.scale || 1;
+  const scaled = (v) => (v == null ? null : v * scale);
   const positive = (v) => (chart.log && !(v > 0) ? null : v);
-  return chart.per_model
-    ? models.flatMap(([, mi]) => chart.metrics.map((metric) => frames.map((f) => values(f, metric.key)[mi] ?? null)))
-    : chart.metrics.map((metric) => frames.map((f) => positive(sum(values(f, metric.key)))));
+  return chart.series.map(({ metric, models }) => frames.map((f) => {
+    const values = f.m[metric.key] || [];
+    if (chart.per_model) return scaled(values[models[0][1]] ?? null);
+    return positive(scaled(sum(models.map(([, mi]) => values[mi]))));
+  }));
 }
 
 function sum(values) {
@@ -54,9 +69,11 @@ function sum(values) {
 }
 
 export class RunView {
-  constructor(ctx, { label }) {
+  /** ``timeGroup``: the time axis this run's charts share (with a compared run's). */
+  constructor(ctx, { label, timeGroup = null }) {
     this.ctx = ctx;
     this.label = label;
+    this.timeGroup = timeGroup || new TimeAxisGroup();
     this.runId = null;
     this.socket = null;
     this.lastI = -1;
@@ -97,7 +114,7 @@ export class RunView {
 
     this.metric = el("select", { "aria-label": "Metric" },
       CHARTS.flatMap((chart) => chart.metrics.map((m) => el("option", { value: m.key }, m.key))));
-    this.mechanisms = new MechanismCharts(this.label, this.metric);
+    this.mechanisms = new MechanismCharts(this.label, this.metric, this.timeGroup);
     this.target = el("select", { "aria-label": "Finding to attach to" });
     this.attachButton = el("button", { type: "button", disabled: true, onclick: () => this.attach() }, "Attach as evidence");
     this.evidenceBar = el("div", { class: "evidence-bar row" },
@@ -173,6 +190,7 @@ export class RunView {
     this.markers = [];
     this.lastOkT = null;
     this.stop = null;
+    this.gaps = [];
     this.stopNote.hidden = true;
     this.events.replaceChildren();
     this.summary.replaceChildren();
@@ -227,7 +245,7 @@ export class RunView {
     } else if (msg.type === "status") {
       this.setStatus(msg.status, msg.reason);
     } else if (msg.type === "summary") {
-      this.showSummary(msg.summary);
+      this.showSummary(msg.summary, msg.shares);
     }
   }
 
@@ -282,20 +300,27 @@ export class RunView {
     this.facts = layout.facts || { batching: {}, slo: {}, faults: [], sample_s: 1 };
     const indexed = models.map((m, i) => [m, i]);
     const continuous = indexed.filter(([m]) => (this.facts.batching || {})[m] === "continuous");
-    // A finding's evidence opens the run zoomed to its window.
-    const xaxis = timeAxis(this.run && this.run.duration_s, this.pendingWindow);
-    const zoomed = Boolean(this.pendingWindow);
+    const statics = indexed.filter(([m]) => (this.facts.batching || {})[m] !== "continuous");
+    const continuousModels = new Set(continuous.map(([m]) => m));
+    // Every chart shows the time range the group shows; a finding's evidence opens the run zoomed to its window.
+    this.timeGroup.remove(this, this.charts.map((c) => c.div));
+    if (this.pendingWindow) this.timeGroup.window = this.pendingWindow;
     this.pendingWindow = null;
+    this.timeGroup.setDuration(this, this.run && this.run.duration_s);
+    const xaxis = timeAxis(this.run && this.run.duration_s, this.timeGroup.range());
+    const zoomed = Boolean(this.timeGroup.window);
     for (const chart of this.charts) {
-      chart.models = chart.continuous ? continuous : indexed;
-      chart.div.hidden = chart.models.length === 0;
+      chart.models = chart.continuous ? continuous : chart.static ? statics : indexed;
+      chart.series = chartSeries(chart, chart.models, continuousModels);
+      chart.div.hidden = chart.series.length === 0;
       if (chart.div.hidden) continue;
       const layoutFor = {
         ...BASE_LAYOUT, ...valueAxes(chart), xaxis, height: 240,
         title: { text: chart.title, font: { size: 12 } },
         ...decorations(chart, { slo: this.facts.slo || {} }),
       };
-      window.Plotly.newPlot(chart.div, chartTraces(chart, chart.models), layoutFor, CONFIG);
+      window.Plotly.newPlot(chart.div, chartTraces(chart), layoutFor, CONFIG);
+      this.timeGroup.attach(chart.div);
       const limit = chart.slo ? (this.facts.slo || {})[chart.slo] : null;
       if (limit != null) chart.div.dataset.slo = String(limit);
       if (zoomed) chart.div.dataset.zoomed = "1";
@@ -321,7 +346,7 @@ export class RunView {
 
   /** The charts drawn for this run (token charts only for continuous batching). */
   shownCharts() {
-    return this.charts.filter((chart) => !chart.div.hidden && chart.models);
+    return this.charts.filter((chart) => !chart.div.hidden && chart.series);
   }
 
   /** Redraw every chart's SLO line, event markers and stop note. */
@@ -329,27 +354,39 @@ export class RunView {
     const P = window.Plotly;
     const marks = this.markers.map((m) => m.t.toFixed(1)).join(",");
     for (const chart of this.shownCharts()) {
-      P.relayout(chart.div, decorations(chart, { slo: this.facts.slo || {}, markers: this.markers, stop: this.stop }));
+      P.relayout(chart.div, decorations(chart, { slo: this.facts.slo || {}, markers: this.markers, stop: this.stop, gaps: this.gaps }));
       chart.div.dataset.markers = marks;
     }
   }
 
-  /** The time of an event seen in the frame ending at ``t``: a scheduled fault's own
-   * time when it is one, else the frame's end. */
-  eventTime(label, t) {
+  /** An event seen in the frame ending at ``t``, as a marker: a scheduled fault at its
+   * own time, a fault injected from the page, a scale event, or another event, at the
+   * frame's end. */
+  eventMarker(label, t) {
     const sample = this.facts.sample_s || 1;
     const scheduled = (this.facts.faults || []).find((f) => f.command === label && f.at_s <= t + 1e-9 && f.at_s > t - sample - 1e-9);
-    return scheduled ? scheduled.at_s : t;
+    if (scheduled) return { t: scheduled.at_s, label, kind: "scheduled" };
+    if (parseScaleEvent(label)) return { t, label, kind: "scale" };
+    const action = label.split(" ")[0];
+    return { t, label, kind: action === "kill" || action === "restore" ? "injected" : "other" };
   }
 
-  /** A note where completions stop: "no request completed since 67 s". */
+  /** Notes where completions stop: "no request completed since 67 s" while it lasts,
+   * "no request completed from 67 s to 261 s" once requests complete again. */
   updateStop(frames) {
-    for (const f of frames) if (sum(f.m.ok || []) > 0) this.lastOkT = f.t_s;
+    const least = Math.max(STOP_MIN_S, STOP_FRAMES * (this.facts.sample_s || 1));
+    let gapsChanged = false;
+    for (const f of frames) {
+      if (sum(f.m.ok || []) <= 0) continue;
+      const from = this.lastOkT ?? 0;
+      if (f.t_s - from > least) { this.gaps.push({ from, to: f.t_s }); gapsChanged = true; }
+      this.lastOkT = f.t_s;
+    }
     const t = frames[frames.length - 1].t_s;
     const since = this.lastOkT ?? 0;
-    const quiet = t - since >= Math.max(STOP_MIN_S, STOP_FRAMES * (this.facts.sample_s || 1));
+    const quiet = t - since >= least;
     const text = !quiet ? null : this.lastOkT == null ? "no request completed yet" : `no request completed since ${since.toFixed(0)} s`;
-    const changed = (this.stop && this.stop.text) !== text;
+    const changed = gapsChanged || (this.stop && this.stop.text) !== text;
     this.stop = text ? { t: since, text } : null;
     this.stopNote.hidden = !text;
     this.stopNote.textContent = text ? `${text[0].toUpperCase()}${text.slice(1)} (simulated time ${t.toFixed(0)} s).` : "";
@@ -401,7 +438,7 @@ export class RunView {
     const P = window.Plotly;
     const x = frames.map((f) => f.t_s);
     for (const chart of this.shownCharts()) {
-      const y = chartColumns(chart, chart.models, frames);
+      const y = chartColumns(chart, frames);
       P.extendTraces(chart.div, { x: y.map(() => x), y }, y.map((_, i) => i), MAX_POINTS);
     }
     const last = frames[frames.length - 1];
@@ -424,7 +461,7 @@ export class RunView {
     for (const f of frames) {
       for (const e of f.events || []) {
         this.events.prepend(el("div", {}, `t=${f.t_s.toFixed(0)} s: ${e}`));
-        this.markers.push({ t: this.eventTime(e, f.t_s), label: e });
+        this.markers.push(this.eventMarker(e, f.t_s));
         marked = true;
       }
     }
@@ -444,20 +481,27 @@ export class RunView {
   /** Called after each drawing (the compare view keeps two runs' axes shared). */
   onDrawn() {}
 
-  showSummary(s) {
+  /** The run's totals: each outcome's count and share of what was offered, the
+   * requests still in the system at the end included, so the shares add up to 100%
+   * (``shares`` from the server), then the latency percentiles. One row per figure:
+   * it fits the narrow column of a compared run. */
+  showSummary(s, shares) {
     if (!s) return;
     this.mechanisms.summary(s);
-    // The first count is what was offered; each outcome is shown as a share of it.
-    const [offeredKey, ...outcomeKeys] = config.requestCounts;
-    const offered = s[offeredKey];
-    const pct = (n) => (offered ? `${((100 * n) / offered).toFixed(1)}%` : "–");
     const lat = s.latency_s || {};
-    const fmt = (v) => (v == null ? "–" : Number(v).toFixed(2));
-    const heads = [offeredKey, ...outcomeKeys].map((k) => k.replace(/_/g, " ")).concat(["p50 s", "p99 s"]);
-    const cells = [offered, ...outcomeKeys.map((k) => pct(s[k])), fmt(lat.p50), fmt(lat.p99)];
-    this.summary.replaceChildren(el("table", {},
-      el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))),
-      el("tbody", {}, el("tr", {}, cells.map((c) => el("td", { class: "num" }, c))))));
+    const fmt = (v) => (v == null ? "–" : `${Number(v).toFixed(2)} s`);
+    const count = (n) => Number(n).toLocaleString("en-US");
+    const row = (head, n, share, cls = "") => el("tr", { class: cls },
+      el("th", { scope: "row" }, head), el("td", { class: "num" }, n), el("td", { class: "num share" }, share));
+    const offeredKey = config.requestCounts[0];
+    this.summary.replaceChildren(el("table", { class: "run-summary" },
+      el("caption", {}, "Requests of the run"),
+      el("thead", {}, el("tr", {}, el("th", {}, "outcome"), el("th", { class: "num" }, "requests"), el("th", { class: "num" }, "share of offered"))),
+      el("tbody", {},
+        row(offeredKey, count(s[offeredKey] || 0), "", "total"),
+        ...(shares || []).map((o) => row(o.label, count(o.count), `${o.percent.toFixed(1)}%`)),
+        row("p50 latency", fmt(lat.p50), ""),
+        row("p99 latency", fmt(lat.p99), ""))));
   }
 
   /** Findings the viewer may change (their own), offered as evidence targets. */

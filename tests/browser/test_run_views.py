@@ -123,7 +123,7 @@ def test_a_continuous_run_draws_ttft_tpot_with_slo_lines_the_kv_heatmap_and_faul
 
     ttft, tpot = chart_state(page, "ttft"), chart_state(page, "tpot")
     assert ttft["points"] > 0 and tpot["points"] > 0
-    assert ttft["lines"] == [2.0] and tpot["lines"] == [0.1]  # the scenario's [slo]
+    assert ttft["lines"] == [2.0] and tpot["lines"] == [100]  # the scenario's [slo], TPOT in ms
     for chart in ("ttft", "tpot", "tokens", "goodput", "preemptions", "queue", "latency", "outcomes"):
         state = chart_state(page, chart)
         assert not state["hidden"] and state["points"] > 0, (chart, state)
@@ -186,8 +186,8 @@ def test_the_trace_pass_draws_the_fleets_own_path(
     page.goto(dashboard.url + continuous_review + "#trace")
     page.wait_for_selector(".trace-svg .hop[data-hop=worker]")
     hops = page.evaluate("[...document.querySelectorAll('.trace-svg .hop')].map((g) => g.dataset.hop)")
-    # Continuous batching pushed to workers: no dispatcher queue, no seed-only hop.
-    assert hops == ["client", "gateway", "routing", "worker", "response_path"]
+    # Continuous batching pushed to workers: no dispatcher queue; no [gateway] table, no gateway.
+    assert hops == ["client", "routing", "worker", "response_path"]
     assert "KV 200000 tokens a worker" in page.text_content(".trace-svg .hop[data-hop=worker]")
     page.locator("#trace-panel").screenshot(path=str(screenshot_path("trace-continuous-800")))
     page.click(".trace-svg .hop[data-hop=routing]")
@@ -327,7 +327,7 @@ def test_the_trace_of_a_disaggregated_fleet_shows_its_pools_and_the_kv_transfer(
     page.goto(f"{dashboard.url}/sessions/{session.pk}/#trace")
     page.wait_for_selector(".trace-svg .hop[data-hop=kv_transfer]")
     hops = page.evaluate("[...document.querySelectorAll('.trace-svg .hop')].map((g) => g.dataset.hop)")
-    assert hops == ["client", "gateway", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
+    assert hops == ["client", "routing", "prefill_pool", "kv_transfer", "decode_pool", "response_path"]
     assert "50 GB/s a decode worker" in page.text_content(".trace-svg .hop[data-hop=kv_transfer]")
     assert '3 workers (pool "prefill")' in page.text_content(".trace-svg .hop[data-hop=prefill_pool]")
     assert overflow(page) <= 0

@@ -20,6 +20,7 @@ from reviewer.fleets.scenario_view import (
     run_facts,
     trace_path,
     valid_policies,
+    written_tables,
 )
 
 POLICIES = list(POLICY_REGISTRY)
@@ -146,6 +147,10 @@ def test_the_seeds_path_is_one_case_with_its_dispatcher_queue_and_figures() -> N
     assert [h["key"] for h in hops] == ["client", "gateway", "routing", "dispatcher", "worker", "response_path"]
     facts = {h["key"]: " | ".join(h["facts"]) for h in hops}
     assert "queue unbounded" in facts["dispatcher"] and "close after none" in facts["dispatcher"]
+    # One dispatcher per model, each with its own queue.
+    dispatcher = next(h for h in hops if h["key"] == "dispatcher")
+    assert dispatcher["label"] == "2 dispatchers, a queue each"
+    assert dispatcher["facts"][:2] == ["small: queue unbounded", "big: queue unbounded"]
     # 4 big workers of 20 requests a batch (10000 / 500 tokens) every 1.5 s.
     assert "big: capacity 53.333 req/s" in facts["worker"] and "timeout 60.0 s" in facts["client"]
 
@@ -164,8 +169,9 @@ def test_the_second_examples_path_shows_its_resolved_kv_and_no_dispatcher() -> N
     text = resources.files("reviewer.review.example").joinpath("chat-70b-fleet.toml").read_text("utf-8")
     data = load_scenario(text, max_requests=None).to_dict()
     assert tomllib.loads(text)["worker"]["kv_cache_tokens"] == "auto"
-    hops = trace_path(data)
-    assert [h["key"] for h in hops] == ["client", "gateway", "routing", "worker", "response_path"]
+    # The resolved scenario has every table; the config as written has no [gateway].
+    hops = trace_path(data, written_tables(text))
+    assert [h["key"] for h in hops] == ["client", "routing", "worker", "response_path"]
     facts = {h["key"]: " | ".join(h["facts"]) for h in hops}
     kv = load_scenario(text, max_requests=None).worker_for("chat").kv_cache_tokens
     assert f"chat: KV {kv:,} tokens a worker (what memory leaves)" in facts["worker"]
@@ -210,6 +216,17 @@ def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
     assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
     assert hops["decode_pool"] == ['chat: 1 worker (pool "decode")']
     assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: < 256-token prompts on decode"]
+
+
+def test_the_gateway_is_drawn_only_when_the_config_has_one() -> None:
+    """A resolved scenario has a gateway table whatever was written: the page passes
+    the config's own tables, and a config without [gateway] draws no gateway."""
+    text = "duration_s = 10\n[traffic]\nqps = 1\n"
+    assert written_tables(text) == {"duration_s", "traffic"}
+    data = _preset("continuous-comfortable")
+    assert "gateway" in _keys(data)
+    assert "gateway" not in [h["key"] for h in trace_path(data, {"traffic", "models"})]
+    assert written_tables("not [toml") is None and written_tables(None) is None
 
 
 def _examples_and_presets() -> list[tuple[str, dict[str, Any]]]:

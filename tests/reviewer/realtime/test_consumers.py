@@ -23,6 +23,7 @@ from runs_helpers import (
 
 from reviewer.models import EmulatorRun, RunFrame
 from reviewer.realtime import groups as realtime
+from reviewer.runs.outcomes import outcome_shares
 from reviewer.runs.player import frame_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_channel_layer")]
@@ -125,7 +126,7 @@ async def test_it_sends_stored_frames_then_live_ones_without_gaps_or_duplicates(
     assert [m.get("created") for m in rest if m["type"] == "frame"] == [1.0, None, 2.0]
     assert rest[0]["frame"] == _frame(5)
     assert rest[-2:] == [{"type": "status", "status": "done", "reason": None},
-                         {"type": "summary", "summary": {"ok": 3}}]
+                         {"type": "summary", "summary": {"ok": 3}, "shares": outcome_shares({"ok": 3})}]
     await _publish(run.pk, frame_event(_frame(8), 3.0))
     assert await viewer.receive_nothing(timeout=0.3)
     await viewer.disconnect()

@@ -33,7 +33,8 @@ def test_it_names_exactly_the_metrics_the_engine_puts_in_a_frame() -> None:
     engine = Engine(load_scenario("doc-as-written", max_requests=None), seed=1)
     frame = engine.advance_to(1.0)[0].to_dict()
     assert list(frame["m"]) == list(FRAME_METRICS)
-    drawn = [m["key"] for chart in RUN_CHARTS if not chart.get("continuous") for m in chart["metrics"]]
+    drawn = [m["key"] for chart in RUN_CHARTS if not chart.get("continuous")
+             for m in chart["metrics"] if not m.get("continuous")]
     assert drawn and set(drawn) <= set(FRAME_METRICS)
 
 
@@ -44,10 +45,25 @@ def test_its_token_charts_draw_metrics_a_continuous_frame_carries() -> None:
     engine = Engine(load_scenario("continuous-comfortable", max_requests=None), seed=1)
     frame = engine.advance_to(2.0)[-1].to_dict()
     assert set(TOKEN_FRAME_METRICS) <= set(frame["m"])
-    drawn = {m["key"] for chart in RUN_CHARTS if chart.get("continuous") for m in chart["metrics"]}
+    drawn = {m["key"] for chart in RUN_CHARTS for m in chart["metrics"] if chart.get("continuous") or m.get("continuous")}
     assert drawn and drawn <= set(TOKEN_FRAME_METRICS)
     # Every chart names the unit of its y axis.
     assert all(chart.get("y_title") for chart in RUN_CHARTS)
+    # Requests waiting at the workers and running there are drawn beside the dispatcher's queue.
+    queue = next(chart for chart in RUN_CHARTS if chart["key"] == "queue")
+    assert {"queue_depth", "waiting", "running"} <= {m["key"] for m in queue["metrics"]}
+
+
+def test_each_chart_draws_one_quantity_on_its_axis() -> None:
+    """Requests and batches are never on one axis: batches have a chart of their own."""
+    units = {chart["key"]: chart["y_title"] for chart in RUN_CHARTS}
+    assert units["queue"] == "requests" and units["backlog"] == "batches"
+    assert "backlog" not in {m["key"] for m in next(c for c in RUN_CHARTS if c["key"] == "queue")["metrics"]}
+    # Per-token times read in milliseconds.
+    tpot = next(chart for chart in RUN_CHARTS if chart["key"] == "tpot")
+    assert tpot["scale"] == 1000 and tpot["unit"] == "ms" and "ms" in tpot["y_title"]
+    # No chart bridges frames without a value.
+    assert not any(chart.get("connect_gaps") for chart in RUN_CHARTS)
 
 
 def test_it_leaves_no_pass_severity_status_hop_or_metric_spelled_out_in_the_scripts() -> None:

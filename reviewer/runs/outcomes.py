@@ -1,0 +1,50 @@
+"""A run summary's outcomes as shares of the requests offered.
+
+Every offered request ends the run with exactly one outcome, or is still in the
+system at the end (the emulator's conservation law, ``Outcomes.balanced``); the
+shares shown therefore include those still in the system, and are rounded so the
+shown figures add up to exactly 100%.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Each outcome of a summary, in the order the run page lists them, with its label.
+OUTCOMES: tuple[tuple[str, str], ...] = (
+    ("ok", "ok"),
+    ("timed_out", "timed out"),
+    ("shed", "shed"),
+    ("lost", "lost"),
+    ("orphaned", "orphaned"),
+    ("in_system_end", "in the system at the end"),
+)
+
+#: Shares are shown to one decimal place: 1000 tenths of a percent make the whole.
+_TENTHS = 1000
+
+
+def outcome_shares(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """``[{"key", "label", "count", "percent"}]`` for each outcome of ``summary``
+    (a ``Summary.to_dict``), ``percent`` its share of the offered requests to one
+    decimal place. The tenths are given out by largest remainder, so when every
+    offered request is accounted for the percents add up to exactly 100.0; an
+    empty run gives 0 for each."""
+    if not summary:
+        return []
+    counts = [int(summary.get(key) or 0) for key, _ in OUTCOMES]
+    offered = int(summary.get("offered") or 0)
+    if offered <= 0:
+        tenths = [0] * len(counts)
+    else:
+        exact = [_TENTHS * n / offered for n in counts]
+        tenths = [math.floor(x) for x in exact]
+        # The tenths the floors left over, to the largest remainders first.
+        left = round(sum(exact)) - sum(tenths)
+        for i in sorted(range(len(exact)), key=lambda i: exact[i] - tenths[i], reverse=True)[: max(0, left)]:
+            tenths[i] += 1
+    return [
+        {"key": key, "label": label, "count": n, "percent": t / 10}
+        for (key, label), n, t in zip(OUTCOMES, counts, tenths, strict=True)
+    ]
