@@ -16,6 +16,7 @@ from reviewer.fleets.scenario_view import (
     ALIKE_UNDER_CONSTANT,
     break_controls,
     measured_comparison,
+    page_facts,
     policy_equivalence,
     run_facts,
     trace_path,
@@ -210,3 +211,20 @@ def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
     assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
     assert hops["decode_pool"] == ['chat: 1 worker (pool "decode")']
     assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: < 256-token prompts on decode"]
+
+
+def test_the_trace_paths_hop_figures_come_from_the_stored_analysis():
+    from emulator.analysis.record import fleet_record
+    from emulator.scenario import load_scenario
+
+    seed = _preset("doc-as-written")
+    record = fleet_record(load_scenario("doc-as-written", max_requests=None))
+    workers = {h["key"]: h["facts"] for h in page_facts(seed, record)["tracePath"]}["worker"]
+    assert "small: capacity 66.7 QPS" in workers and "big: capacity 53.3 QPS" in workers
+    assert "small: host:2 lost leaves 0 QPS (down)" in workers
+    split = _preset("disagg-decode-undersized")
+    record = fleet_record(load_scenario("disagg-decode-undersized", max_requests=None))
+    hops = {h["key"]: h["facts"] for h in page_facts(split, record)["tracePath"]}
+    assert "chat: decode pool 14 QPS" in hops["decode_pool"] and "chat: capacity 14 QPS, decode binds" in hops["decode_pool"]
+    assert "chat: host:3 lost leaves 0 QPS (down)" in hops["decode_pool"]
+    assert any(f.startswith("chat: prefill pool ") for f in hops["prefill_pool"])
