@@ -244,7 +244,18 @@ def placement_answer(session: ReviewSession) -> dict[str, Any] | None:
         "worst_ratio": best["worst_ratio"],
         "candidates": placed["candidates"],
         "survives_any_host_loss": best["survives_any_host_loss"],
+        # The layout the fleet config gives, with what each model keeps under each host's
+        # loss: the figures the numbers pass gives for its headroom.
+        "as_configured": _as_configured(placed.get("current")),
     }
+
+
+def _as_configured(current: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not current:
+        return None
+    return {"layout": current["label"], "survives_any_host_loss": current["survives_any_host_loss"],
+            "models_down_with": current["models_down_with"],
+            "cases": [{"failure": c["failure"], "model_capacity": c["model_capacity"]} for c in current["cases"]]}
 
 
 def _placement_markdown(answer: dict[str, Any]) -> list[str]:
@@ -254,13 +265,34 @@ def _placement_markdown(answer: dict[str, Any]) -> list[str]:
         f"Best of {answer['candidates']} layouts for {answer['hosts']} hosts of {answer['units']} units: "
         f"**{answer['layout']}**.",
         "",
-        f"- Capacity with every host up: {answer['nominal_qps']:,.0f} QPS against {answer['demand_qps']:,.0f} QPS "
-        "of demand.",
+        f"- Capacity with every host up: {answer['nominal_qps']:,.0f} QPS"
+        + (" (the config states no demand)." if answer["demand_qps"] is None
+           else f" against {answer['demand_qps']:,.0f} QPS of demand."),
         f"- Units left unused: {answer['wasted_units']}.",
         f"- Worst single failure: {loss}, the hardest-hit model keeps {answer['worst_ratio']:.0%} "
         "of its share of demand.",
         "",
+        *_as_configured_markdown(answer.get("as_configured")),
     ]
+
+
+def _as_configured_markdown(current: dict[str, Any] | None) -> list[str]:
+    if not current:
+        return []
+    down = current["models_down_with"]
+    if current["survives_any_host_loss"]:
+        verdict = "survives the loss of any one host."
+    elif down:
+        verdict = "; ".join(f"losing {', '.join(h.replace(':', ' ') for h in hosts)} takes {m} down"
+                            for m, hosts in down.items()) + "."
+    else:
+        verdict = "a host's loss leaves a model without its share of demand."
+    lines = [f"As configured, **{current['layout']}**: {verdict}", ""]
+    for case in current["cases"]:
+        where = "every host up" if case["failure"] == "none" else case["failure"].replace(":", " ") + " lost"
+        kept = ", ".join(f"{m} {q:,.1f} QPS" for m, q in case["model_capacity"].items())
+        lines.append(f"- {where}: {kept}")
+    return [*lines, ""]
 
 
 def _evidence_line(finding: Finding) -> str | None:

@@ -211,16 +211,19 @@ def _num(value: float) -> int | float:
     return int(round(value)) if abs(value - round(value)) < 1e-9 or value >= 100 else round(value, 3)
 
 
-def page_facts(data: dict[str, Any] | None, toml: str | None = None) -> dict[str, Any]:
+def page_facts(data: dict[str, Any] | None, toml: str | None = None,
+               record: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the session page draws from its fleet's scenario dict: the break pass's
     controls (``breakControls``), the trace pass's path (``tracePath``) and the keys a
     sweep offers with their default values (``sweepKeys``). ``toml`` is the fleet
-    config as written: the path has only the components it names."""
+    config as written: the path has only the components it names; its hop figures come
+    from the fleet version's stored analysis ``record`` when given."""
     from emulator.sim.policies import POLICY_REGISTRY
 
     policies = list(POLICY_REGISTRY)
     written = written_tables(toml)
-    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data, written),
+    analysis = ((record or {}).get("numbers") or {}).get("analysis")
+    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data, written, analysis),
             "sweepKeys": sweep_keys(data)}
 
 
@@ -232,6 +235,33 @@ def written_tables(toml: str | None) -> set[str] | None:
         return set(tomllib.loads(toml))
     except tomllib.TOMLDecodeError:
         return None
+
+
+def _qps(value: Any) -> str:
+    from fractions import Fraction
+
+    from emulator.analysis.numbers import show
+
+    return show(None if value is None else Fraction(value), "QPS")
+
+
+def _analysis_facts(analysis: dict[str, Any], model: str, roles: tuple[str, ...]) -> list[str]:
+    """A model's capacity, per pool, and what the worst host's loss leaves, as the one
+    analysis gives them."""
+    m = (analysis.get("models") or {}).get(model)
+    if not m:
+        return []
+    facts = [f"{model}: {p['role']} pool {_qps(p['capacity_qps'])}" for p in m["pools"] if p["role"] in roles
+             and len(m["pools"]) > 1]
+    if "whole" in roles or "decode" in roles:
+        binding = f", {m['binding_pool']} binds" if m.get("binding_pool") else ""
+        facts.append(f"{model}: capacity {_qps(m['capacity_qps'])}{binding}")
+        worst = m.get("worst_loss")
+        if worst is not None:
+            facts.append(f"{model}: host:{worst['host']} lost leaves {_qps(worst['capacity_qps'])}"
+                         + (" (down)" if worst["down"] else ""))
+    return facts
+
 
 
 #: How a sweep's default values scale a key's current value.
@@ -371,7 +401,8 @@ def _auto_kv_tokens(data: dict[str, Any], model: str) -> int | None:
         return None
 
 
-def trace_path(data: dict[str, Any] | None, written: set[str] | None = None) -> list[dict[str, Any]]:
+def trace_path(data: dict[str, Any] | None, written: set[str] | None = None,
+               analysis: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The request's path through the system the scenario describes, in order.
 
     Each hop is ``{"key", "label", "facts": [...]}``; its key is the hop findings are
@@ -434,11 +465,13 @@ def trace_path(data: dict[str, Any] | None, written: set[str] | None = None) -> 
             return f"{m}: {size} worker{'' if size == 1 else 's'}"
 
         hops.append({"key": "prefill_pool", "label": "Prefill pool",
-                     "facts": [pool(m, "prefill_workers") for m in disaggregated]})
+                     "facts": [pool(m, "prefill_workers") for m in disaggregated]
+                     + [f for m in disaggregated for f in _analysis_facts(analysis or {}, m, ("prefill",))]})
         hops.append({"key": "kv_transfer", "label": "KV transfer",
                      "facts": [line for m in disaggregated for line in _transfer_facts(m, split[m])]})  # type: ignore[arg-type]
         hops.append({"key": "decode_pool", "label": "Decode pool",
-                     "facts": [pool(m, "decode_workers") for m in disaggregated]})
+                     "facts": [pool(m, "decode_workers") for m in disaggregated]
+                     + [f for m in disaggregated for f in _analysis_facts(analysis or {}, m, ("decode",))]})
     if together:
         facts = []
         for m in together:
@@ -447,9 +480,10 @@ def trace_path(data: dict[str, Any] | None, written: set[str] | None = None) -> 
             facts.append(f"{m}: {placed.get(m, 0)} × {units} units")
             if w.get("batching", "static") == "static":
                 facts.append(f"{m}: {w.get('batch_s', 1.5)} s per batch, {w.get('service', 'constant')}")
-                per_batch = int(dispatcher.get("max_batch_tokens", 10000)) // max(1, int(models[m].get("tokens") or 1))
-                batch_s = float(w.get("batch_s") or 1.5)
-                facts.append(f"{m}: capacity {_num(placed.get(m, 0) * per_batch / batch_s)} req/s")
+                if not analysis:
+                    per_batch = int(dispatcher.get("max_batch_tokens", 10000)) // max(1, int(models[m].get("tokens") or 1))
+                    batch_s = float(w.get("batch_s") or 1.5)
+                    facts.append(f"{m}: capacity {_num(placed.get(m, 0) * per_batch / batch_s)} req/s")
             else:
                 kv = w.get("kv_cache_tokens", 200000)
                 facts.append(f"{m}: continuous, {w.get('max_num_seqs', 256)} seqs")
@@ -459,6 +493,7 @@ def trace_path(data: dict[str, Any] | None, written: set[str] | None = None) -> 
                                  else f"{m}: KV sized from memory")
                 else:
                     facts.append(f"{m}: KV {kv} tokens a worker")
+            facts += _analysis_facts(analysis or {}, m, ("whole",))
         hops.append({"key": "worker", "label": "Workers", "facts": facts})
     queued = static or policy == "pull"  # requests wait in a dispatcher's queue
     hops.append({"key": "response_path", "label": "Response path", "facts": [

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from reviewer import permissions, selectors
 from reviewer.fleets import scenario_view
+from reviewer.fleets.analysis_record import latest_record
 from reviewer.fleets.traces import uploaded_trace_name
 from reviewer.models import (
     DocRevision,
@@ -123,7 +124,7 @@ def _page_config(
             "versionId": fleet_version.pk if fleet_version else None,
             "scenario": fleet.scenario,
             # The break pass's one-click changes and the trace pass's path, from the scenario.
-            **scenario_view.page_facts(fleet.scenario, fleet.toml),
+            **scenario_view.page_facts(fleet.scenario, fleet.toml, latest_record(fleet)),
         }
         if fleet
         else None,

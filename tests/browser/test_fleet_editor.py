@@ -193,8 +193,11 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
     dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, console_errors: list[str]
 ) -> None:
     from reviewer.models import ReviewSession
+    from reviewer.review import services
 
     fleet = ReviewSession.objects.get(pk=example_review.session_id).fleet_config
+    # The example marks its doc's figures; start from a config with none marked.
+    services.fleet_config_save(config=fleet, author=example_review.alice, provenance={})
     page = signed_in("alice")
     open_editor(page, f"{dashboard.url}/fleets/{fleet.pk}/edit?session={example_review.session_id}")
     qps_source = QPS + " .fe-prov select"
@@ -205,7 +208,7 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
     assert "1,000 QPS" in page.inner_text(QPS + " .fe-prov .quote")
     page.select_option("#fe-sections .fe-field[data-path='worker.batch_s'] .fe-prov select", "assumed")
     page.click("#fe-save")
-    page.wait_for_selector("#fe-status:has-text('Saved as version 2')")
+    page.wait_for_selector("#fe-status:has-text('Saved as version 3')")
     assert fleet.latest_version().provenance == {
         "traffic.qps": {"source": "doc", "quote": "Averaged over a day, traffic is about 1,000 QPS."},
         "worker.batch_s": {"source": "assumed"},
@@ -220,7 +223,7 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
     page.click("#fe-save")
     page.wait_for_selector(QPS + ".bad .field-error:has-text('provenance.traffic.qps')")
     assert "not in the doc" in page.inner_text("#fe-status")
-    assert fleet.versions.count() == 2
+    assert fleet.versions.count() == 3
     # The refused save is the one failed request the browser reports.
     assert console_errors == ["alice: Failed to load resource: the server responded with a status of 400 (Bad Request)"]
     console_errors.clear()

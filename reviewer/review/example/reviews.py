@@ -134,6 +134,17 @@ FIRST = ExampleReview(
     fleet_file="doc-as-written.toml",
     session_title="Example review: chat inference serving",
     findings=_first_findings,
+    provenance={path: {"source": "doc", "quote": quote} for path, quote in (
+        ("traffic.peak_qps", "At the daily peak we expect 10,000 requests per second (QPS) across both models."),
+        ("traffic.qps", "Averaged over a day, traffic is about 1,000 QPS."),
+        ("models.small.tokens", "A typical request carries about 500 input tokens."),
+        ("models.big.tokens", "A typical request carries about 500 input tokens."),
+        ("dispatcher.max_batch_tokens", "A batch may hold at most 10,000 input tokens."),
+        ("dispatcher.policy", "That queue hands each batch to the next worker, in round-robin order."),
+        ("worker.batch_s", "A batch takes 1.5 seconds to process on either model."),
+        ("hosts[0].units", "Workers run on GPU hosts that each have 10 GPU units."),
+        ("models.small.worker_units", "A worker for the small model occupies 2 units"),
+    )},
     document=FIRST_DOCUMENT,
     summary=FIRST_SUMMARY,
 )

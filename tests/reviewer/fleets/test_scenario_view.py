@@ -16,6 +16,7 @@ from reviewer.fleets.scenario_view import (
     ALIKE_UNDER_CONSTANT,
     break_controls,
     measured_comparison,
+    page_facts,
     policy_equivalence,
     run_facts,
     trace_path,
@@ -227,6 +228,23 @@ def test_the_gateway_is_drawn_only_when_the_config_has_one() -> None:
     assert "gateway" in _keys(data)
     assert "gateway" not in [h["key"] for h in trace_path(data, {"traffic", "models"})]
     assert written_tables("not [toml") is None and written_tables(None) is None
+
+
+def test_the_trace_paths_hop_figures_come_from_the_stored_analysis():
+    from emulator.analysis.record import fleet_record
+    from emulator.scenario import load_scenario
+
+    seed = _preset("doc-as-written")
+    record = fleet_record(load_scenario("doc-as-written", max_requests=None))
+    workers = {h["key"]: h["facts"] for h in page_facts(seed, record=record)["tracePath"]}["worker"]
+    assert "small: capacity 66.7 QPS" in workers and "big: capacity 53.3 QPS" in workers
+    assert "small: host:2 lost leaves 0 QPS (down)" in workers
+    split = _preset("disagg-decode-undersized")
+    record = fleet_record(load_scenario("disagg-decode-undersized", max_requests=None))
+    hops = {h["key"]: h["facts"] for h in page_facts(split, record=record)["tracePath"]}
+    assert "chat: decode pool 14 QPS" in hops["decode_pool"] and "chat: capacity 14 QPS, decode binds" in hops["decode_pool"]
+    assert "chat: host:3 lost leaves 0 QPS (down)" in hops["decode_pool"]
+    assert any(f.startswith("chat: prefill pool ") for f in hops["prefill_pool"])
 
 
 def _examples_and_presets() -> list[tuple[str, dict[str, Any]]]:

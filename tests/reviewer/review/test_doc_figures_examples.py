@@ -16,6 +16,7 @@ def test_every_figure_marked_from_the_doc_is_proposed(example):
     scenario = load_scenario(example.toml(), max_requests=None)
     data = scenario.to_dict()
     marked = split(example.provenance, data)[FROM_DOC]
+    assert marked, "each example marks the figures its doc states"
     proposed = find_figures(example.body(), scenario)
     for mark in marked:
         quote = " ".join(mark["quote"].split())
