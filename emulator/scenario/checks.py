@@ -11,7 +11,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import prefix_checks
+from emulator.scenario import catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.limits import (
     MAX_HOST_UNITS,
@@ -447,10 +447,8 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
 
 
 def _policy_names() -> tuple[str, ...]:
-    """The registered dispatch policies: the registry is the one list of them."""
-    from emulator.sim.policies import POLICY_REGISTRY  # the sim layer registers them
-
-    return tuple(POLICY_REGISTRY)
+    """The registered dispatch policies: the catalog is the one list of them."""
+    return catalog.policy_names()
 
 
 def _worker(raw: Any) -> WorkerSpec:
@@ -629,10 +627,8 @@ def _resolve_hardware(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | 
 
 
 def _batching_names() -> tuple[str, ...]:
-    """The registered worker models: the registry is the one list of them."""
-    from emulator.sim.workers import WORKER_MODELS  # the sim layer registers them
-
-    return tuple(WORKER_MODELS) or BATCHING
+    """The registered worker models: the catalog is the one list of them."""
+    return catalog.worker_model_names() or BATCHING
 
 
 def _resolved(worker: WorkerSpec, model: ModelSpec) -> WorkerSpec:

@@ -194,6 +194,14 @@ def check_budgets(*, user: Any, scenarios: list[Any], speed: str) -> None:
             f"{max(wall_each):,.0f} s of a worker's time, over the {settings.RUN_WALL_BUDGET_S:,.0f} s "
             f"a run may take (RUN_WALL_BUDGET_S); raise the speed or shorten duration_s",
         )
+    if max(wall_each, default=0.0) > settings.RUN_PACED_MAX_S:
+        raise Invalid(
+            "duration_s",
+            f"duration_s: {scenarios[0].duration_s:g} simulated seconds at speed {speed} hold a worker for "
+            f"{max(wall_each):,.0f} s, over the {settings.RUN_PACED_MAX_S:,.0f} s a paced run may take "
+            f"(RUN_PACED_MAX_S); raise the speed (or use max), shorten duration_s, or raise the "
+            f"RUN_PACED_MAX_S setting",
+        )
     requests, wall = sum(expected_requests(s) for s in scenarios), sum(wall_each)
     active = EmulatorRun.objects.filter(status__in=ACTIVE_STATUSES)
     scopes = (
