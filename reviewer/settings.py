@@ -281,9 +281,14 @@ DOCS_QUEUE = "docs"
 # The break pass's measured advice (seconds of emulator runs per fleet config
 # version) is worked out there too, never in the web process.
 CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE},
-                      "reviewer.break_advice": {"queue": DOCS_QUEUE}}
+                      "reviewer.break_advice": {"queue": DOCS_QUEUE},
+                      "reviewer.fleet_analysis": {"queue": DOCS_QUEUE}}
 REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
 BREAK_ADVICE_IN_BACKGROUND = env_bool("BREAK_ADVICE_IN_BACKGROUND", True)
+# A fleet config version's analysis (the numbers pass, the placement answer) too,
+# within this much memory more than the worker holds (reviewer.fleets.analysis_record).
+ANALYSIS_IN_BACKGROUND = env_bool("ANALYSIS_IN_BACKGROUND", True)
+ANALYSIS_MEMORY_LIMIT_MB = env_int("ANALYSIS_MEMORY_LIMIT_MB", 1024)
 # How much lower the docs worker's CPU priority is (os.nice): re-anchoring is
 # background work, so the web process's answers come first on a busy machine.
 DOCS_WORKER_NICE = env_int("DOCS_WORKER_NICE", 10)

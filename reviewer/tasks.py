@@ -26,6 +26,8 @@ from reviewer.celery import app
 log = logging.getLogger(__name__)
 
 WATCHDOG_EVERY_S = 2.0
+#: Wall time a fleet's analysis may take in a docs worker before it is given up.
+ANALYSIS_TIME_LIMIT_S = 300
 
 
 @shared_task(
@@ -89,6 +91,23 @@ def break_advice(version_id: int) -> bool:
     from reviewer.fleets.break_advice import break_advice_compute
 
     return break_advice_compute(version_id=version_id) is not None
+
+
+@shared_task(name="reviewer.fleet_analysis", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=5,
+             soft_time_limit=ANALYSIS_TIME_LIMIT_S, time_limit=ANALYSIS_TIME_LIMIT_S + 30)
+def fleet_analysis(version_id: int) -> bool:
+    """Work out and store a fleet config version's analysis record, within a time and a
+    memory limit; whether a record is stored."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from reviewer.fleets.analysis_record import analysis_compute, analysis_refuse_slow
+
+    try:
+        return analysis_compute(version_id=version_id) is not None
+    except SoftTimeLimitExceeded:
+        analysis_refuse_slow(version_id=version_id, limit_s=ANALYSIS_TIME_LIMIT_S)
+        return False
 
 
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)

@@ -127,6 +127,16 @@ class FleetConfigVersionSerializer(serializers.ModelSerializer):
         return username_or_none(obj.author)
 
 
+class _ProvenanceField(serializers.JSONField):
+    """A fleet config's provenance marks: those of its latest version, annotated by the
+    API's list query (``latest_provenance``), else read."""
+
+    def get_attribute(self, instance: FleetConfig) -> Any:
+        if hasattr(instance, "latest_provenance"):
+            return instance.latest_provenance or {}
+        return instance.provenance
+
+
 class FleetConfigSerializer(serializers.ModelSerializer):
     """A fleet config; give the scenario as ``toml`` text or as a ``scenario`` object."""
 
@@ -141,8 +151,9 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     trace = serializers.SerializerMethodField(
         help_text="The file name of the uploaded request trace the scenario replays, or null."
     )
-    provenance = serializers.JSONField(
-        required=False, write_only=True,
+    # Read and written: answers carry the latest version's marks.
+    provenance = _ProvenanceField(
+        required=False,
         help_text='Where each figure comes from, by key path: {"traffic.qps": {"source": "doc", "quote": '
                   '"..."}, "worker.mbu": {"source": "assumed"}}; unlisted figures are unmarked. Left out '
                   "on a save, the marks of the keys the new scenario still has are kept.",
@@ -157,15 +168,6 @@ class FleetConfigSerializer(serializers.ModelSerializer):
 
     def get_owner(self, obj: FleetConfig) -> str:
         return obj.owner.get_username()
-
-    def to_representation(self, instance: FleetConfig) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        # The latest version's marks: annotated by the API's list query, else read.
-        if hasattr(instance, "latest_provenance"):
-            data["provenance"] = instance.latest_provenance or {}
-        else:
-            data["provenance"] = instance.provenance
-        return data
 
     def get_version(self, obj: FleetConfig) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by the API's query

@@ -2,33 +2,62 @@
 
 ``analysis_record(version)`` is ``emulator.analysis.record.fleet_record`` of the
 version's scenario (and of its doc's latest revision, for the doc's figures): worked
-out the first time anyone reads it and stored on the version, so the numbers pass and
-every export read the same figures and none parses the scenario or reruns the analysis
-again. A record of an older form (``RECORD_VERSION``) is worked out again. A version
-never changes, so its record never goes stale.
+out once and stored on the version, so the numbers pass and every export read the
+same figures and none parses the scenario or reruns the analysis again. A record of
+an older form (``RECORD_VERSION``) is worked out again. A version never changes, so
+its record never goes stale.
+
+Working it out can take seconds and hundreds of megabytes on a large fleet, so with
+``ANALYSIS_IN_BACKGROUND`` a docs worker does it (``reviewer.tasks.fleet_analysis``,
+under a time and a memory limit) and the web process only reads what is stored:
+:func:`stored_record` answers None while the worker works, and the page asks again.
+While a worker is asked, the version's ``analysis`` holds ``{"asked_at": ...}``.
 """
 
 from __future__ import annotations
 
+import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
 
 from reviewer.models.review import FleetConfig, FleetConfigVersion
 
-__all__ = ["analysis_record", "latest_record"]
+__all__ = ["analysis_record", "latest_record", "stored_record"]
+
+#: An ask no worker answered within this long (a lost task, no docs worker yet) is sent again.
+ASK_AGAIN_AFTER_S = 60
+
+
+def in_background() -> bool:
+    """Whether records are worked out by a Celery worker (not in the asking process)."""
+    return bool(getattr(settings, "ANALYSIS_IN_BACKGROUND", False)) and not getattr(
+        settings, "CELERY_TASK_ALWAYS_EAGER", False)
+
+
+def _is_record(stored: Any) -> bool:
+    from emulator.analysis.record import RECORD_VERSION
+
+    return isinstance(stored, dict) and (stored.get("version") == RECORD_VERSION or "refused" in stored)
 
 
 def analysis_record(version: FleetConfigVersion) -> dict[str, Any] | None:
-    """The version's record (None when the emulator no longer accepts its scenario)."""
-    from emulator.analysis.record import RECORD_VERSION, fleet_record
+    """The version's record, worked out here if it is not stored (None when the
+    emulator no longer accepts its scenario)."""
     from emulator.scenario import Scenario, ScenarioError
 
-    stored = version.analysis
-    if isinstance(stored, dict) and stored.get("version") == RECORD_VERSION:
-        return stored
+    if _is_record(version.analysis):
+        return None if "refused" in version.analysis else version.analysis
     try:
         scenario = Scenario.from_dict(version.scenario, max_requests=None)
     except ScenarioError:
         return None
+    from emulator.analysis.record import fleet_record
+
     doc = version.config.doc
     record = fleet_record(scenario, doc.body if doc is not None else None)
     FleetConfigVersion.objects.filter(pk=version.pk).update(analysis=record)
@@ -36,9 +65,79 @@ def analysis_record(version: FleetConfigVersion) -> dict[str, Any] | None:
     return record
 
 
+def stored_record(version: FleetConfigVersion) -> dict[str, Any] | None:
+    """The version's record as the web process may read it: worked out here only when
+    records are not worked out in the background; else the stored one, or None while a
+    worker works it out (asked for here if nobody has, or if the last ask went unanswered).
+
+    A record the worker gave up on (over its time or memory limit) is
+    ``{"refused": why}``; readers show ``why``.
+    """
+    if not in_background():
+        return analysis_record(version)
+    stored = version.analysis
+    if _is_record(stored):
+        return stored
+    now = timezone.now()
+    asked_at = stored.get("asked_at") if isinstance(stored, dict) else None
+    if asked_at is None or asked_at < (now - timedelta(seconds=ASK_AGAIN_AFTER_S)).isoformat():
+        FleetConfigVersion.objects.filter(pk=version.pk).update(analysis={"asked_at": now.isoformat()})
+        _send_task(version.pk)
+    return None
+
+
+def _send_task(version_id: int) -> None:
+    """Hand the work to a docs worker once the ask is committed, off the request path."""
+    from reviewer.runs.services import send_task_after_commit
+
+    send_task_after_commit("fleet_analysis", [version_id], f"the analysis of fleet version {version_id}",
+                           f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+
+
+@contextmanager
+def memory_limit(megabytes: int) -> Iterator[None]:
+    """At most ``megabytes`` more address space for this process while inside (MemoryError beyond)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        used = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = used + megabytes * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def analysis_compute(*, version_id: int) -> dict[str, Any] | None:
+    """Work the version's record out in a worker, within ``ANALYSIS_MEMORY_LIMIT_MB``; a
+    fleet over the limit is stored as ``{"refused": why}`` so the page stops waiting."""
+    version = FleetConfigVersion.objects.select_related("config__doc").get(pk=version_id)
+    try:
+        with memory_limit(settings.ANALYSIS_MEMORY_LIMIT_MB):
+            return analysis_record(version)
+    except MemoryError:
+        _refuse(version_id, f"the analysis of this fleet needs more than "
+                            f"{settings.ANALYSIS_MEMORY_LIMIT_MB} MB; use fewer hosts or units")
+        return None
+
+
+def analysis_refuse_slow(*, version_id: int, limit_s: float) -> None:
+    """Store that the analysis took over its time limit, so the page stops waiting."""
+    _refuse(version_id, f"the analysis of this fleet took over {limit_s:.0f} s; use fewer hosts or units")
+
+
+def _refuse(version_id: int, why: str) -> None:
+    FleetConfigVersion.objects.filter(pk=version_id).update(analysis={"refused": why})
+
+
 def latest_record(config: FleetConfig | None) -> dict[str, Any] | None:
-    """The record of a config's latest version (None without one)."""
+    """The record of a config's latest version (None without one, or while it is worked out)."""
     if config is None:
         return None
     version = config.latest_version()
-    return None if version is None else analysis_record(version)
+    if version is None:
+        return None
+    record = stored_record(version)
+    return None if record is None or "refused" in record else record

@@ -15,6 +15,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from reviewer.views.pages import get_session_for_user, int_or_none
 
+#: How long the page waits before asking again while a worker works the figures out.
+RETRY_AFTER_S = 2
+
 
 def _fleet_for_session(user: Any, session_id: int) -> Any:
     """The session's fleet config; 404 when it has none."""
@@ -45,7 +48,7 @@ def _stale_scenario(exc: Exception) -> JsonResponse:
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass of the session's fleet config, read from its stored analysis."""
     from emulator.scenario import Scenario, ScenarioError
-    from reviewer.fleets.analysis_record import latest_record
+    from reviewer.fleets.analysis_record import stored_record
     from reviewer.fleets.numbers_report import numbers_report
 
     fleet = _fleet_for_session(request.user, session_id)
@@ -53,7 +56,15 @@ def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
         Scenario.from_dict(fleet.scenario)
     except ScenarioError as exc:
         return _stale_scenario(exc)
-    record = latest_record(fleet)
+    version = fleet.latest_version()
+    record = stored_record(version) if version is not None else None
+    if version is not None and record is None:
+        # A docs worker works it out; the page shows a spinner and asks again.
+        response = JsonResponse({"pending": True, "retry_after_s": RETRY_AFTER_S}, status=202)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    if record is not None and "refused" in record:
+        return JsonResponse({"error": record["refused"]}, status=422)
     if record is None:  # a config saved without a version: worked out here, not stored
         from emulator.analysis import numbers
 

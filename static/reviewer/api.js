@@ -78,8 +78,18 @@ export async function fleetFigures(box, fleet, url, { noFleet, failed }) {
     box.replaceChildren(el("p", { class: "muted" }, noFleet));
     return null;
   }
+  // A docs worker works a fleet's figures out once per version; until it is done the
+  // answer is 202 pending, and the panel shows a spinner and asks again (up to ten minutes).
+  const giveUp = Date.now() + 10 * 60 * 1000;
   try {
-    return await api(url);
+    for (;;) {
+      const data = await api(url);
+      if (!data || !data.pending) return data;
+      if (Date.now() > giveUp) throw new Error("still being worked out; reload the page later");
+      box.replaceChildren(el("p", { class: "muted", role: "status", "aria-busy": "true" },
+        el("span", { class: "spinner", "aria-hidden": "true" }), " Working out the figures for this fleet…"));
+      await new Promise((resolve) => setTimeout(resolve, 1000 * (data.retry_after_s || 2)));
+    }
   } catch (err) {
     box.replaceChildren(el("p", { class: "error" }, `${failed}: ${err.message}`));
     return null;

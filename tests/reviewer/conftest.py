@@ -131,6 +131,7 @@ def _docs_work_in_process(settings: Any) -> None:
     worked out when asked, as with eager tasks; the tasks' own tests turn them on."""
     settings.REANCHOR_IN_BACKGROUND = False
     settings.BREAK_ADVICE_IN_BACKGROUND = False
+    settings.ANALYSIS_IN_BACKGROUND = False
 
 
 @pytest.fixture(scope="module")

@@ -48,3 +48,12 @@ def test_the_browsable_docs_page_loads_its_assets_locally(client, people):
 def test_api_docs_stays_the_design_doc_collection(api_as, review_doc):
     data = api_as("owner").get("/api/docs/").json()
     assert [d["title"] for d in data["results"]] == ["Chat serving"]
+
+
+def test_the_schema_declares_the_fleet_configs_provenance_as_returned_not_write_only(api_as, review_fleet):
+    import json
+
+    schema = json.loads(api_as("owner").get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
+    field = schema["components"]["schemas"]["FleetConfig"]["properties"]["provenance"]
+    assert not field.get("writeOnly"), field
+    assert "provenance" in api_as("owner").get(f"/api/fleets/{review_fleet.pk}/").json()
