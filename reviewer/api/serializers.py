@@ -160,6 +160,11 @@ class FleetConfigSerializer(serializers.ModelSerializer):
 
     def to_representation(self, instance: FleetConfig) -> dict[str, Any]:
         data = super().to_representation(instance)
+        request = self.context.get("request")
+        if data.get("doc") is not None and request is not None:
+            # A doc the reader no longer sees is not named (see selectors.linked_doc).
+            doc = selectors.linked_doc(instance, request.user)
+            data["doc"] = doc.pk if doc is not None else None
         # The latest version's marks: annotated by the API's list query, else read.
         if hasattr(instance, "latest_provenance"):
             data["provenance"] = instance.latest_provenance or {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reviewer import selectors
 from reviewer.models.review import FleetConfig, FleetConfigVersion
 
 __all__ = ["analysis_record", "latest_record"]
@@ -29,7 +30,8 @@ def analysis_record(version: FleetConfigVersion) -> dict[str, Any] | None:
         scenario = Scenario.from_dict(version.scenario, max_requests=None)
     except ScenarioError:
         return None
-    doc = version.config.doc
+    # The doc's figures come from a doc the config's owner still sees.
+    doc = selectors.linked_doc(version.config, version.config.owner)
     record = fleet_record(scenario, doc.body if doc is not None else None)
     FleetConfigVersion.objects.filter(pk=version.pk).update(analysis=record)
     version.analysis = record
