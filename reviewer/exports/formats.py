@@ -81,10 +81,11 @@ CSV_COLUMNS = [
 
 SEVERITY_HEADINGS = {Severity.FIX_NOW: "Fix now", Severity.CLARIFY: "Clarify", Severity.MENTION: "Mention"}
 
-# Fleet-wide figures of the numbers pass that make the report's headline.
+# Fleet-wide figures an export gives after the numbers pass's headline (and the
+# figures beside it): the load, the capacity, the headroom and the floors.
 HEADLINE_FIGURES = [
-    "offered_peak_qps", "offered_avg_qps", "capacity_qps", "gap_peak", "gap_avg",
-    "queue_growth_avg", "latency_floor_s",
+    "offered_peak_qps", "offered_avg_qps", "capacity_qps", "capacity_at_split_qps",
+    "capacity_one_host_lost_qps", "queue_growth_avg", "latency_floor_s",
 ]
 
 # Builds an absolute URL from a path (request.build_absolute_uri in the API).
@@ -147,8 +148,19 @@ def fleet_headline(session: ReviewSession) -> list[dict[str, Any]]:
     if record is None:
         # A config the emulator no longer accepts still exports its findings, without figures.
         return []
-    fleet = {f["key"]: f for f in record["numbers"]["figures"] if f["model"] == "fleet"}
-    return [fleet[key] for key in HEADLINE_FIGURES if key in fleet]
+    numbers = record["numbers"]
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    # The page's headline first, in its slots, then the figures beside each.
+    for slot in numbers.get("headline", []):
+        figure = {k: v for k, v in slot.items() if k != "beside"}
+        out.setdefault((figure["model"], figure["key"]), figure)
+        for beside in slot.get("beside", []):
+            out.setdefault((beside["model"], beside["key"]), beside)
+    fleet = {f["key"]: f for f in numbers["figures"] if f["model"] == "fleet"}
+    for key in HEADLINE_FIGURES:
+        if key in fleet:
+            out.setdefault(("fleet", key), fleet[key])
+    return list(out.values())
 
 
 def export_json(session: ReviewSession) -> dict[str, Any]:
@@ -271,7 +283,7 @@ def _quote_block(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.strip().splitlines())
 
 
-def _finding_markdown(finding: Finding, heading: str, with_body: bool = True) -> list[str]:
+def _finding_markdown(finding: Finding, heading: str) -> list[str]:
     meta = [f"pass: {finding.get_review_pass_display().lower()}", f"by {finding.author.get_username()}"]
     if finding.status != FindingStatus.OPEN:
         meta.append(f"status: {finding.status}")
@@ -288,13 +300,51 @@ def _finding_markdown(finding: Finding, heading: str, with_body: bool = True) ->
         if finding.orphaned:
             where += "; this passage is no longer in the latest revision"
         lines += [_quote_block(finding.anchor_exact), f"> — {where}", ""]
-    if not with_body:
-        lines += ["See the restatement above.", ""]
-    elif finding.body.strip():
+    if finding.body.strip():
         lines += [finding.body.strip(), ""]
     evidence = _evidence_line(finding)
     if evidence:
         lines += [evidence, ""]
+    lines += _thread_markdown(finding)
+    return lines
+
+
+def _thread_markdown(finding: Finding) -> list[str]:
+    """The finding's published replies, oldest first, each with its author and time."""
+    replies = list(finding.replies.all())  # published, in order (see ordered_findings)
+    if not replies:
+        return []
+    lines = [f"Thread ({len(replies)} repl{'y' if len(replies) == 1 else 'ies'}):", ""]
+    for reply in replies:
+        body = reply.body.strip().splitlines() or [""]
+        when = (reply.published_at or reply.created_at).strftime("%Y-%m-%d %H:%M")
+        lines.append(f"- **{reply.author.get_username()}** ({when}): {body[0]}")
+        lines += [f"  {line}" if line else "" for line in body[1:]]
+    return lines + [""]
+
+
+def _latest_reviews(session: ReviewSession) -> list[Any]:
+    """Each reviewer's latest published review, in the order they first published."""
+    latest: dict[int, Any] = {}
+    for review in session.reviews.select_related("reviewer").order_by("created_at", "id"):
+        latest.pop(review.reviewer_id, None)
+        latest[review.reviewer_id] = review
+    return sorted(latest.values(), key=lambda r: (r.created_at, r.pk))
+
+
+def _reviews_markdown(session: ReviewSession) -> list[str]:
+    """Every published review, oldest first: who, the verdict, what it published and its summary."""
+    reviews = list(session.reviews.select_related("reviewer").order_by("created_at", "id"))
+    lines = ["## Published reviews", ""]
+    if not reviews:
+        return lines + ["No review published yet.", ""]
+    for review in reviews:
+        counts = [f"{review.findings_published} finding{'s' if review.findings_published != 1 else ''}"]
+        if review.replies_published:
+            counts.append(f"{review.replies_published} repl{'y' if review.replies_published == 1 else 'ies'}")
+        lines += [f"### {review.reviewer.get_username()}: {review.get_verdict_display().lower()}", "",
+                  f"*published {review.created_at.strftime('%Y-%m-%d %H:%M')} · {', '.join(counts)}*", ""]
+        lines += [review.summary.strip(), ""] if review.summary.strip() else ["No summary written.", ""]
     return lines
 
 
@@ -319,11 +369,12 @@ def export_markdown(session: ReviewSession) -> str:
 
     The opening (the verdict and the things to fix now), what the doc gets
     right, the restatement; then the findings, fix now / clarify / mention,
-    each with its pass, quote, evidence as measured and status; then the
-    placement answer when the fleet has one, and the figures computed from
-    the fleet config. Dropped findings are left out; a finding merged into
-    another is listed under it. Restate-pass findings are part of the
-    restatement and are ranked in their buckets without repeating their text.
+    each with its pass, quote, evidence as measured, status and thread of
+    replies; then every published review with its summary, the placement
+    answer when the fleet has one, and the figures computed from the fleet
+    config. Dropped findings are left out; a finding merged into another is
+    listed under it. Restate-pass findings are named in the restatement and
+    given once, in full, in the bucket where they rank.
     """
     everything = ordered_findings(session)
     merged_into: dict[int, list[Finding]] = {}
@@ -341,10 +392,11 @@ def export_markdown(session: ReviewSession) -> str:
         facts.append(
             f"Fleet config: {session.fleet_config.name}" + (f" (version {version.number})" if version else "")
         )
-    reviewers = [session.owner.get_username()] + [u.get_username() for u in session.reviewers.all()]
+    reviewers = list(dict.fromkeys(
+        [session.owner.get_username()] + [u.get_username() for u in session.reviewers.order_by("id")]))
     facts.append("Reviewers: " + ", ".join(reviewers))
-    verdicts = [f"{r.reviewer.get_username()}: {r.get_verdict_display().lower()}"
-                for r in session.reviews.select_related("reviewer")]
+    # One verdict per reviewer: the latest they published (every publication is listed below).
+    verdicts = [f"{r.reviewer.get_username()}: {r.get_verdict_display().lower()}" for r in _latest_reviews(session)]
     if verdicts:
         facts.append("Verdicts: " + ", ".join(verdicts))
     counts = {s: sum(1 for f in ranked if f.severity == s) for s in Severity}
@@ -359,10 +411,12 @@ def export_markdown(session: ReviewSession) -> str:
     lines += ["## Restatement", ""]
     if session.restatement.strip():
         lines += [session.restatement.strip(), ""]
-    for finding in restate:
-        lines += _finding_markdown(finding, f"### {finding.title}")
-    if not session.restatement.strip() and not restate:
+    else:
         lines += ["No restatement recorded.", ""]
+    if restate:
+        # Each restate-pass finding is given once, in full, where it ranks.
+        lines += ["The restate pass's findings are ranked below with the others: "
+                  + "; ".join(f"\"{f.title}\"" for f in restate) + ".", ""]
 
     rank = 0
     for severity in Severity:
@@ -372,10 +426,10 @@ def export_markdown(session: ReviewSession) -> str:
             lines += ["Nothing here.", ""]
         for finding in bucket:
             rank += 1
-            lines += _finding_markdown(
-                finding, f"### {rank}. {finding.title}", with_body=finding.review_pass != ReviewPass.RESTATE
-            )
+            lines += _finding_markdown(finding, f"### {rank}. {finding.title}")
             lines += _merged_markdown(merged_into.get(finding.pk, []))
+
+    lines += _reviews_markdown(session)
 
     answer = placement_answer(session)
     if answer is not None:
@@ -394,7 +448,8 @@ def export_markdown(session: ReviewSession) -> str:
                else ":" if not marks[FROM_DOC] else ", from figures the doc states:"),
             "",
         ]
-        lines += [f"- {f['label']}: {f['display']} ({f['explain']})" for f in figures] + [""]
+        lines += [f"- {f['label']}{'' if f['model'] == 'fleet' else ' (' + f['model'] + ')'}: {f['display']} "
+                  f"({f['explain']})" for f in figures] + [""]
         if marks[FROM_DOC]:
             lines += ["From the doc:", ""]
             lines += [f"- `{m['path']}` = {_shown(m['value'])}: \"{m['quote']}\"" for m in marks[FROM_DOC]] + [""]

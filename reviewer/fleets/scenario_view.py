@@ -212,11 +212,88 @@ def _num(value: float) -> int | float:
 
 def page_facts(data: dict[str, Any] | None) -> dict[str, Any]:
     """What the session page draws from its fleet's scenario dict: the break pass's
-    controls (``breakControls``) and the trace pass's path (``tracePath``)."""
+    controls (``breakControls``), the trace pass's path (``tracePath``) and the keys a
+    sweep offers with their default values (``sweepKeys``)."""
     from emulator.sim.policies import POLICY_REGISTRY
 
     policies = list(POLICY_REGISTRY)
-    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data)}
+    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data),
+            "sweepKeys": sweep_keys(data)}
+
+
+#: How a sweep's default values scale a key's current value.
+SWEEP_FACTORS = (0.25, 0.5, 1, 2, 4)
+HOST_COUNT_FACTORS = (0.5, 1, 2, 4, 8)
+
+
+def _valid_with(data: dict[str, Any], overrides: list[str]) -> bool:
+    """Whether the scenario with ``overrides`` applied is one the emulator accepts."""
+    from emulator.scenario import Scenario, ScenarioError
+    from emulator.scenario.overrides import apply_overrides
+
+    try:
+        Scenario.from_dict(apply_overrides(data, overrides), max_requests=None)
+    except (ScenarioError, ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def _scaled(value: float, factors: tuple[float, ...], whole: bool) -> list[float]:
+    out: list[float] = []
+    for factor in factors:
+        v = value * factor
+        v = max(1, int(v)) if whole else float(f"{v:.3g}")
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def sweep_keys(data: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The keys worth sweeping on this scenario, each with default values that keep it valid.
+
+    Every host group's count, the offered load (without a trace) and the batching's
+    worker keys that hold a number. Each key's ``values`` are the candidates the
+    emulator accepts with the scheduled faults kept, ``values_without_faults`` those it
+    accepts with them dropped (fewer hosts than a fault names is valid only then).
+    A key whose candidates all fail is left out, so the defaults always start a sweep.
+    """
+    def override_text(key: str, value: float) -> str:  # as a sweep spells its points
+        return f"{key}={int(value) if float(value).is_integer() else value}"
+
+    if not isinstance(data, dict) or not _valid_with(data, []):
+        return []
+    candidates: list[tuple[str, str, list[float]]] = []
+    for i, group in enumerate(data.get("hosts") or []):
+        if not isinstance(group, dict):
+            continue
+        n = int(group.get("count") or 1)
+        models = sorted({str(s.get("model", "") if isinstance(s, dict) else s).split("@")[0]
+                         for s in group.get("workers") or []})
+        label = f"hosts[{i}].count ({n} host{'s' if n != 1 else ''} of {' + '.join(models) or 'no worker'})"
+        candidates.append((f"hosts[{i}].count", label, _scaled(n, HOST_COUNT_FACTORS, whole=True)))
+    traffic = data.get("traffic") or {}
+    qps = traffic.get("qps")
+    if isinstance(qps, int | float) and qps > 0 and not traffic.get("trace"):
+        candidates.append(("traffic.qps", f"traffic.qps (offered load, {qps:g} QPS)",
+                           _scaled(qps, SWEEP_FACTORS, whole=False)))
+    worker = data.get("worker") or {}
+    continuous = worker.get("batching") == "continuous"
+    for key in ("kv_cache_tokens", "max_num_seqs", "max_batched_tokens") if continuous else ("batch_s",):
+        value = worker.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            whole = isinstance(value, int)
+            candidates.append((f"worker.{key}", f"worker.{key} ({value:g})", _scaled(value, SWEEP_FACTORS, whole)))
+    max_batch = (data.get("dispatcher") or {}).get("max_batch_tokens")
+    if not continuous and isinstance(max_batch, int | float) and max_batch > 0:
+        candidates.append(("dispatcher.max_batch_tokens", f"dispatcher.max_batch_tokens ({max_batch:g})",
+                           _scaled(max_batch, SWEEP_FACTORS, isinstance(max_batch, int))))
+    keys = []
+    for key, label, values in candidates:
+        kept = [v for v in values if _valid_with(data, [override_text(key, v)])]
+        dropped = [v for v in values if _valid_with(data, ["faults=[]", override_text(key, v)])]
+        if kept or dropped:
+            keys.append({"key": key, "label": label, "values": kept, "values_without_faults": dropped})
+    return keys
 
 
 def _workers_by_model(data: dict[str, Any]) -> dict[str, int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS
+from emulator.sim.results import COUNT_KEYS
 from reviewer.models.review import Finding
 from reviewer.models.runs import EmulatorRun, RunCommand, RunFrame
 
@@ -29,6 +29,24 @@ def _fmt(value: float) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
     return f"{int(value):,}"
+
+
+#: How each per-frame metric reads with its unit (a value in seconds, a share, a count).
+_WORKER_KEYS = ("busy_workers", "alive_workers")
+_SHARE_KEYS = ("batch_fill", "goodput")
+
+
+def _with_unit(key: str, value: float) -> str:
+    """``value`` of ``key`` as the run page shows it: TPOT in ms, other times in s, shares in %."""
+    if key.startswith("tpot_") or key.startswith("tbt_"):
+        return f"{_fmt(value * 1000)} ms"
+    if key.endswith("_s"):
+        return f"{_fmt(value)} s"
+    if key in _SHARE_KEYS:
+        return f"{value:.0%}"
+    if key in _WORKER_KEYS:
+        return f"{_fmt(value)} worker{'' if value == 1 else 's'}"
+    return f"{_fmt(value)} request{'' if value == 1 else 's'}"
 
 
 def run_label(run: EmulatorRun) -> str:
@@ -60,15 +78,12 @@ def _window_figures(metric: str, frames: list[dict[str, Any]]) -> list[dict[str,
                 continue
             if key in COUNT_KEYS:
                 figures.append({"metric": key, "model": model, "total": sum(values),
-                                "text": f"{key} {_fmt(sum(values))} in the window ({model})"})
-            elif key in DEPTH_KEYS or key in STAT_KEYS:
-                peak, mean = max(values), sum(values) / len(values)
-                unit = " s" if key.endswith("_s") else ""
-                figures.append({"metric": key, "model": model, "peak": peak, "mean": mean,
-                                "text": f"{key} peaked at {_fmt(peak)}{unit}, mean {_fmt(mean)}{unit} ({model})"})
+                                "text": f"{key} {_with_unit(key, sum(values))} in the window ({model})"})
             else:
-                figures.append({"metric": key, "model": model, "peak": max(values),
-                                "text": f"{key} peaked at {_fmt(max(values))} ({model})"})
+                peak, mean = max(values), sum(values) / len(values)
+                figures.append({"metric": key, "model": model, "peak": peak, "mean": mean,
+                                "text": f"{key} peaked at {_with_unit(key, peak)}, "
+                                        f"mean {_with_unit(key, mean)} ({model})"})
     return figures
 
 
@@ -108,10 +123,25 @@ def evidence_details(findings: Iterable[Finding]) -> dict[int, dict[str, Any]]:
     for run_id, t_s, data in RunFrame.objects.filter(windows).order_by("run_id", "i").values_list(
             "run_id", "t_s", "data")[:MAX_FRAMES]:
         frames_by_run[run_id].append((t_s, data))
+    # Faults as the run page marks them: a scheduled one at its own time, an injected one
+    # at the end of the frame it shows in (the frame after the one it was sent during).
     faults: dict[int, list[str]] = defaultdict(list)
-    for command in RunCommand.objects.filter(run_id__in=list(runs), kind="fault", applied_at_s__isnull=False,
-                                             error="").order_by("run_id", "id"):
-        faults[command.run_id].append(f"{command.command} at {command.applied_at_s or 0.0:g} s")
+    for run in runs.values():
+        for fault in (run.scenario or {}).get("faults") or []:
+            action = next((a for a in ("kill", "restore") if a in fault), None)
+            if action is not None:
+                faults[run.pk].append(f"{action} {fault[action]} at {float(fault.get('at_s', 0)):g} s (scheduled)")
+    injected = list(RunCommand.objects.filter(run_id__in=list(runs), kind="fault", applied_at_s__isnull=False,
+                                              error="").order_by("run_id", "id"))
+    shown_at: dict[tuple[int, int], float] = {}
+    if injected:
+        frames_of = Q()
+        for command in injected:
+            frames_of |= Q(run_id=command.run_id, i=command.applied_after_frame or 0)
+        shown_at = {(r, i): t for r, i, t in RunFrame.objects.filter(frames_of).values_list("run_id", "i", "t_s")}
+    for command in injected:
+        at = shown_at.get((command.run_id, command.applied_after_frame or 0), command.applied_at_s or 0.0)
+        faults[command.run_id].append(f"{command.command} at {at:.0f} s (injected)")
 
     details: dict[int, dict[str, Any]] = {}
     for f in with_runs:

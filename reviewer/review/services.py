@@ -149,6 +149,25 @@ def fleet_config_save(
     return config
 
 
+def fleet_config_accept_figure(*, config: FleetConfig, author: User | None, key: str, value: Any,
+                               quote: str) -> FleetConfig:
+    """Write a figure the doc states into the fleet config: ``key`` set to ``value`` in
+    its TOML (comments kept) and marked "from the doc" with ``quote``, the doc's words,
+    as a new version. Refused, naming the key, when the key cannot be written or the
+    emulator refuses the value."""
+    from reviewer.fleets.toml_edit import TomlEditError, set_key
+
+    if not isinstance(value, int | float | str | bool):
+        raise Invalid("value", f"value: {key} takes a number or a name; give the figure's value")
+    try:
+        toml = set_key(config.toml, key, value)
+    except TomlEditError as exc:
+        raise Invalid("key", str(exc)) from None
+    latest = config.latest_version()
+    marks = {**(latest.provenance if latest else {}), key: {"source": "doc", "quote": quote}}
+    return fleet_config_save(config=config, author=author, toml=toml, provenance=marks)
+
+
 # --- docs ------------------------------------------------------------------
 
 

@@ -1,7 +1,9 @@
 """URL routes. Each area keeps its own module; this package only includes them."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 
 from reviewer.ops.metrics import metrics_view
 from reviewer.views.health import healthz, readyz
@@ -9,6 +11,8 @@ from reviewer.views.tokens import tokens_page
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page links; it is the same icon.
+    path("favicon.ico", RedirectView.as_view(url=static("reviewer/favicon.svg"), permanent=True), name="favicon"),
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),

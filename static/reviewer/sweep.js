@@ -7,40 +7,16 @@ import { api, el } from "./api.js";
 
 const POLL_MS = 1000;
 
-/** The keys worth sweeping on this scenario, each with default values: every host
- * group's count, the offered load, and the worker keys of its batching. */
-function sweepKeys(scenario) {
-  const keys = [];
-  const scale = (v, factors) => [...new Set(factors.map((f) => Number((v * f).toPrecision(3))))];
-  (scenario.hosts || []).forEach((group, i) => {
-    const models = [...new Set((group.workers || []).map((w) => String(typeof w === "object" ? w.model : w).split("@")[0]))];
-    const n = group.count ?? 1;
-    keys.push({ key: `hosts[${i}].count`, label: `hosts[${i}].count (${n} hosts of ${models.join(" + ") || "no worker"})`,
-      values: [...new Set([Math.max(1, Math.floor(n / 2)), n, n * 2, n * 4, n * 8])] });
-  });
-  const qps = scenario.traffic?.qps;
-  if (qps && !scenario.traffic?.trace) keys.push({ key: "traffic.qps", label: `traffic.qps (offered load, ${qps})`, values: scale(qps, [0.25, 0.5, 1, 2, 4]) });
-  const worker = scenario.worker || {};
-  const continuous = worker.batching === "continuous";
-  const workerKeys = continuous ? ["kv_cache_tokens", "max_num_seqs", "max_batched_tokens"] : ["batch_s"];
-  for (const k of workerKeys) {
-    const v = typeof worker[k] === "number" ? worker[k] : null;
-    if (v) keys.push({ key: `worker.${k}`, label: `worker.${k} (${v})`, values: scale(v, [0.25, 0.5, 1, 2, 4]) });
-  }
-  const maxBatch = scenario.dispatcher?.max_batch_tokens;
-  if (!continuous && maxBatch) keys.push({ key: "dispatcher.max_batch_tokens", label: `dispatcher.max_batch_tokens (${maxBatch})`, values: scale(maxBatch, [0.25, 0.5, 1, 2, 4]) });
-  keys.push({ key: "", label: "another key…", values: [] });
-  return keys;
-}
-
 export function initSweep(ctx) {
   const box = document.getElementById("sweep-panel");
   if (!box || !ctx.config.fleet) return;
   const scenario = ctx.config.fleet.scenario || {};
-  const keys = sweepKeys(scenario);
+  // The server lists the keys with default values the emulator accepts on this fleet
+  // (with the scheduled faults kept, and with them dropped).
+  const keys = [...(ctx.config.fleet.sweepKeys || []), { key: "", label: "another key…", values: [], values_without_faults: [] }];
   const key = el("select", { "aria-label": "Key to sweep" }, keys.map((k) => el("option", { value: k.key }, k.label)));
   const otherKey = el("input", { type: "text", hidden: true, placeholder: "e.g. client.timeout_s", "aria-label": "Other key" });
-  const values = el("input", { type: "text", "aria-label": "Values", value: keys[0].values.join(", ") });
+  const values = el("input", { type: "text", "aria-label": "Values" });
   const target = el("input", { type: "number", step: "0.1", min: 0, value: 5, "aria-label": "Target p99 seconds" });
   const faultCount = (scenario.faults || []).length;
   const keepFaults = el("input", { type: "checkbox", checked: true, "aria-label": "Keep the scheduled faults" });
@@ -51,11 +27,19 @@ export function initSweep(ctx) {
   const chart = el("div", { class: "chart", hidden: true, "data-chart": "sweep" });
   let timer = null;
 
-  key.addEventListener("change", () => {
+  // A key's default values, as valid with the faults kept or dropped; values typed by
+  // the user stay until another key is chosen.
+  let typed = false;
+  const defaults = () => {
     const chosen = keys.find((k) => k.key === key.value);
     otherKey.hidden = key.value !== "";
-    values.value = chosen ? chosen.values.join(", ") : "";
-  });
+    const list = chosen ? (faultCount && !keepFaults.checked ? chosen.values_without_faults : chosen.values) : [];
+    values.value = list.join(", ");
+  };
+  values.addEventListener("input", () => { typed = true; });
+  key.addEventListener("change", () => { typed = false; defaults(); });
+  keepFaults.addEventListener("change", () => { if (!typed) defaults(); });
+  defaults();
 
   function draw(sweep) {
     const p = sweep.progress || { done: 0, total: 0 };

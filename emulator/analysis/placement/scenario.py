@@ -12,6 +12,7 @@ model (a host group names one pool).
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -150,4 +151,10 @@ def layout_config_name(config_name: str, current_label: str, new_label: str) -> 
     """
     suffix = f" · {current_label}"
     base = config_name[: -len(suffix)] if current_label and config_name.endswith(suffix) else config_name
+    # A name that spells its layout out ("plan (Part 2 hosts: 2 big / 5 small)") follows
+    # the new layout instead of keeping the old one beside it.
+    if current_label and base == config_name:
+        spelled = re.compile(r"(^|\(|: )" + re.escape(current_label) + r"(?=\)|$)")
+        if spelled.search(config_name):
+            return spelled.sub(lambda m: m.group(1) + new_label, config_name, count=1)[:200]
     return f"{base} · {new_label}"[:200]

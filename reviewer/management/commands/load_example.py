@@ -49,6 +49,10 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def _load(self, example: ExampleReview, owner: Any) -> None:
+        self.stdout.write(
+            f"load_example: loading {example.title!r}"
+            + (f" and playing its {len(example.runs)} emulator runs …" if example.runs else " …"))
+        self.stdout.flush()
         doc = review_services.doc_create(owner=owner, title=example.title, body=example.body())
         fleet = review_services.fleet_config_create(
             owner=owner, name=example.fleet_name, toml=example.toml(), doc=doc,

@@ -68,7 +68,10 @@ def test_json_export_holds_every_finding_in_report_order(api_as, reviewed):
     assert data["doc"] == {"id": reviewed.doc_id, "title": "Chat serving", "revision": 1}
     assert data["fleet_config"]["version"] == 1
     assert data["session"]["id"] == reviewed.pk
-    assert [f["key"] for f in data["numbers"]][:3] == ["offered_peak_qps", "offered_avg_qps", "capacity_qps"]
+    # The page's headline opens the export's figures, the best mix beside the gap at the peak.
+    keys = [f["key"] for f in data["numbers"]]
+    assert keys[0] == "gap_peak" and data["numbers"][0]["slot"] == "gap at the peak"
+    assert {"best_mix_qps", "utilisation_avg", "offered_peak_qps", "capacity_at_split_qps"} <= set(keys)
 
 
 def test_csv_export_parses_back_to_the_findings(api_as, reviewed):
@@ -91,11 +94,13 @@ def test_markdown_report_follows_the_review_order(api_as, reviewed):
     text = response.content.decode()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings == ["## Opening", "## What the doc gets right", "## Restatement", "## Fix now", "## Clarify",
-                        "## Mention", "## Placement", "## Figures from the fleet config"]
+                        "## Mention", "## Published reviews", "## Placement", "## Figures from the fleet config"]
     sections = {h: text.split(h, 1)[1].split("\n## ", 1)[0] for h in headings}
     assert "No opening written yet." in sections["## Opening"]
     assert "No strengths recorded yet." in sections["## What the doc gets right"]
-    assert "Two models behind a gateway" in sections["## Restatement"]
+    # The restate-pass finding is named in the restatement and given once, where it ranks.
+    assert "\"Two models behind a gateway\"" in sections["## Restatement"]
+    assert text.count("### 4. Two models behind a gateway") == 1 and text.count("### Two models") == 0
     numbers = sections["## Figures from the fleet config"]
     assert "Computed from the fleet config small fleet (version 1):" in numbers
     figures = {f["key"]: f for f in compute(Scenario.from_dict(reviewed.fleet_config.scenario)).to_dict()["figures"]
@@ -112,8 +117,10 @@ def test_markdown_report_follows_the_review_order(api_as, reviewed):
     assert "> Serve 10k QPS at peak." in sections["## Clarify"]
     assert "Dropped idea" not in text
     mention = sections["## Mention"]
-    assert "### 4. Two models behind a gateway" in mention and "See the restatement above." in mention
-    assert "A per-model dispatcher batches by tokens." not in mention
+    assert "### 4. Two models behind a gateway" in mention
+    assert text.count("A per-model dispatcher batches by tokens.") == 1
+    assert "A per-model dispatcher batches by tokens." in mention
+    assert "No review published yet." in sections["## Published reviews"]
     assert "Findings: 2 to fix now, 1 to clarify, 1 to mention." in text
 
 
@@ -295,5 +302,55 @@ def test_exports_read_the_analysis_stored_with_the_fleet_version(api_as, reviewe
         assert api_as("owner").get(f"/api/sessions/{reviewed.pk}/export.{fmt}").status_code == 200
     stored = version.analysis["numbers"]["figures"]
     report = api_as("owner").get(f"/api/sessions/{reviewed.pk}/export.json").json()
-    fleet = {f["key"]: f for f in stored if f["model"] == "fleet"}
-    assert all(fig == fleet[fig["key"]] for fig in report["numbers"])
+    by_ref = {(f["model"], f["key"]): f for f in stored}
+    assert report["numbers"] and all({k: v for k, v in fig.items() if k != "slot"} == by_ref[fig["model"], fig["key"]]
+                                     for fig in report["numbers"])
+
+
+def test_the_markdown_report_gives_threads_published_reviews_and_each_verdict_once(api_as, reviewed, people):
+    from reviewer.review.publishing import review_publish
+
+    owner, reviewer = people["owner"], people["reviewer"]
+    finding = Finding.objects.get(title="Failover loses the queue")
+    services.reply_create(finding=finding, author=reviewer, body="Is the standby warm?")
+    services.reply_create(finding=finding, author=owner, body="Cold, for now.\n\nWe will measure the switch.")
+    review_publish(session=reviewed, reviewer=reviewer, verdict="needs_changes", summary="Fix the failover first.")
+    review_publish(session=reviewed, reviewer=reviewer, verdict="approve", summary="Good after the fix.")
+    text = api_as("owner").get(f"/api/sessions/{reviewed.pk}/export.md").content.decode()
+    entry = text.split("Failover loses the queue", 1)[1].split("\n### ", 1)[0]
+    assert "Thread (2 replies):" in entry
+    first, second = entry.index("- **reviewer** ("), entry.index("- **owner** (")
+    assert first < second
+    assert "): Is the standby warm?" in entry and "): Cold, for now." in entry
+    assert "  We will measure the switch." in entry
+    facts = text.split("## Opening", 1)[0]
+    assert facts.count("reviewer: ") == 1 and "- Verdicts: reviewer: approve" in facts
+    assert facts.count("Reviewers: owner, reviewer\n") == 1
+    published = text.split("## Published reviews", 1)[1].split("\n## ", 1)[0]
+    assert published.index("Fix the failover first.") < published.index("Good after the fix.")
+    assert "### reviewer: needs changes" in published and "### reviewer: approve" in published
+
+
+def test_evidence_quotes_units_and_the_fault_times_the_run_page_shows(api_as, reviewed, people):
+    from reviewer.models import RunCommand, RunFrame
+    from reviewer.review.evidence import evidence_details
+
+    scenario = dict(reviewed.fleet_config.scenario, faults=[{"at_s": 30.0, "kill": "host:0"}])
+    run = EmulatorRun.objects.create(session=reviewed, started_by=people["reviewer"], scenario=scenario, seed=1)
+    for i in range(3):
+        RunFrame.objects.create(run=run, i=i, t_s=float(i + 1), data={
+            "i": i, "t_s": float(i + 1), "models": ["small"],
+            "m": {"tpot_p50_s": [0.0496 + i / 1000], "queue_depth": [40 + i], "goodput": [0.5]}})
+    # Sent during the second frame, applied at its end (2 s): the page marks it where it
+    # shows, at the end of the third frame (3 s).
+    RunCommand.objects.create(run=run, kind="fault", command="kill host:1", applied_after_frame=2, applied_at_s=2.0)
+    made = {metric: services.finding_create(
+        session=reviewed, author=people["reviewer"], review_pass="break", severity="clarify", title=metric,
+        evidence_run_id=run.pk, evidence_t_from_s=0.0, evidence_t_to_s=3.0, evidence_metric=metric)
+        for metric in ("tpot_p50_s", "queue_depth", "goodput")}
+    details = evidence_details(made.values())
+    texts = {metric: details[f.pk]["text"] for metric, f in made.items()}
+    assert "tpot_p50_s peaked at 51.6 ms, mean 50.6 ms (small)" in texts["tpot_p50_s"]
+    assert "queue_depth peaked at 42 requests, mean 41 requests (small)" in texts["queue_depth"]
+    assert "goodput peaked at 50%" in texts["goodput"]
+    assert "Faults: kill host:0 at 30 s (scheduled), kill host:1 at 3 s (injected)" in texts["goodput"]

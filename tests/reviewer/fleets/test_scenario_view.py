@@ -210,3 +210,42 @@ def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
     assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
     assert hops["decode_pool"] == ['chat: 1 worker (pool "decode")']
     assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: < 256-token prompts on decode"]
+
+
+def _examples_and_presets() -> list[tuple[str, dict[str, Any]]]:
+    from importlib import resources
+
+    from reviewer.review.example.reviews import EXAMPLES
+
+    out = [(name, _preset(name)) for name in sorted(
+        p.name[:-5] for p in resources.files("emulator.scenario.presets").iterdir() if p.name.endswith(".toml"))]
+    out += [(e.key, load_scenario(e.toml(), max_requests=None).to_dict()) for e in EXAMPLES]
+    return out
+
+
+@pytest.mark.parametrize(("name", "data"), _examples_and_presets(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_default_sweep_value_is_one_a_run_accepts(name: str, data: dict[str, Any]) -> None:
+    from reviewer.errors import Invalid
+    from reviewer.fleets.scenario_view import sweep_keys
+    from reviewer.runs.services import resolve_scenario
+
+    keys = sweep_keys(data)
+    assert keys, f"{name}: no key to sweep"
+    assert keys[0]["values"], f"{name}: the first key offers no default value"
+    for entry in keys:
+        for values, kept in ((entry["values"], []), (entry["values_without_faults"], ["faults=[]"])):
+            for value in values:
+                shown = int(value) if float(value).is_integer() else value
+                try:
+                    resolve_scenario(scenario=data, overrides=[*kept, f"{entry['key']}={shown}"])
+                except Invalid as exc:  # pragma: no cover - the message says which
+                    pytest.fail(f"{name}: {entry['key']}={shown}: {exc.message}")
+
+
+def test_a_host_count_below_a_faults_host_is_offered_only_without_the_faults() -> None:
+    from reviewer.fleets.scenario_view import sweep_keys
+
+    data = _preset("doc-as-written")  # 2 + 1 hosts; a fault kills and restores host:2
+    first = next(k for k in sweep_keys(data) if k["key"] == "hosts[0].count")
+    assert first["values"] == [2, 4, 8, 16]
+    assert first["values_without_faults"] == [1, 2, 4, 8, 16]

@@ -142,3 +142,29 @@ def test_the_second_examples_doc_states_its_figures_in_its_own_words(admin_user)
                    "eight times the trace's rate", "under 1 second", "at most 8 ms", "next replica in turn",
                    "four hosts", "Up to 256 sequences", "8,192 tokens"):
         assert figure in body, figure
+
+
+#: How an example finding's text states a run's figure: the figure's name in the text,
+#: the whole-run summary it is read from, and how the text writes it.
+CLAIMED_FIGURES = {
+    "tpot_p50_s": (r"TPOT p50 (?:is )?([0-9.]+) ms", ("tpot_s", "p50"), lambda v: f"{v * 1000:.1f}"),
+    "ttft_p50_s": (r"TTFT p50 (?:is )?([0-9.]+) s", ("ttft_s", "p50"), lambda v: f"{v:.2f}"),
+}
+
+
+@pytest.mark.parametrize("example", [FIRST, SECOND], ids=lambda e: e.key)
+def test_each_example_findings_evidence_is_the_run_and_metric_its_text_quotes(admin_user, example) -> None:
+    import re
+
+    call_command("load_example", example=[example.key], verbosity=0)
+    session = ReviewSession.objects.get(doc__title=example.title)
+    with_evidence = list(session.findings.exclude(evidence_run_id=None))
+    assert len(with_evidence) == (3 if example is SECOND else 0)
+    for finding in with_evidence:
+        assert finding.evidence_metric in CLAIMED_FIGURES, f"{finding.title}: cites {finding.evidence_metric}"
+        pattern, (key, stat), written = CLAIMED_FIGURES[finding.evidence_metric]
+        claimed = re.search(pattern, finding.body)
+        assert claimed, f"{finding.title}: the text quotes no {finding.evidence_metric} figure"
+        run = EmulatorRun.objects.get(pk=finding.evidence_run_id)
+        # The first figure of that name the text gives is the evidence run's.
+        assert claimed.group(1) == written(run.summary[key][stat]), (finding.title, run.overrides)

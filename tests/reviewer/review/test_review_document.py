@@ -122,8 +122,10 @@ def test_evidence_is_exported_with_the_figures_measured_in_its_window(api_as, op
     for i, (t, depth, lost) in enumerate([(90.0, 7, 0), (100.0, 40, 5), (110.0, 12, 20), (200.0, 900, 100)]):
         RunFrame.objects.create(run=run, i=i, t_s=t, data={
             "i": i, "t_s": t, "models": ["small"], "m": {"queue_depth": [depth], "lost": [lost]}})
+    # Sent during the frame ending at 110 s: the run page marks it at the end of the
+    # frame it shows in, 110 s.
     RunCommand.objects.create(run=run, kind="fault", command="kill host:0", applied_at_s=105.0,
-                              applied_after_frame=1)
+                              applied_after_frame=2)
     services.finding_create(session=open_review, author=people["owner"], review_pass="break", severity="fix_now",
                             title="The queue grows", evidence_run_id=run.pk, evidence_t_from_s=100.0,
                             evidence_t_to_s=110.0, evidence_metric="queue_depth")
@@ -132,12 +134,12 @@ def test_evidence_is_exported_with_the_figures_measured_in_its_window(api_as, op
                             evidence_t_to_s=150.0, evidence_metric="lost")
     report = api_as("owner").get(f"/api/sessions/{open_review.pk}/export.md").content.decode()
     assert (f"Evidence: run {run.pk} (small, seed 3), 100 s to 110 s, metric `queue_depth`: "
-            "queue_depth peaked at 40, mean 26 (small). Faults: kill host:0 at 105 s. "
+            "queue_depth peaked at 40 requests, mean 26 requests (small). Faults: kill host:0 at 110 s (injected). "
             "Whole run (done): 1,200 offered, 900 ok, 300 lost, p99 latency 2.5 s.") in report
-    assert "lost 25 in the window (small)" in report
+    assert "lost 25 requests in the window (small)" in report
     data = json.loads(api_as("owner").get(f"/api/sessions/{open_review.pk}/export.json").content)
     evidence = {f["title"]: f["evidence"] for f in data["findings"]}
     assert evidence["The queue grows"]["figures"] == [
         {"metric": "queue_depth", "model": "small", "peak": 40.0, "mean": 26.0,
-         "text": "queue_depth peaked at 40, mean 26 (small)"}]
+         "text": "queue_depth peaked at 40 requests, mean 26 requests (small)"}]
     assert evidence["Requests are lost"]["frames"] == 2

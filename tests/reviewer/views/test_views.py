@@ -60,6 +60,17 @@ def test_it_shows_the_sign_in_page(client: Client) -> None:
     assert b'name="username"' in response.content
 
 
+def test_every_page_links_a_favicon_that_exists_and_favicon_ico_leads_to_it(client: Client) -> None:
+    from django.contrib.staticfiles import finders
+
+    page = client.get("/accounts/login/").content.decode()
+    assert 'rel="icon" type="image/svg+xml" href="/static/reviewer/favicon.svg"' in page
+    assert finders.find("reviewer/favicon.svg") is not None
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"] == "/static/reviewer/favicon.svg"
+
+
 def test_it_lists_the_sessions_docs_and_fleets_of_a_participant(people: dict, review: ReviewSession) -> None:
     page = client_for(people["reviewer"]).get("/").content.decode()
     assert "Serving review" in page
@@ -176,6 +187,10 @@ def test_it_names_a_config_made_from_a_layout_after_that_layout_only(
     other = next(e for e in again["ranked"] if e["label"] != best["label"])
     assert other["config_name"] == f"as written · {other['label']}"
     assert layout_config_name("plan · 5 small", "2 big", "2 big / 5 small") == "plan · 5 small · 2 big / 5 small"
+    # A name that spells its layout out follows the new one.
+    assert layout_config_name("doc (Part 2 hosts: 2 big / 5 small)", "2 big / 5 small", "7 small") == (
+        "doc (Part 2 hosts: 7 small)")
+    assert layout_config_name("plan: 2 big", "2 big", "7 small") == "plan: 7 small"
 
 
 def test_it_refuses_a_silly_host_count_with_a_message(people: dict, review: ReviewSession) -> None:
