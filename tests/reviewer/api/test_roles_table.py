@@ -40,6 +40,11 @@ ROWS: dict[str, tuple[str, str, Any, dict[str, int]]] = {
         _all(403, owner=200, staff=200, removed=404, outsider=404, anonymous=401)),
     "run-faults": ("post", "/api/runs/{run}/faults/", {"kill": "host:1"},
                    _all(202, author=403, removed=404, outsider=404, anonymous=401)),
+    "api-session-detail PATCH": ("patch", "/api/sessions/{session}/", {"current_pass": "break"},
+                                 _all(200, author=403, removed=404, outsider=404, anonymous=401)),
+    # A run of the session is running: deleting it answers 409 to those who may delete it.
+    "api-session-detail DELETE": ("delete", "/api/sessions/{session}/", None,
+                                  _all(403, owner=409, staff=409, removed=404, outsider=404, anonymous=401)),
     "run-cancel": ("post", "/api/runs/{run}/cancel/", None,
                    _all(202, author=403, removed=404, outsider=404, anonymous=401)),
 }
@@ -60,7 +65,7 @@ def test_every_api_route_has_a_row() -> None:
     from reviewer.api.urls import urlpatterns
 
     names = {pattern.name for pattern in urlpatterns}
-    assert names - set(ROWS) - WITHOUT_ROW_YET == set()
+    assert names - {row.split(" ")[0] for row in ROWS} - WITHOUT_ROW_YET == set()
 
 
 @pytest.fixture
