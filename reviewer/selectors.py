@@ -86,6 +86,19 @@ def fleet_configs_visible_to(user: Any) -> QuerySet[FleetConfig]:
     return _owned_or_in_a_session(FleetConfig.objects.all(), user)
 
 
+def linked_doc(config: FleetConfig, user: Any) -> DesignDoc | None:
+    """The doc a fleet config names, if ``user`` may see it; None otherwise.
+
+    The link outlives the user's sight of the doc (a reviewer removed from the
+    doc's session keeps their own config that names it), so every reader of
+    the link goes through here: a doc ``user`` no longer sees is no doc at all,
+    its title, its id and its text alike.
+    """
+    if config.doc_id is None:
+        return None
+    return docs_visible_to(user).filter(pk=config.doc_id).first()
+
+
 def findings_visible_to(user: Any) -> QuerySet[Finding]:
     """Findings of the sessions ``user`` may see: published ones, and their own drafts."""
     return published_or_own(Finding.objects.filter(session__in=sessions_visible_to(user)), user)

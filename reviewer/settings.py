@@ -180,7 +180,9 @@ AUTHENTICATION_BACKENDS = [
 AXES_ENABLED = env_bool("LOGIN_LOCKOUT", True)
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Per account (from one address) and per address: one password sprayed over many
+# usernames from one address is locked out too.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 # Behind a proxy, set AXES_IPWARE_PROXY_COUNT so the client's address is used.
 AXES_IPWARE_PROXY_COUNT = env_int("AXES_IPWARE_PROXY_COUNT", 0) or None

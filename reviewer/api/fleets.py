@@ -117,8 +117,12 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             413: OpenApiResponse(description='Over UPLOAD_MAX_BYTES: {"detail": "...", "setting": "UPLOAD_MAX_BYTES"}'),
         },
     )
-    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser], serializer_class=TraceUploadSerializer)
-    def trace(self, request: Request, pk: Any = None) -> Response:
+    # Not named ``trace``: DRF hands each HTTP method to the view's method of that
+    # name, so an action called ``trace`` would answer HTTP TRACE, which the CSRF
+    # check lets through as safe.
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser], serializer_class=TraceUploadSerializer,
+            url_path="trace", url_name="trace")
+    def upload_trace(self, request: Request, pk: Any = None) -> Response:
         """Upload a request trace for the config to replay: a new version whose
         ``traffic.trace`` is the stored file. A bad trace is refused with the line
         and field at fault, and nothing is saved."""

@@ -169,6 +169,15 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     def get_owner(self, obj: FleetConfig) -> str:
         return obj.owner.get_username()
 
+    def to_representation(self, instance: FleetConfig) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if data.get("doc") is not None and request is not None:
+            # A doc the reader no longer sees is not named (see selectors.linked_doc).
+            doc = selectors.linked_doc(instance, request.user)
+            data["doc"] = doc.pk if doc is not None else None
+        return data
+
     def get_version(self, obj: FleetConfig) -> int | None:
         if hasattr(obj, "latest_number"):  # annotated by the API's query
             return obj.latest_number

@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from reviewer import selectors
 from reviewer.models.review import FleetConfig, FleetConfigVersion
 
 __all__ = ["analysis_record", "latest_record", "stored_record"]
@@ -58,7 +59,8 @@ def analysis_record(version: FleetConfigVersion) -> dict[str, Any] | None:
         return None
     from emulator.analysis.record import fleet_record
 
-    doc = version.config.doc
+    # The doc's figures come from a doc the config's owner still sees.
+    doc = selectors.linked_doc(version.config, version.config.owner)
     record = fleet_record(scenario, doc.body if doc is not None else None)
     FleetConfigVersion.objects.filter(pk=version.pk).update(analysis=record)
     version.analysis = record

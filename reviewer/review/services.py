@@ -74,9 +74,12 @@ def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[st
     from reviewer.text.markdown import rendered_text
 
     doc_text = None
-    if config.doc is not None:
-        revision = config.doc.latest_revision()
-        source = revision.body if revision else config.doc.body
+    # Quotes are checked against the doc only while the config's owner may see
+    # it: else the check would answer whether a text is in a doc they lost.
+    doc = selectors.linked_doc(config, config.owner)
+    if doc is not None:
+        revision = doc.latest_revision()
+        source = revision.body if revision else doc.body
         # A quote is selected in the rendered doc; one typed from the source counts too.
         doc_text = f"{source}\n{rendered_text(source)}"
     try:

@@ -7,6 +7,10 @@ from django.views.generic.base import RedirectView
 
 from reviewer.ops.metrics import metrics_view
 from reviewer.views.health import healthz, readyz
+from reviewer.views.password_reset import (
+    ThrottledPasswordResetView,
+    TokenRevokingPasswordResetConfirmView,
+)
 from reviewer.views.tokens import tokens_page
 
 urlpatterns = [
@@ -16,6 +20,10 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    # Reset throttled and revoking API tokens; the rest of the sign-in views as Django ships them.
+    path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
+    path("accounts/reset/<uidb64>/<token>/", TokenRevokingPasswordResetConfirmView.as_view(),
+         name="password_reset_confirm"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/tokens/", tokens_page, name="tokens"),
     path("api/", include("reviewer.api.urls")),

@@ -37,6 +37,12 @@ def editor_choices() -> dict[str, Any]:
     }
 
 
+def _seen_doc_id(fleet: FleetConfig, user: Any) -> int | None:
+    """The id of the doc the config names, if ``user`` may see it (see ``selectors.linked_doc``)."""
+    doc = selectors.linked_doc(fleet, user)
+    return doc.pk if doc is not None else None
+
+
 def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpResponse:
     user = request.user
     base: FleetConfig | None = None
@@ -48,7 +54,7 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
         latest = fleet.latest_version()
         toml = fleet.toml
         fleet_data: dict[str, Any] | None = {
-            "id": fleet.pk, "name": fleet.name, "doc": fleet.doc_id, "version": latest.number if latest else None,
+            "id": fleet.pk, "name": fleet.name, "doc": _seen_doc_id(fleet, user), "version": latest.number if latest else None,
             "owner": fleet.owner.get_username(), "canEdit": permissions.can_edit_owned(user, fleet),
         }
     else:
@@ -58,14 +64,14 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
         base = selectors.fleet_configs_visible_to(user).filter(pk=base_id).first() if base_id else None
         if base is not None:
             toml = base.toml
-            doc_id = doc_id or base.doc_id
+            doc_id = doc_id or _seen_doc_id(base, user)
             base_provenance = base.provenance
         else:
             toml = resources.files("emulator.scenario.presets").joinpath(STARTER_PRESET).read_text("utf-8")
         fleet_data = None
     docs = [{"id": d.pk, "title": d.title} for d in selectors.docs_visible_to(user)[:100]
             if permissions.can_share(user, d)]
-    doc_id = fleet.doc_id if fleet is not None else doc_id
+    doc_id = _seen_doc_id(fleet, user) if fleet is not None else doc_id
     doc = selectors.docs_visible_to(user).filter(pk=doc_id).first() if doc_id else None
     doc_html = ""
     if doc is not None:

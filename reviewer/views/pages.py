@@ -55,6 +55,7 @@ def home(request: HttpRequest) -> HttpResponse:
     fleets = list(selectors.fleet_configs_visible_to(user).select_related("doc")[:50])
     for fleet in fleets:
         fleet.trace_name = uploaded_trace_name(fleet)  # type: ignore[attr-defined]
+        fleet.shown_doc = selectors.linked_doc(fleet, user)  # type: ignore[attr-defined]
     context = {
         "sessions": _sessions_for(user)[:50],
         "docs": selectors.docs_visible_to(user)[:50],
