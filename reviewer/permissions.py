@@ -45,6 +45,25 @@ def can_merge_findings(user: Any, finding: Finding, into: Finding) -> bool:
     return finding.author_id == user.pk and into.author_id == user.pk
 
 
+def can_steer_run(user: Any, run: Any) -> bool:
+    """Who sends commands (faults, cancel) to a run or a sweep they can see.
+
+    The participants of its session (owner and reviewers) and staff; a run
+    outside any session, its starter and staff. The doc's authors watch runs
+    but do not steer them.
+    """
+    if user.is_staff:
+        return True
+    if run.session_id is None:
+        return bool(run.started_by_id == user.pk)
+    return bool(run.session.is_participant(user))
+
+
+def can_change_pass(user: Any, session: ReviewSession) -> bool:
+    """Participants (and staff) move the session between passes; the doc's authors do not."""
+    return bool(user.is_staff or session.is_participant(user))
+
+
 def can_edit_owned(user: Any, obj: DesignDoc | FleetConfig) -> bool:
     """Docs and fleet configs are changed by their owner (and staff)."""
     return bool(user.is_staff or obj.owner_id == user.pk)

@@ -326,6 +326,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    # DRF's JSON, form and multipart parsers; JSON bodies within a nesting bound.
+    "DEFAULT_PARSER_CLASSES": [
+        "reviewer.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Rates are the API_THROTTLE_* settings below, read per request.
@@ -370,6 +376,9 @@ RUN_REQUEST_BUDGET = env_int("RUN_REQUEST_BUDGET", DEFAULT_REQUEST_BUDGET)
 # Wall time a paced run holds a worker (duration_s / speed), per run, per user
 # and for everyone's queued and running runs together; simulated requests too.
 RUN_WALL_BUDGET_S = env_int("RUN_WALL_BUDGET_S", 2 * 3600)
+# The longest a paced run (speed other than max) may hold its worker: a live view
+# of hours would hold the only run worker of a small install for hours.
+RUN_PACED_MAX_S = env_int("RUN_PACED_MAX_S", 900)
 USER_WALL_BUDGET_S = env_int("USER_WALL_BUDGET_S", 4 * 3600)
 GLOBAL_WALL_BUDGET_S = env_int("GLOBAL_WALL_BUDGET_S", 24 * 3600)
 USER_REQUEST_BUDGET = env_int("USER_REQUEST_BUDGET", 3 * RUN_REQUEST_BUDGET)

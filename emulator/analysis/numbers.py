@@ -369,6 +369,18 @@ HEADLINE: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
 ]
 
 
+#: Headline figures where less is worse (capacity left); for the others more is worse.
+LOWER_IS_WORSE = frozenset({"capacity_one_host_lost_qps"})
+
+
+def _worst(candidates: list[Figure]) -> Figure:
+    """The model's figure in the most trouble (ties by model name), whatever order the
+    models come in."""
+    if candidates[0].key in LOWER_IS_WORSE:
+        return min(candidates, key=lambda f: (f.value, f.model))
+    return min(candidates, key=lambda f: (-(f.value or 0), f.model))
+
+
 def headline(report: NumbersReport, scenario: Scenario) -> list[dict[str, Any]]:
     """3 to 5 figures, one per slot the report can fill: the fleet's figure, else the
     worst model's (the highest floor), each with the figures shown beside it."""
@@ -381,7 +393,7 @@ def headline(report: NumbersReport, scenario: Scenario) -> list[dict[str, Any]]:
             else:
                 candidates = [f for f in report.figures if f.key == key and f.value is not None]
                 if candidates:
-                    found = max(candidates, key=lambda f: (f.value, f.model))
+                    found = _worst(candidates)
             if found is not None and found.value is not None:
                 break
             found = None

@@ -11,8 +11,15 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import prefix_checks
+from emulator.scenario import catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.limits import (
+    MAX_HOST_UNITS,
+    MAX_MODELS,
+    MAX_TOKENS,
+    MAX_WORKERS,
+    check_nesting,
+)
 from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
 from emulator.scenario.specs import (
     ARRIVALS,
@@ -94,7 +101,9 @@ class _Table:
             )
         return float(value)
 
-    def integer(self, name: str, default: Any = ..., *, low: int | None = None) -> int:
+    def integer(
+        self, name: str, default: Any = ..., *, low: int | None = None, high: int | None = None
+    ) -> int:
         value = self.raw(name, default)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -102,6 +111,11 @@ class _Table:
             raise ScenarioError(self.key(name), f"{_show(value)} is not a whole number")
         if low is not None and value < low:
             raise ScenarioError(self.key(name), f"must be at least {low}, not {value}")
+        if high is not None and value > high:
+            raise ScenarioError(
+                self.key(name), f"{value:,} is over the limit of {high:,}",
+                f"give at most {high:,}",
+            )
         return value
 
     def text(self, name: str, default: Any = ...) -> str:
@@ -175,6 +189,7 @@ _TOP = (
 
 def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     """Turn a scenario dict into a validated ``Scenario`` (raises ScenarioError)."""
+    check_nesting(data)
     top = _Table(data, "", _TOP)
     duration_s = top.number("duration_s", 60.0, positive=True)
     sample_s = top.number("sample_s", 1.0, positive=True)
@@ -361,6 +376,10 @@ def _check_trace_models(traffic: Traffic, models: dict[str, ModelSpec]) -> None:
 def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
     if not isinstance(raw, dict) or not raw:
         raise ScenarioError("models", "needs at least one [models.NAME] table")
+    if len(raw) > MAX_MODELS:
+        raise ScenarioError(
+            "models", f"{len(raw):,} models, over the limit of {MAX_MODELS}", "review fewer models at once"
+        )
     models: dict[str, ModelSpec] = {}
     for name, body in raw.items():
         path = f"models.{name}"
@@ -390,10 +409,10 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
         models[name] = ModelSpec(
             name=name,
             share=share,
-            worker_units=t.integer("worker_units", low=1),
-            tokens=t.integer("tokens", low=1),
+            worker_units=t.integer("worker_units", low=1, high=MAX_HOST_UNITS),
+            tokens=t.integer("tokens", low=1, high=MAX_TOKENS),
             tokens_cv=t.number("tokens_cv", 0.0, low=0.0),
-            output_tokens=t.integer("output_tokens", 1, low=1),
+            output_tokens=t.integer("output_tokens", 1, low=1, high=MAX_TOKENS),
             output_tokens_cv=t.number("output_tokens_cv", 0.0, low=0.0),
             worker_overrides=_worker_overrides(t.raw("worker", {}), f"{path}.worker", worker),
             arch=_arch(t.raw("arch"), f"{path}.arch") if t.has("arch") else None,
@@ -416,7 +435,7 @@ def _models(raw: Any, worker: WorkerSpec) -> dict[str, ModelSpec]:
 def _dispatcher(raw: Any) -> DispatcherSpec:
     t = _Table(raw, "dispatcher", tuple(DispatcherSpec.__dataclass_fields__))
     return DispatcherSpec(
-        max_batch_tokens=t.integer("max_batch_tokens", 10000, low=1),
+        max_batch_tokens=t.integer("max_batch_tokens", 10000, low=1, high=MAX_TOKENS),
         close_after_s=t.seconds_or("close_after_s", "never", "never"),
         policy=t.choice("policy", _policy_names(), "round_robin"),
         queue_limit=t.integer("queue_limit", 0, low=0),
@@ -428,10 +447,8 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
 
 
 def _policy_names() -> tuple[str, ...]:
-    """The registered dispatch policies: the registry is the one list of them."""
-    from emulator.sim.policies import POLICY_REGISTRY  # the sim layer registers them
-
-    return tuple(POLICY_REGISTRY)
+    """The registered dispatch policies: the catalog is the one list of them."""
+    return catalog.policy_names()
 
 
 def _worker(raw: Any) -> WorkerSpec:
@@ -454,7 +471,9 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "service_cv": t.number("service_cv", base.service_cv, low=0.0),
         "batching": t.choice("batching", _batching_names(), base.batching),
         "max_num_seqs": t.integer("max_num_seqs", base.max_num_seqs, low=1),
-        "max_batched_tokens": t.integer("max_batched_tokens", base.max_batched_tokens, low=1),
+        "max_batched_tokens": t.integer(
+            "max_batched_tokens", base.max_batched_tokens, low=1, high=MAX_TOKENS
+        ),
         "kv_cache_tokens": _kv_tokens(t, base.kv_cache_tokens),
         # A step of no length would let a worker run forever at one instant.
         "step_base_s": t.number("step_base_s", base.step_base_s, positive=True),
@@ -608,10 +627,8 @@ def _resolve_hardware(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | 
 
 
 def _batching_names() -> tuple[str, ...]:
-    """The registered worker models: the registry is the one list of them."""
-    from emulator.sim.workers import WORKER_MODELS  # the sim layer registers them
-
-    return tuple(WORKER_MODELS) or BATCHING
+    """The registered worker models: the catalog is the one list of them."""
+    return catalog.worker_model_names() or BATCHING
 
 
 def _resolved(worker: WorkerSpec, model: ModelSpec) -> WorkerSpec:
@@ -705,7 +722,7 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
     for gi, body in enumerate(raw):
         t = _Table(body, f"hosts[{gi}]", ("count", "units", "workers", "pool"))
         count = t.integer("count", 1, low=1)
-        units = t.integer("units", low=1)
+        units = t.integer("units", low=1, high=MAX_HOST_UNITS)
         spelled = t.raw("workers", [])
         if not isinstance(spelled, list):
             raise ScenarioError(
@@ -753,6 +770,13 @@ def _hosts(raw: Any, models: dict[str, ModelSpec]) -> tuple[HostGroup, ...]:
                 t.key("count"),
                 f"{total:,} hosts in all, more than {MAX_HOSTS:,} hosts",
                 "lower the count",
+            )
+        workers = sum(g.count * len(g.workers) for g in groups)
+        if workers > MAX_WORKERS:
+            raise ScenarioError(
+                t.key("count"),
+                f"{workers:,} workers in all, more than {MAX_WORKERS:,} workers",
+                "lower the count or the workers per host",
             )
     return tuple(groups)
 

@@ -18,6 +18,10 @@ def parse_value(text: str) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text.strip()
+    except RecursionError:
+        # Python's TOML reader recurses once per level of nesting.
+        raise ScenarioError(text[:40], "nests arrays or inline tables too deep",
+                            "give a number, a string or a short list") from None
 
 
 def _steps(path: str) -> list[str | int]:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from emulator.scenario import catalog
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import DisaggSpec, DispatcherSpec, HostGroup, ModelSpec, Scenario
 
 _POOL = re.compile(r"^[A-Za-z0-9_-]+$")
-#: Dispatch policies that route within a pool (``pull`` shares one held queue per model).
-POOL_POLICIES = ("round_robin", "least_loaded")
 _KEYS = tuple(DisaggSpec.__dataclass_fields__)
 
 
@@ -131,12 +130,14 @@ def check_disaggregated(
                 "missing: the KV transfer's time needs the bytes of one token's KV",
                 f'add [models.{name}.arch] (e.g. model = "Llama-2-70B") or give kv_bytes_per_token',
             )
-    if split and dispatcher.policy not in POOL_POLICIES:
+    # Policies that route within a pool (``pull`` shares one held queue per model).
+    in_pools = catalog.policies_with("routes_in_pools")
+    if split and dispatcher.policy not in in_pools:
         first = next(iter(split))
         raise ScenarioError(
             "dispatcher.policy",
             f'"{dispatcher.policy}" does not route within pools (model {first} is disaggregated)',
-            f"use one of {', '.join(POOL_POLICIES)}",
+            f"use one of {', '.join(in_pools)}",
         )
     provided: dict[str, set[str]] = {}  # pool -> the models whose workers it carries
     for gi, group in enumerate(hosts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from emulator.scenario import catalog
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import SCORERS, PrefixSpec
 
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
 
 #: Prefix groups per model: each group costs the Zipf table a number; more is a mistake.
 MAX_PREFIX_GROUPS = 1_000_000
-#: Policies that read the workers' prefix caches, so route to continuous workers only.
-PREFIX_POLICIES = ("prefix_aware", "weighted")
 
 
 def prefixes(raw: Any, path: str) -> PrefixSpec:
@@ -121,7 +120,8 @@ def check_scenario(
                 "the prefix is the first part of each prompt",
                 "lower prefix_tokens, or raise the model's tokens",
             )
-    if dispatcher.policy in PREFIX_POLICIES:
+    # Policies that read the workers' prefix caches route to continuous workers only.
+    if dispatcher.policy in catalog.policies_with("needs_prefix_caches"):
         for name in models:
             if resolved[name].batching == "static":
                 raise ScenarioError(
@@ -130,7 +130,7 @@ def check_scenario(
                     f"{name} batches statically",
                     'set worker.batching = "continuous", or use round_robin, pull or least_loaded',
                 )
-    if dispatcher.scorers and dispatcher.policy != "weighted":
+    if dispatcher.scorers and dispatcher.policy not in catalog.policies_with("uses_scorers"):
         raise ScenarioError(
             "dispatcher.scorers", f'applies only to policy = "weighted", not "{dispatcher.policy}"',
             'set dispatcher.policy = "weighted", or remove the scorers table',

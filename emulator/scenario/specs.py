@@ -38,7 +38,6 @@ Errors are ``ScenarioError``: one line naming the key path and the fix.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -48,6 +47,7 @@ import tomli_w
 
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Accelerator, ModelShape, Roofline
+from emulator.scenario.limits import loads_toml
 
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
 ARRIVALS = ("poisson", "gamma")
@@ -654,11 +654,7 @@ def load_scenario(path_or_text: str | Path, max_requests: int | None | object = 
         from emulator.scenario.presets import load_preset
 
         return load_preset(path_or_text, max_requests=max_requests)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(source, f"not valid TOML: {exc}") from None
-    return Scenario.from_dict(data, max_requests)
+    return Scenario.from_dict(loads_toml(text, source=source), max_requests)
 
 
 def _read(path: Path) -> str:

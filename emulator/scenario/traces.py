@@ -42,6 +42,7 @@ from typing import IO
 import numpy as np
 
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.limits import MAX_TOKENS
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 JSONL_KEYS = ("arrival_s", "prompt_tokens", "output_tokens", "model", "prefix_id", "prefix_tokens")
@@ -325,6 +326,9 @@ def _timestamp_ns(where: str, text: str) -> int:
     return seconds * _NS_PER_S + int(fraction)
 
 
+_OVER_FIX = "a request's token count is a real prompt's or output's length; check the column"
+
+
 def _tokens(where: str, column: str, text: str) -> tuple[int, int]:
     """The token count in ``text``, and 1 if a 0 was raised to 1 (else 0)."""
     fix = "token counts are whole numbers of 1 or more"
@@ -333,6 +337,8 @@ def _tokens(where: str, column: str, text: str) -> tuple[int, int]:
     value = int(text)
     if value < 0:
         raise TraceError(where, f'{column} "{text}" is negative', fix)
+    if value > MAX_TOKENS:
+        raise TraceError(where, f'{column} "{text}" is over the limit of {MAX_TOKENS:,} tokens', _OVER_FIX)
     return (1, 1) if value == 0 else (value, 0)
 
 
@@ -357,6 +363,13 @@ def _read_jsonl(name: str, lines: Iterator[tuple[int, str]], max_rows: int | Non
         except json.JSONDecodeError as e:
             raise TraceError(
                 where, f"is not valid JSON ({e.msg})", "write one JSON object a line"
+            ) from None
+        except RecursionError:
+            # Python's JSON reader recurses once per level of nesting.
+            raise TraceError(
+                where, "nests arrays or objects too deep to read",
+                'write one flat object a line, like {"arrival_s": 0.5, "prompt_tokens": 100, '
+                '"output_tokens": 20}',
             ) from None
         if not isinstance(row, dict):
             raise TraceError(
@@ -467,6 +480,9 @@ def _json_tokens(where: str, key: str, value: object) -> tuple[int, int]:
         or (isinstance(value, float) and not value.is_integer())
     ):
         raise TraceError(where, f"{key} {json.dumps(value)} is not a whole number", fix)
+    if value > MAX_TOKENS:
+        # Also before int(): a float this large may not be a count at all (inf, 1e400).
+        raise TraceError(where, f"{key} {json.dumps(value)} is over the limit of {MAX_TOKENS:,} tokens", _OVER_FIX)
     count = int(value)
     if count < 0:
         raise TraceError(where, f"{key} {count} is negative", fix)

@@ -378,6 +378,7 @@ class Engine:
         out.slo_met = counts.slo_met
         out.slo_goodput = _goodput(counts.slo_met, out, self.scenario.slo.any())
         out.shed_oversized = d.shed_oversized
+        out.shed_queue_full = d.shed_queue_full
         if isinstance(workers, DisaggregatedWorkers):
             out.pools = workers.pool_summary(d.index, out.tpot_s) or {}
 

@@ -61,6 +61,12 @@ FAILOVER_END = EventKind("failover end", 1)
 #: A continuous-batching worker's step (or stretch of decode steps) ends (payload: the
 #: worker's state, its version).
 STEP_END = EventKind("step end", 1)
+#: A KV transfer lands on its decode worker (payload: the handoff, its version).
+KV_TRANSFER_END = EventKind("kv transfer end", 1)
+#: A sleeping worker looks at what a handoff brought it (payload: the worker, None):
+#: after the other events of the instant, so that every request a prefill step
+#: hands to it is there when it starts.
+WORKER_WAKE = EventKind("worker wake", 1)
 #: A request reaches its model's router (payload: the router, an event version); after
 #: the steps that end at the same instant, so a worker's step ends before it routes.
 REQUEST_ARRIVAL = EventKind("request arrival", 2)

@@ -116,7 +116,8 @@ class Outcomes:
     Token-level serving (``token_level``) adds ``ttft_s`` and ``tpot_s`` (statistics
     like ``latency_s``, over delivered requests), ``output_tokens_per_s``,
     ``preemptions``, ``slo_goodput`` (the fraction of finished requests that met every
-    SLO; None without SLOs) and ``shed_oversized`` (requests no worker's KV could hold).
+    SLO; None without SLOs), ``shed_oversized`` (requests no worker's KV could hold) and
+    ``shed_queue_full`` (requests refused at the waiting bound, ``queue_limit``).
 
     With shared prefixes or a prefix cache (``prefix``): ``prefix_tokens_seen`` (prefix
     tokens looked up at admissions), ``prefill_tokens_saved`` (those found cached, so
@@ -142,6 +143,8 @@ class Outcomes:
     slo_met: int = 0
     slo_goodput: float | None = None
     shed_oversized: int = 0
+    #: Requests refused at the waiting bound (``dispatcher.queue_limit``).
+    shed_queue_full: int = 0
     prefix: bool = False
     prefix_tokens_seen: int = 0
     prefill_tokens_saved: int = 0
@@ -196,6 +199,7 @@ class Outcomes:
             "slo_met": self.slo_met,
             "slo_goodput": self.slo_goodput,
             "shed_oversized": self.shed_oversized,
+            "shed_queue_full": self.shed_queue_full,
         }
 
 
@@ -213,6 +217,7 @@ _TOTALS = (
     "preemptions",
     "slo_met",
     "shed_oversized",
+    "shed_queue_full",
     "prefix_tokens_seen",
     "prefill_tokens_saved",
 )

@@ -4,8 +4,11 @@ it to a worker's waiting queue; ``pull`` gives it to an idle worker or holds it 
 dispatcher's FIFO queue, which busy workers admit from at their step starts).
 
 A request whose prompt and output cannot fit in one worker's KV cache is shed at once
-(``shed_oversized``); beyond ``dispatcher.queue_limit`` held requests, arrivals are
-shed. A dead active dispatcher pauses routing for ``failover_s`` (arrivals are held
+(``shed_oversized``). Admission control: with ``dispatcher.queue_limit`` an arrival
+is shed (``shed_queue_full``) when the waiting requests of the pool it would go to
+are at the bound: the requests held by the dispatcher under ``pull``, the requests
+waiting at the pool's workers under a pushing policy (a disaggregated model's pools
+each have their own, the decider choosing the pool). A dead active dispatcher pauses routing for ``failover_s`` (arrivals are held
 meanwhile); a cold standby starts empty: the held requests are lost, and responses of
 requests already at workers come back orphaned.
 
@@ -38,6 +41,8 @@ class Router(Intake):
         #: Largest prompt + output one worker's KV cache holds.
         self.kv_limit = scenario.worker_for(spec.name).kv_cache_tokens
         self.shed_oversized = 0
+        #: Arrivals refused at the waiting bound (``queue_limit``).
+        self.shed_queue_full = 0
         self._next_arrival_s: float | None = None  # the arrival event pending, if any
         self._arrival_version = 0  # an arrival event of another version is stale
 
@@ -106,12 +111,19 @@ class Router(Intake):
             frame.shed += 1
             self.shed_oversized += 1
             return
+        if self.queue_limit and not self.paused and not self.policy.workers_take_held:
+            pool = self.policy.pool_for(row)
+            if self.worker_model.waiting_in(pool) >= self.queue_limit:
+                self.shed_queue_full += 1
+                self.shed_rows(row, row + 1)
+                return
         if self.paused or not self.policy.offer(row):
             self.hold(row)
 
     def hold(self, row: int) -> None:
         """Keep ``row`` in the dispatcher's queue (shed beyond ``queue_limit``)."""
         if self.queue_limit and len(self.closed) >= self.queue_limit:
+            self.shed_queue_full += 1
             self.shed_rows(row, row + 1)
             return
         self.closed.append(row)

@@ -121,7 +121,8 @@ class SessionFindingReorder(APIView):
         body = FindingsReorderSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ordered = services.findings_reorder(
-            session=session, severity=body.validated_data["severity"], ordered_ids=body.validated_data["ids"]
+            session=session, severity=body.validated_data["severity"], ordered_ids=body.validated_data["ids"],
+            user=request.user,
         )
         return Response(FindingSerializer(ordered, many=True, context={"request": request}).data)
 

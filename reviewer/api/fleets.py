@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from reviewer import permissions, selectors
 from reviewer.api.serializers import (
+    FleetAcceptFigureSerializer,
     FleetCheckResultSerializer,
     FleetCheckSerializer,
     FleetConfigSerializer,
@@ -84,6 +85,21 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
         given.is_valid(raise_exception=True)
         data = given.validated_data
         return Response(scenario_check(toml=data.get("toml"), scenario=data.get("scenario")))
+
+    @extend_schema(request=FleetAcceptFigureSerializer, responses={200: FleetConfigSerializer})
+    @action(detail=True, methods=["post"], url_path="accept-figure", serializer_class=FleetAcceptFigureSerializer)
+    def accept_figure(self, request: Request, pk: Any = None) -> Response:
+        """Write a figure the doc states into the config (a new version): the key set to
+        the value, marked "from the doc" with the doc's words. 400 naming the key when
+        it cannot be written or the emulator refuses it."""
+        config = self.get_object()
+        given = FleetAcceptFigureSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        services.fleet_config_accept_figure(config=config, author=request.user, key=data["key"],
+                                            value=data["value"], quote=data["quote"])
+        fresh = self.get_queryset().get(pk=config.pk)
+        return Response(FleetConfigSerializer(fresh, context=self.get_serializer_context()).data)
 
     @extend_schema(responses=FleetConfigVersionSerializer(many=True))
     @action(detail=True, methods=["get"], serializer_class=FleetConfigVersionSerializer)

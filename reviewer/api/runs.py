@@ -14,12 +14,13 @@ from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from reviewer import selectors
+from reviewer import permissions, selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
 from reviewer.representations import RunSerializer, SweepSerializer
 from reviewer.runs import services as run_services
@@ -92,6 +93,13 @@ class RunListCreateView(generics.ListAPIView):
 def _run_for(request: Request, pk: int) -> EmulatorRun:
     """The run if ``request.user`` may see it, else 404 (outsiders learn nothing)."""
     return get_object_or_404(selectors.runs_visible_to(request.user), pk=pk)
+
+
+def _steered(request: Request, thing: Any) -> Any:
+    """``thing`` (a run or a sweep) if ``request.user`` may send it commands, else 403."""
+    if not permissions.can_steer_run(request.user, thing):
+        raise PermissionDenied("Only the session's owner and reviewers steer its runs.")
+    return thing
 
 
 class RunDetailView(APIView):
@@ -209,7 +217,7 @@ class RunFaultsView(APIView):
 
     @extend_schema(request=FaultSerializer, responses={202: dict})
     def post(self, request: Request, pk: int) -> Response:
-        run = _run_for(request, pk)
+        run = _steered(request, _run_for(request, pk))
         fault = request.data if isinstance(request.data, dict) else {}
         command = run_services.run_inject(run=run, user=request.user,
                                           fault={k: v for k, v in fault.items()})
@@ -222,7 +230,7 @@ class RunCancelView(APIView):
 
     @extend_schema(request=None, responses={202: RunSerializer})
     def post(self, request: Request, pk: int) -> Response:
-        run = _run_for(request, pk)
+        run = _steered(request, _run_for(request, pk))
         run = run_services.run_cancel(run=run, user=request.user)
         return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -266,7 +274,7 @@ class SweepCancelView(APIView):
 
     @extend_schema(request=None, responses={202: SweepSerializer})
     def post(self, request: Request, pk: int) -> Response:
-        sweep = get_object_or_404(selectors.sweeps_visible_to(request.user), pk=pk)
+        sweep = _steered(request, get_object_or_404(selectors.sweeps_visible_to(request.user), pk=pk))
         sweep = sweep_services.sweep_cancel(sweep=sweep, user=request.user)
         return Response(SweepSerializer(sweep).data, status=status.HTTP_202_ACCEPTED)
 

@@ -244,6 +244,14 @@ class FleetCheckSerializer(serializers.Serializer):
     scenario = serializers.JSONField(required=False, help_text="The scenario as JSON; used when no toml is given.")
 
 
+class FleetAcceptFigureSerializer(serializers.Serializer):
+    """A figure the doc states, to write into the fleet config with "from the doc" provenance."""
+
+    key = serializers.CharField(max_length=200, help_text='The config key it fits, e.g. "traffic.peak_qps".')
+    value = serializers.JSONField(help_text="Its value in the key's unit: a number or a name.")
+    quote = serializers.CharField(max_length=1000, help_text="The doc's words it is read from (its sentence).")
+
+
 class FleetCheckErrorSerializer(serializers.Serializer):
     path = serializers.CharField(help_text='The key path at fault, e.g. "hosts[0].workers[1]"; "" for the whole text.')
     message = serializers.CharField(help_text="The emulator's one-line message, with its fix.")

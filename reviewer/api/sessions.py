@@ -85,6 +85,8 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
                 raise PermissionDenied(
                     "Only the session's owner changes its title, status, fleet config and participants."
                 )
+            if changed and not permissions.can_change_pass(self.request.user, session):
+                raise PermissionDenied("Only the session's owner and reviewers move it to another pass.")
         if "doc" in data and data["doc"] != session.doc:
             from rest_framework.exceptions import ValidationError
 
@@ -106,6 +108,6 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
         if not permissions.can_manage_session(self.request.user, instance):
             raise PermissionDenied("Only the session's owner deletes it.")
         try:
-            instance.delete()
+            services.session_delete(session=instance)
         except ProtectedError:
             raise Conflict("Emulator runs refer to this session; delete them first.") from None

@@ -81,10 +81,11 @@ CSV_COLUMNS = [
 
 SEVERITY_HEADINGS = {Severity.FIX_NOW: "Fix now", Severity.CLARIFY: "Clarify", Severity.MENTION: "Mention"}
 
-# Fleet-wide figures of the numbers pass that make the report's headline.
+# Fleet-wide figures an export gives after the numbers pass's headline (and the
+# figures beside it): the load, the capacity, the headroom and the floors.
 HEADLINE_FIGURES = [
-    "offered_peak_qps", "offered_avg_qps", "capacity_qps", "gap_peak", "gap_avg",
-    "queue_growth_avg", "latency_floor_s",
+    "offered_peak_qps", "offered_avg_qps", "capacity_qps", "capacity_at_split_qps",
+    "capacity_one_host_lost_qps", "queue_growth_avg", "latency_floor_s",
 ]
 
 # Builds an absolute URL from a path (request.build_absolute_uri in the API).
@@ -147,8 +148,19 @@ def fleet_headline(session: ReviewSession) -> list[dict[str, Any]]:
     if record is None:
         # A config the emulator no longer accepts still exports its findings, without figures.
         return []
-    fleet = {f["key"]: f for f in record["numbers"]["figures"] if f["model"] == "fleet"}
-    return [fleet[key] for key in HEADLINE_FIGURES if key in fleet]
+    numbers = record["numbers"]
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    # The page's headline first, in its slots, then the figures beside each.
+    for slot in numbers.get("headline", []):
+        figure = {k: v for k, v in slot.items() if k != "beside"}
+        out.setdefault((figure["model"], figure["key"]), figure)
+        for beside in slot.get("beside", []):
+            out.setdefault((beside["model"], beside["key"]), beside)
+    fleet = {f["key"]: f for f in numbers["figures"] if f["model"] == "fleet"}
+    for key in HEADLINE_FIGURES:
+        if key in fleet:
+            out.setdefault(("fleet", key), fleet[key])
+    return list(out.values())
 
 
 def export_json(session: ReviewSession) -> dict[str, Any]:
@@ -436,7 +448,8 @@ def export_markdown(session: ReviewSession) -> str:
                else ":" if not marks[FROM_DOC] else ", from figures the doc states:"),
             "",
         ]
-        lines += [f"- {f['label']}: {f['display']} ({f['explain']})" for f in figures] + [""]
+        lines += [f"- {f['label']}{'' if f['model'] == 'fleet' else ' (' + f['model'] + ')'}: {f['display']} "
+                  f"({f['explain']})" for f in figures] + [""]
         if marks[FROM_DOC]:
             lines += ["From the doc:", ""]
             lines += [f"- `{m['path']}` = {_shown(m['value'])}: \"{m['quote']}\"" for m in marks[FROM_DOC]] + [""]

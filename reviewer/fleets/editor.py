@@ -9,7 +9,6 @@ version through :func:`reviewer.review.services.fleet_config_save`.
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 from django.conf import settings
@@ -33,6 +32,7 @@ def scenario_check(*, toml: str | None = None, scenario: Any = None) -> dict[str
     for the document as a whole) and the emulator's one-line message with its fix.
     """
     from emulator.scenario import Scenario, ScenarioError
+    from emulator.scenario.limits import loads_toml
 
     if toml is None and scenario is None:
         raise Invalid("toml", "toml: give the scenario as toml text or as a scenario object")
@@ -40,9 +40,9 @@ def scenario_check(*, toml: str | None = None, scenario: Any = None) -> dict[str
         if not toml.strip():
             return _problem("", "scenario: empty; write a scenario in the emulator's TOML format")
         try:
-            data = tomllib.loads(toml)
-        except tomllib.TOMLDecodeError as exc:
-            return _problem("", f"scenario: not valid TOML: {exc}")
+            data = loads_toml(toml)
+        except ScenarioError as exc:
+            return _problem(exc.path if exc.path != "scenario" else "", str(exc))
     elif isinstance(scenario, dict):
         data = scenario
     else:

@@ -14,11 +14,16 @@ from typing import Any
 FROM_DOC = "doc"
 ASSUMED = "assumed"
 SOURCES = (FROM_DOC, ASSUMED)
-SOURCE_LABELS = {FROM_DOC: "from the doc", ASSUMED: "assumed by the reviewer"}
+#: An input nobody marked: the config sets it, or leaves it at the emulator's default
+#: (an assumption too, made by the emulator rather than the reviewer).
+UNMARKED = "unmarked"
+DEFAULT = "default"
+SOURCE_LABELS = {FROM_DOC: "from the doc", ASSUMED: "assumed by the reviewer", UNMARKED: "not marked",
+                 DEFAULT: "the emulator's default (assumed)"}
 QUOTE_MAX = 1000
 
-__all__ = ["ASSUMED", "FROM_DOC", "SOURCES", "SOURCE_LABELS", "ProvenanceError", "assumed_note", "clean_provenance",
-           "input_figures", "split"]
+__all__ = ["ASSUMED", "DEFAULT", "FROM_DOC", "SOURCES", "SOURCE_LABELS", "UNMARKED", "ProvenanceError", "assumed_note",
+           "clean_provenance", "input_figures", "input_sources", "markable_keys", "split"]
 
 
 class ProvenanceError(ValueError):
@@ -53,15 +58,17 @@ def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None,
     """
     if not isinstance(data, dict):
         raise ProvenanceError("provenance", 'provenance: give an object of key path -> {"source": "doc"|"assumed"}')
-    # The scenario's JSON form leaves out keys set to their default; the TOML as written has them.
-    figures = {**input_figures(written or {}), **input_figures(scenario)}
+    # The scenario's JSON form leaves out keys set to their default; the TOML as written
+    # has them, and every key the emulator reads (a default included) can be marked.
+    figures = {**input_figures(written or {}), **input_figures(scenario), **dict.fromkeys(markable_keys(scenario))}
     # A list of names (a host's workers) is one figure, as are tables below a key.
     known = set(figures) | {p.rsplit("[", 1)[0] for p in figures}
     cleaned: dict[str, dict[str, str]] = {}
     for path, mark in data.items():
         where = f"provenance.{path}"
         if path not in known and not any(p.startswith(f"{path}.") or p.startswith(f"{path}[") for p in figures):
-            raise ProvenanceError(where, f"{where}: the scenario has no key {path}; mark keys the fleet config sets")
+            raise ProvenanceError(where, f"{where}: the scenario has no key {path}; mark a key the emulator reads "
+                                         "(hardware, models, slo, worker, dispatcher, traffic, hosts, autoscaler)")
         if not isinstance(mark, dict) or mark.get("source") not in SOURCES:
             raise ProvenanceError(where, f'{where}: give {{"source": "doc"}} with a quote, or {{"source": "assumed"}}')
         if mark["source"] == ASSUMED:
@@ -133,3 +140,57 @@ def assumed_note(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]
         return ""
     listed = ", ".join(f"{a['path']} = {a['value']}" for a in assumed)
     return f"Built on figures assumed by the reviewer, not taken from the doc: {listed}."
+
+
+def markable_keys(scenario: dict[str, Any]) -> list[str]:
+    """Every key path the emulator reads for this scenario, those left at their default
+    included: the hardware, each model's shape, arch, prefixes, pools and worker
+    overrides, the SLOs, the worker's efficiencies and step coefficients, the
+    dispatcher, traffic, client, gateway and autoscaler. A figure stands on these, so
+    each can be marked as from the doc or assumed."""
+    import dataclasses
+
+    from emulator.scenario import Scenario
+
+    spec = _spec(scenario)
+    if not isinstance(spec, Scenario):
+        return []
+
+    def fields_of(prefix: str, obj: Any, skip: tuple[str, ...] = ()) -> list[str]:
+        if obj is None or not dataclasses.is_dataclass(obj):
+            return []
+        return [f"{prefix}.{f.name}" for f in dataclasses.fields(obj) if f.name not in skip]
+
+    keys = ["duration_s", "seed", "sample_s", "hosts"]
+    for section in ("traffic", "dispatcher", "worker", "client", "gateway", "slo", "hardware", "autoscaler"):
+        keys += fields_of(section, getattr(spec, section))
+    worker_keys = [f.name for f in dataclasses.fields(spec.worker)]
+    for name, model in spec.models.items():
+        base = f"models.{name}"
+        keys += fields_of(base, model, ("name", "worker_overrides", "arch", "prefixes", "disaggregated"))
+        keys += fields_of(f"{base}.arch", model.arch)
+        keys += fields_of(f"{base}.prefixes", model.prefixes)
+        keys += fields_of(f"{base}.disaggregated", model.disaggregated)
+        keys += [f"{base}.worker.{k}" for k in worker_keys]
+    for i, group in enumerate(spec.hosts):
+        keys += [f"hosts[{i}].{k}" for k in ("count", "units", "workers", "pool") if k != "pool" or group.pool]
+    return keys
+
+
+def input_sources(provenance: dict[str, dict[str, str]], scenario: dict[str, Any], paths: Any,
+                  written: dict[str, Any] | None = None) -> dict[str, str]:
+    """Where each input key path comes from: ``doc`` or ``assumed`` as marked (a mark on
+    the key, on a table above it, or on keys below it: assumed if any is), ``unmarked``
+    when the config sets it unmarked, ``default`` when the emulator's default stands."""
+    present = {**input_figures(written or {}), **input_figures(scenario)}
+    out: dict[str, str] = {}
+    for path in dict.fromkeys(paths):
+        marks = [m["source"] for p, m in provenance.items()
+                 if p == path or path.startswith((f"{p}.", f"{p}[")) or p.startswith((f"{path}.", f"{path}["))]
+        if marks:
+            out[path] = ASSUMED if ASSUMED in marks else FROM_DOC
+        elif path in present or any(p.startswith((f"{path}.", f"{path}[")) for p in present):
+            out[path] = UNMARKED
+        else:
+            out[path] = DEFAULT
+    return out

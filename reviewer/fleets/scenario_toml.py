@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from emulator.scenario import Scenario, ScenarioError
+from emulator.scenario.limits import loads_toml
 
 
 def trace_path_problem(data: Any) -> str | None:
@@ -50,9 +50,9 @@ def validate_scenario_toml(text: str) -> dict[str, Any]:
     # Parsed here rather than by load_scenario, which would also take a file
     # path or a preset name: user input is only ever TOML text.
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError(f"scenario: not valid TOML: {exc}") from None
+        data = loads_toml(text)
+    except ScenarioError as exc:
+        raise ValidationError(str(exc)) from None
     problem = trace_path_problem(data)
     if problem:
         raise ValidationError(problem)

@@ -1,4 +1,5 @@
-"""Checks behind /healthz and /readyz: the database, Redis and at least one Celery worker.
+"""Checks behind /healthz and /readyz: the database, Redis and at least one Celery worker,
+and, under ``manage.py serve``, the processes it supervises.
 
 Each check answers ``"ok"`` or ``"error: <reason>"``. The reasons can hold host
 names and exception text, so the endpoints show them to staff only; everyone
@@ -7,7 +8,11 @@ else sees ``"ok"`` or ``"error"``, and the reason goes to the log.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
+from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -71,11 +76,47 @@ def check_celery(timeout_s: float = CELERY_TIMEOUT_S) -> str:
     return "ok"
 
 
+#: ``manage.py serve`` writes its children's state here (see :mod:`reviewer.ops.supervisor`).
+PROCESS_STATE_FILE = "processes.json"
+#: A state file older than this is from a supervisor that no longer runs.
+PROCESS_STATE_STALE_S = 20.0
+
+
+def supervised_processes() -> dict[str, Any] | None:
+    """The state ``serve`` last wrote of its children, or None when no serve supervises this app."""
+    path = Path(settings.DATA_DIR) / PROCESS_STATE_FILE
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and isinstance(state.get("processes"), dict) else None
+
+
+def check_processes(state: dict[str, Any]) -> str:
+    """'ok' when every supervised child runs; else which ones are being started again."""
+    age_s = time.time() - float(state.get("updated_at") or 0)
+    if age_s > PROCESS_STATE_STALE_S:
+        return f"error: serve last reported its processes {age_s:.0f} s ago; is it still running?"
+    down = [f"{name} (exited with status {child.get('last_exit')}, starting again)"
+            for name, child in state["processes"].items() if child.get("status") != "running"]
+    return f"error: {'; '.join(down)}" if down else "ok"
+
+
+def process_restarts(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each supervised child's state, restart count and last restart (no pids, no reasons)."""
+    return {name: {"status": child.get("status"), "restarts": child.get("restarts", 0),
+                   "last_restart": child.get("last_restart")}
+            for name, child in state["processes"].items()}
+
+
 def health_report() -> dict[str, str]:
-    """The database, Redis and Celery checks by name."""
+    """The database, Redis and Celery checks by name (and serve's processes, under serve)."""
     report = {"database": check_database(), "redis": check_redis()}
     # Without Redis there is no broker to carry a ping; say so rather than wait.
     report["celery"] = check_celery() if report["redis"] == "ok" else "error: Redis is unreachable"
+    state = supervised_processes()
+    if state is not None:
+        report["processes"] = check_processes(state)
     return report
 
 

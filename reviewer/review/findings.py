@@ -307,23 +307,29 @@ def finding_delete(*, finding: Finding, version: int | None = None) -> None:
 
 
 @transaction.atomic
-def findings_reorder(*, session: ReviewSession, severity: str, ordered_ids: Sequence[int]) -> list[Finding]:
+def findings_reorder(
+    *, session: ReviewSession, severity: str, ordered_ids: Sequence[int], user: Any = None
+) -> list[Finding]:
     """Put the findings of one bucket in the given order (the rank pass).
 
     ``ordered_ids`` may move findings into the bucket from another one; the
     bucket's findings left out keep their relative order after the listed ones.
+    With ``user``, only the findings they may see take part: published ones and
+    their own drafts. Someone else's draft is neither moved nor answered; its id
+    gets the same 400 as an id of no finding.
     """
     if severity not in SEVERITY_ORDER:
         raise Invalid("severity", f"Unknown bucket {severity!r}; use one of {', '.join(SEVERITY_ORDER)}.")
     if len(set(ordered_ids)) != len(ordered_ids):
         raise Invalid("ids", "An id is listed twice.")
-    listed = {f.pk: f for f in Finding.objects.select_for_update().filter(session=session, pk__in=ordered_ids)}
+    findings = Finding.objects.filter(session=session)
+    if user is not None:
+        findings = findings.filter(Q(published_at__isnull=False) | Q(author_id=user.pk))
+    listed = {f.pk: f for f in findings.select_for_update().filter(pk__in=ordered_ids)}
     missing = [i for i in ordered_ids if i not in listed]
     if missing:
         raise Invalid("ids", f"Not findings of this session: {', '.join(map(str, missing))}.")
-    rest = Finding.objects.filter(session=session, severity=severity).exclude(pk__in=ordered_ids).order_by(
-        "position", "id"
-    )
+    rest = findings.filter(severity=severity).exclude(pk__in=ordered_ids).order_by("position", "id")
     ordered = [listed[i] for i in ordered_ids] + list(rest)
     changed: list[Finding] = []
     for position, finding in enumerate(ordered):

@@ -146,6 +146,25 @@ def fleet_config_save(
     return config
 
 
+def fleet_config_accept_figure(*, config: FleetConfig, author: User | None, key: str, value: Any,
+                               quote: str) -> FleetConfig:
+    """Write a figure the doc states into the fleet config: ``key`` set to ``value`` in
+    its TOML (comments kept) and marked "from the doc" with ``quote``, the doc's words,
+    as a new version. Refused, naming the key, when the key cannot be written or the
+    emulator refuses the value."""
+    from reviewer.fleets.toml_edit import TomlEditError, set_key
+
+    if not isinstance(value, int | float | str | bool):
+        raise Invalid("value", f"value: {key} takes a number or a name; give the figure's value")
+    try:
+        toml = set_key(config.toml, key, value)
+    except TomlEditError as exc:
+        raise Invalid("key", str(exc)) from None
+    latest = config.latest_version()
+    marks = {**(latest.provenance if latest else {}), key: {"source": "doc", "quote": quote}}
+    return fleet_config_save(config=config, author=author, toml=toml, provenance=marks)
+
+
 # --- docs ------------------------------------------------------------------
 
 
@@ -524,6 +543,27 @@ def session_update(
     return session
 
 
+@transaction.atomic
+def session_delete(*, session: ReviewSession) -> None:
+    """Delete a session with its findings and its finished runs.
+
+    A run of the session still queued or running (anyone's) refuses with 409:
+    deleting it would pull its rows from under the worker playing it, and take
+    another user's run, frames and evidence with it. Cancel the runs, or let
+    them end, first.
+    """
+    session = ReviewSession.objects.select_for_update().get(pk=session.pk)
+    going = EmulatorRun.objects.filter(session=session).exclude(status__in=FINAL_STATUSES)
+    sweeps = session.sweeps.exclude(status__in=FINAL_STATUSES)
+    if going.exists() or sweeps.exists():
+        raise Conflict(
+            "Emulator runs of this session are queued or running; cancel them (or let them end) first, "
+            "then delete the session.",
+            field="runs",
+        )
+    session.delete()
+
+
 def reviewers_removed(*, session: ReviewSession, user_ids: set[int]) -> None:
     """Cut the live feeds of reviewers just removed from ``session`` (its own and its runs')."""
     if not user_ids:
@@ -554,6 +594,7 @@ __all__ = [
     "reviewers_removed",
     "scenario_dict_to_toml",
     "session_create",
+    "session_delete",
     "session_update",
     "validate_scenario_toml",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -128,11 +127,12 @@ def _check_trace(data: Any, field: str) -> None:
 
 
 def _load_text(text: str) -> Any:
-    from emulator.scenario import load_scenario
+    from emulator.scenario import ScenarioError, load_scenario
+    from emulator.scenario.limits import loads_toml
 
     # Not TOML: a preset's name, or a TOML error that load_scenario reports.
-    with contextlib.suppress(tomllib.TOMLDecodeError):
-        _check_trace(tomllib.loads(text), "scenario")
+    with contextlib.suppress(ScenarioError):
+        _check_trace(loads_toml(text), "scenario")
 
     # No cap here: check_request_budget applies the RUN_REQUEST_BUDGET setting.
     return load_scenario(text, max_requests=None)
@@ -193,6 +193,14 @@ def check_budgets(*, user: Any, scenarios: list[Any], speed: str) -> None:
             f"duration_s: {scenarios[0].duration_s:g} simulated seconds at speed {speed} take "
             f"{max(wall_each):,.0f} s of a worker's time, over the {settings.RUN_WALL_BUDGET_S:,.0f} s "
             f"a run may take (RUN_WALL_BUDGET_S); raise the speed or shorten duration_s",
+        )
+    if max(wall_each, default=0.0) > settings.RUN_PACED_MAX_S:
+        raise Invalid(
+            "duration_s",
+            f"duration_s: {scenarios[0].duration_s:g} simulated seconds at speed {speed} hold a worker for "
+            f"{max(wall_each):,.0f} s, over the {settings.RUN_PACED_MAX_S:,.0f} s a paced run may take "
+            f"(RUN_PACED_MAX_S); raise the speed (or use max), shorten duration_s, or raise the "
+            f"RUN_PACED_MAX_S setting",
         )
     requests, wall = sum(expected_requests(s) for s in scenarios), sum(wall_each)
     active = EmulatorRun.objects.filter(status__in=ACTIVE_STATUSES)

@@ -60,7 +60,40 @@ def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
         report = numbers.compute(Scenario.from_dict(fleet.scenario)).to_dict()
     else:
         report = record["numbers"]
-    return JsonResponse(numbers_report(report, fleet.provenance, fleet.scenario))
+    payload = numbers_report(report, fleet.provenance, fleet.scenario, _written(fleet))
+    payload["doc_figures"] = _doc_figures(record, fleet)
+    # A quantity the doc states twice with two values is a question for its authors.
+    payload["findings"] = [*payload["findings"], *((record or {}).get("doc_conflicts") or [])]
+    payload["can_edit_fleet"] = fleet.owner_id == request.user.pk
+    return JsonResponse(payload)
+
+
+def _doc_figures(record: dict[str, Any] | None, fleet: Any) -> list[dict[str, Any]]:
+    """The figures the doc states (from the stored record), each with the config's value
+    for its key and how that key is marked, so the page can offer to accept it."""
+    from reviewer.fleets.provenance import _subtree, input_figures
+
+    if not record or not record.get("doc_figures"):
+        return []
+    written = input_figures(_written(fleet) or {})
+    marks = fleet.provenance
+    out = []
+    for figure in record["doc_figures"]:
+        key = figure.get("key")
+        current = None if key is None else written.get(key, _subtree(fleet.scenario, key))
+        mark = marks.get(key) if key else None
+        out.append({**figure, "current": current, "marked": mark["source"] if mark else None})
+    return out
+
+
+def _written(fleet: Any) -> dict[str, Any] | None:
+    """The fleet config's TOML as written (keys at their default included), or None."""
+    import tomllib
+
+    try:
+        return tomllib.loads(fleet.toml)
+    except tomllib.TOMLDecodeError:
+        return None
 
 
 @login_required

@@ -4,6 +4,9 @@
 
 import { api, el, fleetFigures } from "./api.js";
 
+// Where a figure's inputs come from, in the reader's words.
+const SOURCE_WORDS = { doc: "from the doc", assumed: "rests on an assumption", unmarked: "inputs not marked" };
+
 export async function initNumbers(ctx) {
   const box = document.getElementById("numbers-panel");
   const report = await fleetFigures(box, ctx.config.fleet, ctx.config.urls.numbers, {
@@ -21,10 +24,12 @@ export async function initNumbers(ctx) {
       el("td", { class: "explain" }, f.explain || "")))));
 
   const headline = el("div", { class: "headline-figures", "aria-label": "Headline figures" },
-    (report.headline || []).map((f) => el("div", { class: "headline-figure", dataset: { key: f.key } },
+    (report.headline || []).map((f) => el("div", { class: "headline-figure", dataset: { key: f.key, source: f.source || "" } },
       el("span", { class: "slot" }, f.slot),
       el("strong", { class: "value" }, f.display ?? `${f.value} ${f.unit || ""}`),
-      el("span", { class: "label" }, `${f.label}${f.model && f.model !== "fleet" ? ` (${f.model})` : ""}`))));
+      el("span", { class: "label" }, `${f.label}${f.model && f.model !== "fleet" ? ` (${f.model})` : ""}`),
+      (f.beside || []).length ? el("span", { class: "beside muted" }, f.beside.map((b) => `${b.label}: ${b.display}`).join("; ")) : null,
+      f.source ? el("span", { class: `source ${f.source}` }, SOURCE_WORDS[f.source] || f.source) : null)));
 
   const suggestions = el("div", { class: "suggestions" });
   function drawSuggestions() {
@@ -51,7 +56,9 @@ export async function initNumbers(ctx) {
       return el("div", { class: "suggestion", dataset: { assumed: s.assumed ? "yes" : "no" } },
         el("div", { class: "row" }, el("span", { class: `badge ${s.severity}` }, s.severity.replace("_", " ")),
           el("strong", {}, s.title), button),
-        ...s.body.split("\n\n").map((para) => el("p", {}, para)));
+        ...s.body.split("\n\n").map((para) => el("p", {}, para)),
+        (s.cites || []).length ? el("ul", { class: "cites" }, s.cites.map((c) => el("li", { dataset: { ref: c.ref, source: c.source } },
+          `${c.label}${c.model !== "fleet" ? ` (${c.model})` : ""}: ${c.display}, `, el("span", { class: `source ${c.source}` }, SOURCE_WORDS[c.source] || c.source)))) : null);
     }));
   }
   drawSuggestions();
@@ -60,6 +67,7 @@ export async function initNumbers(ctx) {
   box.replaceChildren(
     headline,
     provenanceBlock(report),
+    docFiguresBlock(report, ctx),
     el("h3", {}, "Figures"), table,
     el("h3", {}, "Suggested findings"),
     (report.findings || []).length ? suggestions : el("p", { class: "muted" }, "The calculator has no suggestions for this fleet."));
@@ -81,6 +89,45 @@ function provenanceBlock(report) {
         el("div", {}, el("strong", {}, "Assumed by the reviewer"), assumed.length ? el("ul", { class: "assumed" }, assumed) : el("p", { class: "muted" }, "none")))
       : el("p", { class: "muted" }, "No figure of this fleet config is marked as from the doc or assumed; mark them in the fleet editor."),
     report.assumed_note ? el("p", { class: "assumed-note" }, report.assumed_note) : null);
+}
+
+/** The figures the doc states, each with the key it fits; accepting one writes the key
+ * into the fleet config, marked as from the doc with its sentence. */
+function docFiguresBlock(report, ctx) {
+  const figures = (report.doc_figures || []).filter((f) => f.key && !f.key.includes("MODEL"));
+  if (!figures.length) return el("div", { class: "doc-figures" });
+  const shown = (v) => (v === null || v === undefined ? "not set" : Array.isArray(v) ? v.join(", ") : String(v));
+  const rows = figures.map((f) => {
+    const same = f.current !== null && f.current !== undefined && String(f.current) === String(f.value);
+    const done = f.marked === "doc" && same;
+    const button = !report.can_edit_fleet || done ? null
+      : el("button", { type: "button", class: "accept-figure" }, "Accept");
+    button?.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await api(`/api/fleets/${ctx.config.fleet.id}/accept-figure/`, {
+          method: "POST", body: { key: f.key, value: f.value, quote: f.sentence },
+        });
+        ctx.say(`Wrote ${f.key} = ${shown(f.value)}, from the doc.`);
+        await initNumbers(ctx);
+      } catch (err) {
+        button.disabled = false;
+        ctx.say(`Could not accept ${f.key}: ${err.message}`);
+      }
+    });
+    return el("tr", { dataset: { key: f.key } },
+      el("td", {}, el("a", { href: "#doc-body", class: "quote-link", onclick: (e) => { e.preventDefault(); showQuote(f.sentence); } }, f.text)),
+      el("td", {}, el("code", {}, f.key)),
+      el("td", { class: "num" }, shown(f.value)),
+      el("td", { class: "num" }, shown(f.current)),
+      el("td", {}, done ? el("span", { class: "source doc" }, "from the doc") : button));
+  });
+  return el("div", { class: "doc-figures" },
+    el("h3", {}, "Figures the doc states"),
+    el("table", { class: "numbers-table doc-figures-table" },
+      el("thead", {}, el("tr", {}, el("th", {}, "In the doc"), el("th", {}, "Key"), el("th", { class: "num" }, "Value"),
+        el("th", { class: "num" }, "Config now"), el("th", {}, ""))),
+      el("tbody", {}, rows)));
 }
 
 /** Select and show the doc's words a figure was read from. */

@@ -229,7 +229,7 @@ def test_figures_are_marked_from_the_doc_or_assumed_and_the_numbers_pass_says_so
     page.wait_for_selector(".headline-figure")
     assert 3 <= page.locator(".headline-figure").count() <= 5
     slots = page.locator(".headline-figure .slot").all_text_contents()
-    assert slots[:2] == ["gap to the goal", "latency floor"] and "after one host's loss" in slots
+    assert slots[:2] == ["gap at the peak", "utilisation at average traffic"] and "after the worst host loss" in slots
     assert "traffic.qps" in page.inner_text(".provenance ul.from-doc")
     assert "worker.batch_s = 1.5" in page.inner_text(".provenance ul.assumed")
     assert page.locator(".suggestion[data-assumed=yes]").count() == page.locator(".suggestion").count() > 0

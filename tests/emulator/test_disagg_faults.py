@@ -134,7 +134,7 @@ def _check_kv(wm: DisaggregatedWorkers) -> int:
         held = sum(mv.ps.kv for mv in moves if mv.src is wk and mv.ps.at == HELD)
         reserved = [mv.ds for mv in moves if mv.dst is wk and mv.ds.at in (MOVING, LANDED)]
         assert wk.kv_prefill == sum(s.kv for s in wk.prefilling) + held + sum(s.kv for s in reserved)
-        assert wm.reserved.get(wk.index, 0) == sum(1 for s in reserved if s.at == MOVING)
+        assert wm.handoffs.reserved.get(wk.index, 0) == sum(1 for s in reserved if s.at == MOVING)
         assert [s for s in reserved if s.at == LANDED] == wk.landed
         assert {id(mv.ds) for mv in moves if mv.dst is wk and mv.ds.at == QUEUED} == {
             id(s) for s in wk.incoming}

@@ -253,3 +253,22 @@ def test_it_finds_a_tpot_goal_under_the_decode_floor_and_a_kv_too_small() -> Non
     assert "capped by the KV cache; a worker's KV cache holds 35 sequences" in growth["body"]
     comfortable = compute(load_preset("continuous-comfortable"))
     assert not any("KV cache" in f["title"] or "TPOT" in f["title"] for f in comfortable.findings)
+
+
+def test_the_headline_names_the_model_in_most_trouble_whatever_order_the_models_come_in():
+    from fractions import Fraction
+
+    from emulator.analysis.numbers import Figure, NumbersReport, headline
+    from emulator.scenario.presets import load_preset
+
+    figures = [
+        Figure("capacity_one_host_lost_qps", "Capacity after losing the worst host", "small", Fraction(0), "QPS", ""),
+        Figure("capacity_one_host_lost_qps", "Capacity after losing the worst host", "big", Fraction(80, 3), "QPS", ""),
+        Figure("latency_floor_s", "Latency floor", "small", Fraction(3, 2), "s", ""),
+        Figure("latency_floor_s", "Latency floor", "big", Fraction(2), "s", ""),
+    ]
+    for order in (figures, list(reversed(figures))):
+        shown = {h["slot"]: (h["model"], h["display"])
+                 for h in headline(NumbersReport("x", figures=order), load_preset("doc-as-written"))}
+        assert shown["after the worst host loss"] == ("small", "0 QPS")  # the least capacity left
+        assert shown["latency floor (a minimum)"] == ("big", "2 s")  # the highest floor

@@ -88,13 +88,13 @@ def run_engine(
     cw = engine.worker_models["continuous"]
     assert isinstance(cw, ContinuousWorkers)
     hits: dict[int, int] = {}
-    admit = cw._admit
+    admit = cw.scheduler.admit
 
     def admit_spy(wk: Any, seq: Any, chunks: Any, budget: int, hit: int = 0) -> int:
         hits.setdefault(seq.row, hit)
         return admit(wk, seq, chunks, budget, hit)
 
-    cw._admit = admit_spy  # type: ignore[method-assign]
+    cw.scheduler.admit = admit_spy  # type: ignore[method-assign]
     return engine.run(), done, hits
 
 

@@ -7,6 +7,7 @@ its registration (see ARCHITECTURE.md, "How to add a policy").
 
 from __future__ import annotations
 
+from emulator.scenario import catalog
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
 from emulator.sim.policies.least_loaded import LeastLoaded
 from emulator.sim.policies.prefix_aware import PrefixAware
@@ -23,12 +24,20 @@ def register_policy(cls: type[DispatchPolicy]) -> type[DispatchPolicy]:
     if not getattr(cls, "name", None):
         raise ValueError(f"{cls.__name__} needs a name to be registered")
     POLICY_REGISTRY[cls.name] = cls
+    catalog.register_policy(catalog.PolicyEntry(
+        cls.name,
+        needs_prefix_caches=cls.needs_prefix_caches,
+        routes_in_pools=cls.routes_in_pools,
+        uses_scorers=cls.uses_scorers,
+        alike_under_constant=cls.alike_under_constant,
+    ))
     return cls
 
 
 def unregister_policy(name: str) -> None:
     """Forget the policy registered as ``name`` (for tests that add their own)."""
     POLICY_REGISTRY.pop(name, None)
+    catalog.unregister_policy(name)
 
 
 def policy_class(name: str) -> type[DispatchPolicy]:

@@ -45,6 +45,16 @@ class DispatchPolicy(ABC):
     #: sets it to the C-level append to its queue of idle workers, which is all
     #: ``worker_idle`` would do then: once per batch at peak load, that saves a call.
     idle_sink: Callable[[int], None] | None = None
+    # Traits the scenario layer validates by (``emulator.scenario.catalog``), copied
+    # into its catalog when the policy registers.
+    #: It routes on prefix caches (continuous workers only).
+    needs_prefix_caches: ClassVar[bool] = False
+    #: It can route within a disaggregated model's pools.
+    routes_in_pools: ClassVar[bool] = False
+    #: It sums the scorers of ``[dispatcher.scorers]``.
+    uses_scorers: ClassVar[bool] = False
+    #: The policy it is identical to when every batch takes one constant time.
+    alike_under_constant: ClassVar[str | None] = None
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         self.sim = sim
@@ -52,6 +62,11 @@ class DispatchPolicy(ABC):
         self.workers = dispatcher.worker_model
         #: Each of this model's workers (fleet indexes) by its index within the model.
         self.local_index = {w: local for local, w in enumerate(dispatcher.workers)}
+
+    def pool_for(self, row: int) -> list[int]:
+        """The workers (fleet indexes) request ``row`` would be routed among: its
+        pool, whose waiting requests admission control bounds."""
+        return self.dispatcher.workers
 
     @abstractmethod
     def offer(self, work: Any) -> bool:

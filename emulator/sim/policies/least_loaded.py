@@ -23,6 +23,7 @@ class LeastLoaded(PushPolicy):
     """Fewest outstanding pushed batches first."""
 
     name = "least_loaded"
+    routes_in_pools = True
     counts_done = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:

@@ -25,6 +25,7 @@ class PrefixAware(PushPolicy):
     """The largest cached share of the request's prefix; the least loaded on ties."""
 
     name = "prefix_aware"
+    needs_prefix_caches = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)

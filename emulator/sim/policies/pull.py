@@ -26,6 +26,7 @@ class Pull(DispatchPolicy):
     """Idle workers, in the order they became idle, take the oldest held batch."""
 
     name = "pull"
+    alike_under_constant = "round_robin"
     workers_take_held = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:

@@ -17,6 +17,8 @@ class RoundRobin(PushPolicy):
     """Cyclic over the workers alive at the last health check."""
 
     name = "round_robin"
+    routes_in_pools = True
+    alike_under_constant = "pull"
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)

@@ -30,6 +30,8 @@ class Weighted(PrefixAware):
     """The highest weighted sum of the prefix, queue and kv_free scores."""
 
     name = "weighted"
+    needs_prefix_caches = True
+    uses_scorers = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)

@@ -5,6 +5,7 @@ batching with a KV cache). A new model is a ``WorkerModel`` subclass registered 
 
 from __future__ import annotations
 
+from emulator.scenario import catalog
 from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.static import StaticWorkers
@@ -16,6 +17,7 @@ WORKER_MODELS: dict[str, type[WorkerModel]] = {}
 def register_worker_model(cls: type[WorkerModel]) -> type[WorkerModel]:
     """Register a worker model class under its ``name`` (usable as a class decorator)."""
     WORKER_MODELS[cls.name] = cls
+    catalog.register_worker_model(catalog.WorkerModelEntry(cls.name, token_level=cls.token_level))
     return cls
 
 

@@ -23,6 +23,8 @@ class WorkerModel(ABC):
 
     #: The scenario's name for this model (``worker.batching``).
     name: ClassVar[str]
+    #: It models tokens, a KV cache and steps (the scenario layer's catalog keeps it).
+    token_level: ClassVar[bool] = False
     #: Per-model figures this model adds to every frame, in order.
     frame_keys: ClassVar[tuple[str, ...]]
     #: Under ``pull``, idle workers take work lowest index first (else in the order
@@ -72,6 +74,11 @@ class WorkerModel(ABC):
     def work_held(self, model: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """The dispatcher of ``model`` holds work the workers may take (nothing to do
         unless workers take held work at their own pace)."""
+
+    def waiting_in(self, workers: list[int]) -> int:
+        """Work waiting at ``workers`` (queued at them, not yet being served)."""
+        backlog = self.fleet.backlog
+        return int(sum(backlog[w] for w in workers))
 
     @abstractmethod
     def frame_figures(self, model: int) -> dict[str, Any]:

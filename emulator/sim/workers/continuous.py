@@ -51,182 +51,55 @@ and KV are its values when it joined the decoding set plus the clock's advance s
 the set's KV and context sums are ``base + n * clock``, and the next completion is the
 top of a heap keyed by the clock value at which each request finishes. A stretch costs
 O(1) to start and end, plus the requests that complete.
+
+The parts, each in its own module: the entities (``entities.py``: a request at a
+worker, a worker's state), the KV manager (``kv_manager.py``: reserve, grow, free,
+evict cached blocks, choose what to preempt), the scheduler (``scheduler.py``: steps
+1-4, planning one step and returning it), the step cost (``step_cost.py``: linear and
+roofline, step 5) and the closed-form decode stretch (``stretch.py``). This module
+ties them: requests in, steps scheduled as events, completions out. Prefix caching is
+the prefix cache (``prefix_cache.py``) the KV manager consults; disaggregated serving
+(``disaggregated.py``) adds handoffs between pools.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from emulator.scenario import Scenario, WorkerSpec
 from emulator.sim.events import STEP_END
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
+from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.base import WorkerModel
+from emulator.sim.workers.entities import (
+    ASLEEP,
+    GONE,
+    INF,
+    RUNNING,
+    STEP,
+    STRETCH,
+    WAITING,
+    Seq,
+    Worker,
+)
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.prefix_figures import PrefixFigures
+from emulator.sim.workers.scheduler import Scheduler
+from emulator.sim.workers.step_cost import step_time
+from emulator.sim.workers.stretch import first_step_ending_at_or_after, plan_stretch
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
     from emulator.sim.router import Router
-
-_INF = float("inf")
-_STEP, _STRETCH = 1, 2  # what a busy worker's pending STEP_END ends
-
-
-@dataclass(slots=True, eq=False)
-class Seq:
-    """One request at a worker: its sizes and how far it got.
-
-    While it decodes (``join >= 0``) its ``generated`` and ``kv`` are as of the worker's
-    decode clock reaching ``join``; the worker's ``tokens_of`` and ``kv_of`` give them
-    now.
-    """
-
-    row: int  # its row in the model's request store
-    prompt: int
-    output: int
-    deadline: float  # when its client gives up (infinity: never)
-    epoch: int  # the router's epoch when routed: an older one comes back orphaned
-    target: int  # prefill target: the prompt, or prompt + generated after a preemption
-    progress: int = 0  # prefill tokens done toward the target
-    generated: int = 0  # output tokens generated (as of ``join`` while decoding)
-    kv: int = 0  # KV tokens held (as of ``join`` while decoding; 0 unless running)
-    first_token_s: float = -1.0
-    at: int = 0  # 0 gone, 1 waiting, 2 running
-    join: int = -1  # the decode clock when it started decoding (-1: not decoding)
-    order: int = 0  # a tie-breaker for heaps, unique per worker
-    group: int = -1  # its shared-prefix group (-1: none)
-    prefix: int = 0  # the tokens of its prompt that are the group's
-
-
-@dataclass(slots=True, eq=False)
-class Worker:
-    """One continuous-batching worker's state."""
-
-    index: int
-    model: int
-    spec: WorkerSpec
-    router: Router
-    waiting: deque[Seq] = field(default_factory=deque)
-    running: list[Seq] = field(default_factory=list)  # in admission order
-    prefilling: list[Seq] = field(default_factory=list)  # running, prefill left
-    n_dec: int = 0  # running requests decoding (|D|)
-    clock: int = 0  # decode steps done
-    dec_base: int = 0  # sum over decoding requests of kv - join: their KV is this + n clock
-    kv_prefill: int = 0  # KV held by running requests still prefilling
-    finishing: list[tuple[int, int, Seq]] = field(default_factory=list)  # (clock at end, order, seq)
-    deadlines: list[tuple[float, int, Seq]] = field(default_factory=list)  # of all its requests
-    ahead: int = 0  # 1 while a step that reserved the decoders' next tokens runs
-    version: int = 0  # bumped when its pending STEP_END is replaced or it dies
-    phase: int = 0  # 0 asleep (or dead), _STEP or _STRETCH
-    t0: float = 0.0  # the step's (or stretch's) start
-    t_end: float = 0.0  # when its pending STEP_END fires
-    chunks: list[tuple[Seq, int]] = field(default_factory=list)
-    serial: int = 0
-    busy: bool = False  # as last written to the fleet's state array
-    draining: bool = False  # scaled down: takes no new requests, parks once empty
-    shown_waiting: int = 0  # as last written to the fleet's backlog array
-    # A stretch: n decoding requests, a and b of the step time, C, and its length.
-    n: int = 0
-    a: float = 0.0
-    b: float = 0.0
-    c: float = 0.0
-    steps: int = 0
-    # The roofline step model (``step_model = "roofline"``): a step lasts
-    # max(r_weights + r_kv x KV tokens read, r_token x tokens computed).
-    roofline: bool = False
-    r_weights: float = 0.0
-    r_kv: float = 0.0
-    r_token: float = 0.0
-    # Prefix caching (``worker.prefix_cache``): the cache, the tokens its blocks hold,
-    # and prefix tokens looked up and found cached at admissions (totals, and at the
-    # last frame).
-    cache: PrefixCache | None = None
-    cached: int = 0
-    prefix_seen: int = 0
-    prefix_hit: int = 0
-    frame_seen: int = 0
-    frame_hit: int = 0
-    # Disaggregated serving (``emulator.sim.workers.disaggregated``): a prefill-pool
-    # worker hands each prefilled request off; a decode worker takes handoffs in
-    # (``incoming``: no KV reserved yet) and admits them once their KV arrived
-    # (``landed``: reserved, joining at the next step start).
-    hands_off: bool = False
-    incoming: deque[Seq] = field(default_factory=deque)
-    landed: list[Seq] = field(default_factory=list)
-
-    def kv_used(self) -> int:
-        """KV tokens held now (a running step's reservations and cached prefix blocks
-        included)."""
-        return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead) + self.cached
-
-    def tokens_of(self, s: Seq) -> int:
-        """Output tokens ``s`` has generated (steps done)."""
-        return s.generated + self.clock - s.join if s.join >= 0 else s.generated
-
-    def kv_of(self, s: Seq) -> int:
-        """KV tokens ``s`` holds (a running step's reservation included)."""
-        return s.kv + self.clock + self.ahead - s.join if s.join >= 0 else s.kv
-
-    def stretch_end(self, k: int) -> float:
-        """T(k): when the stretch's k-th step ends."""
-        return self.t0 + k * self.a + self.b * (k * self.c + self.n * k * (k - 1) / 2)
-
-    def steps_by(self, t: float) -> int:
-        """How many of the stretch's steps have ended by ``t`` (at most ``steps``)."""
-        if t >= self.t_end:
-            return self.steps
-        k = _first_step_ending_at_or_after(self, t)
-        return k if self.stretch_end(k) <= t else k - 1
-
-
-def _first_step_ending_at_or_after(wk: Worker, t: float) -> int:
-    """The smallest k >= 1 with T(k) >= t (closed form, then nudged for rounding)."""
-    span = t - wk.t0
-    if span <= 0:
-        return 1
-    if not wk.b:  # steps of one length (no per-context term): T(k) = t0 + k a
-        k = max(math.ceil(span / wk.a), 1)
-        while k > 1 and wk.t0 + (k - 1) * wk.a >= t:
-            k -= 1
-        while wk.t0 + k * wk.a < t:
-            k += 1
-        return k
-    half = wk.b * wk.n / 2.0
-    lin = wk.a + wk.b * wk.c - half
-    if half > 0:
-        k = math.ceil((-lin + math.sqrt(lin * lin + 4.0 * half * span)) / (2.0 * half))
-    else:
-        k = math.ceil(span / lin)
-    k = max(k, 1)
-    while k > 1 and wk.stretch_end(k - 1) >= t:
-        k -= 1
-    while wk.stretch_end(k) < t:
-        k += 1
-    return k
-
-
-def _roofline_step(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
-    """A step with prefill chunks under the roofline: the decoders read their contexts'
-    KV and a chunk the KV of its prompt so far; every decoder and chunk token is
-    computed."""
-    n_dec = wk.n_dec
-    read = wk.dec_base + n_dec * (wk.clock + 1) if n_dec else 0
-    tokens = n_dec
-    for s, c in chunks:
-        read += s.progress + c
-        tokens += c
-    return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens)
-
+    from emulator.sim.workers.disaggregated import KvHandoffs
 
 class ContinuousWorkers(PrefixFigures, WorkerModel):
     """Iteration-level batching with a KV cache; see the module docstring."""
 
     name = "continuous"
+    token_level = True
     frame_keys = (
         "running",
         "waiting",
@@ -271,6 +144,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         self.queue.on(STEP_END, self._on_step_end)
         self._schedule_end = self.queue.scheduler(STEP_END)
         self.init_prefix_figures(scenario, n_models)
+        self.scheduler = Scheduler(self)
+        #: Disaggregated serving's handoffs between pools (``disaggregated.py``), when
+        #: a model is split: only then does a worker hand off or take handoffs in.
+        self.handoffs: KvHandoffs | None = None
 
     @staticmethod
     def _costs(scenario: Scenario, name: str) -> tuple[WorkerSpec, tuple[float, float, float] | None]:
@@ -293,19 +170,19 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if self.fleet.state[w] > BUSY:  # dead (or not serving): the request is lost
             d.lose(work, work + 1, self.queue.now_s)
             return
-        seq = self._seq(wk, d, work)
-        seq.at = 1
+        seq = self.new_seq(wk, d, work)
+        seq.at = WAITING
         wk.waiting.append(seq)
         wk.shown_waiting = self.fleet.backlog[w] = len(wk.waiting)
-        if wk.phase == 0:
+        if wk.phase == ASLEEP:
             self._start_step(wk, self.queue.now_s)
-        elif wk.phase == _STRETCH:
+        elif wk.phase == STRETCH:
             self._cut(wk)  # it may admit the newcomer at its next step start
 
     def start(self, w: int, work: int) -> None:
         self.assign(w, work)
 
-    def work_held(self, model: int) -> None:
+    def work_held(self, model: int, caller: Worker | None = None) -> None:
         """The router holds requests (``pull``): make sure a worker that could admit the
         oldest looks at them at its next step start. Workers stepping one step at a
         time look anyway; of those in a decode stretch, the one whose next step starts
@@ -319,21 +196,23 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         group, prefix = int(st.group[i]), int(st.prefix[i])
         now = self.queue.now_s
         best: Worker | None = None
-        best_t = _INF
+        best_t = INF
         for w in d.workers:
             wk = self.workers[w]
-            if wk.draining:
+            if wk.draining or wk is caller:
                 continue
-            if wk.phase == _STEP and now < wk.t_end < best_t:
+            if wk.phase == STEP and now < wk.t_end < best_t:
                 # It looks at its next step start anyway (one whose step ends now is
                 # the worker starting its next step, which has just looked).
                 best, best_t = None, wk.t_end
-            elif wk.phase == _STRETCH and wk.n < wk.spec.max_num_seqs:
-                k = min(_first_step_ending_at_or_after(wk, now), wk.steps)
+            elif wk.phase == STRETCH and wk.n < wk.spec.max_num_seqs and not wk.waiting:
+                # (A waiting request of its own did not fit when the stretch began and
+                # fits no better before it ends: it blocks the held ones.)
+                k = min(first_step_ending_at_or_after(wk, now), wk.steps)
                 free = wk.spec.kv_cache_tokens - (wk.kv_used() + wk.n * k)
                 room = need
                 if wk.cache is not None:  # its cached prefix and the blocks it may evict
-                    room -= self._hit(wk, group, prefix, need)
+                    room -= kv.cached_prefix(wk, group, prefix, need)
                     free += wk.cache.evictable(group)
                 t = wk.stretch_end(k)
                 if free >= room and t < best_t:
@@ -345,13 +224,15 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if self.fleet.state[w] > BUSY:  # dead already, or not serving
             return False
         wk = self.workers[w]
+        if self.handoffs is not None:
+            self.handoffs.worker_killed(wk)
         d = self._router(wk.model)
         now = self.queue.now_s
-        if wk.phase == _STRETCH:
+        if wk.phase == STRETCH:
             self.tokens_out[wk.model] += wk.n * wk.steps_by(now)
         for seq in (*wk.running, *wk.waiting):
             d.lose(seq.row, seq.row + 1, now)
-            seq.at = 0
+            seq.at = GONE
         wk.running.clear()
         wk.prefilling.clear()
         wk.waiting.clear()
@@ -362,7 +243,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if wk.cache is not None:
             wk.cache.clear()
         wk.version += 1
-        wk.phase = 0
+        wk.phase = ASLEEP
         wk.busy = False
         wk.shown_waiting = 0
         self.fleet.state[w] = DEAD
@@ -386,7 +267,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             for seq in (*wk.running, *wk.waiting):
                 if low is None or seq.row < low:
                     low = seq.row
-        return low
+        return low if self.handoffs is None else self.handoffs.oldest_row(model, low)
 
     def frame_figures(self, model: int) -> dict[str, Any]:
         now = self.queue.now_s
@@ -403,7 +284,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             kv += wk.kv_used()
             if wk.phase:
                 busy += 1
-            if wk.phase == _STRETCH:
+            if wk.phase == STRETCH:
                 done = wk.steps_by(now)
                 kv += wk.n * done
                 tokens += wk.n * done
@@ -445,7 +326,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if self.fleet.state[w] <= BUSY:
             self.alive[wk.model] -= 1
         wk.version += 1
-        wk.phase = 0
+        wk.phase = ASLEEP
         wk.busy = False
         self.fleet.state[w] = PARKED
 
@@ -456,7 +337,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         """Worker ``w``'s KV in use (fraction) and running sequences, now."""
         wk = self.workers[w]
         used = wk.kv_used()
-        if wk.phase == _STRETCH:
+        if wk.phase == STRETCH:
             used += wk.n * wk.steps_by(self.queue.now_s)
         return used / wk.spec.kv_cache_tokens, len(wk.running)
 
@@ -466,7 +347,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         total = self.tokens_out[model]
         for w in self._router(model).workers:
             wk = self.workers[w]
-            if wk.phase == _STRETCH:
+            if wk.phase == STRETCH:
                 total += wk.n * wk.steps_by(now)
         return total
 
@@ -474,12 +355,12 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
     def _router(self, model: int) -> Router:
         return self.sim.disp[model]  # type: ignore[return-value]
 
-    def _seq(self, wk: Worker, d: Router, row: int) -> Seq:
+    def new_seq(self, wk: Worker, d: Router, row: int) -> Seq:
         st, i = d.store, row - d.store.base
         prompt = st.tokens.item(i)
         wk.serial += 1
         seq = Seq(
-            row, prompt, st.output.item(i), _INF, d.epoch, prompt, order=wk.serial,
+            row, prompt, st.output.item(i), INF, d.epoch, prompt, order=wk.serial,
             group=st.group.item(i), prefix=st.prefix.item(i),
         )
         if self.timeout is not None:
@@ -487,75 +368,22 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             heapq.heappush(wk.deadlines, (seq.deadline, seq.order, seq))
         return seq
 
-    def _admit(
-        self, wk: Worker, seq: Seq, chunks: list[tuple[Seq, int]], budget: int, hit: int = 0
-    ) -> int:
-        """``seq`` starts running; ``hit`` of its prefill target is cached prefix, read
-        in place and not computed."""
-        seq.at = 2
-        seq.kv = seq.target - hit
-        seq.progress = hit
-        wk.kv_prefill += seq.kv
-        wk.running.append(seq)
-        wk.prefilling.append(seq)
-        c = min(seq.kv, budget)
-        chunks.append((seq, c))
-        if seq.group >= 0:
-            wk.prefix_seen += seq.prefix
-            wk.prefix_hit += hit
-            if wk.cache is not None:
-                wk.cache.pin(seq.group)
-        return budget - c
-
-    def _hit(self, wk: Worker, group: int, prefix: int, target: int) -> int:
-        """Prefill tokens a request finds in ``wk``'s prefix cache."""
-        cache = wk.cache
-        return cache.hit(group, prefix, target) if cache is not None and group >= 0 else 0
-
-    def _room(self, wk: Worker, need: int, keep: int = -1, partial: bool = False) -> int:
-        """Evict unpinned prefix blocks (not ``keep``'s) for ``need`` more tokens: only
-        if that is enough, or as many as there are with ``partial``. Returns the tokens
-        freed."""
-        cache = wk.cache
-        if cache is None or not partial and cache.evictable(keep) < need:
-            return 0
-        freed = cache.evict(need, keep)
-        wk.cached -= freed
-        return freed
-
-    def _join(self, wk: Worker, s: Seq) -> None:
-        """``s`` finished its prefill (at a step end): it decodes from now on."""
-        wk.prefilling.remove(s)
-        wk.kv_prefill -= s.kv
-        s.join = wk.clock
-        wk.dec_base += s.kv - s.join
-        wk.n_dec += 1
-        heapq.heappush(wk.finishing, (s.join + s.output - s.generated, s.order, s))
-
-    def _leave(self, wk: Worker, s: Seq) -> None:
-        """``s`` stops decoding: bring its tokens and KV up to date."""
-        wk.dec_base -= s.kv - s.join
-        wk.n_dec -= 1
-        s.generated, s.kv = wk.tokens_of(s), wk.kv_of(s)
-        s.join = -1
-
     def _drop(self, wk: Worker, s: Seq) -> None:
-        """``s`` leaves ``wk`` (running or waiting), freeing its KV."""
-        if s.at == 1:
+        """``s`` leaves ``wk`` (running, waiting, or a handoff in either pool), freeing
+        its KV."""
+        if self.handoffs is not None and self.handoffs.drop(wk, s):
+            return
+        if s.at == WAITING:
             wk.waiting.remove(s)
-        elif s.at == 2:
+        elif s.at == RUNNING:
             wk.running.remove(s)
-            if wk.cache is not None and s.group >= 0:
-                wk.cache.unpin(s.group)
-            if s.join >= 0:
-                self._leave(wk, s)
-            else:
-                wk.prefilling.remove(s)
-                wk.kv_prefill -= s.kv
+            kv.free(wk, s)
         s.kv = 0
-        s.at = 0
+        s.at = GONE
 
     def _complete(self, wk: Worker, s: Seq, t: float, d: Router) -> None:
+        if self.handoffs is not None:
+            self.handoffs.completed(wk, s)
         self._drop(wk, s)
         d.complete_request((s.row, s.first_token_s, t, OK if s.epoch == d.epoch else ORPHANED, s.output))
         d.policy.work_done(wk.index)
@@ -575,114 +403,31 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         still has its last prompt position to run (a chunk of one token), which
         gives its first token. Their KV was reserved when the transfer began."""
         for s in wk.landed:
-            s.at = 2
+            s.at = RUNNING
             wk.running.append(s)
             wk.prefilling.append(s)
         wk.landed.clear()
 
-    # Only ``DisaggregatedWorkers`` gives a worker handoffs (``incoming``) or marks it as
-    # handing off (``hands_off``), and it overrides these two; here they are never
-    # reached, and reaching them would be a broken invariant, not a missing feature.
-    def _pull(self, wk: Worker, t: float) -> None:
-        """Reserve KV for the requests handed to ``wk`` and start their transfers."""
-        raise AssertionError(f"worker {wk.index} has handoffs outside a disaggregated fleet")
-
-    def _hand_off(self, wk: Worker, s: Seq, t: float) -> None:
-        """``s`` finished its prefill on a prefill-pool worker at ``t``."""
-        raise AssertionError(f"worker {wk.index} hands off outside a disaggregated fleet")
-
     # -- steps -----------------------------------------------------------------------
     def _start_step(self, wk: Worker, t: float) -> None:
-        """Start worker ``wk``'s next step at ``t`` (steps 0-5 of the module docstring),
-        or a stretch of decode steps, or put it to sleep."""
-        spec, running, waiting = wk.spec, wk.running, wk.waiting
-        d = wk.router
+        """Start worker ``wk``'s next step at ``t`` as the scheduler plans it, or a
+        stretch of decode steps, or put it to sleep."""
         if wk.deadlines and wk.deadlines[0][0] <= t:
-            self._drop_expired(wk, t, d)
+            self._drop_expired(wk, t, wk.router)
         if wk.landed:
             self._take_landed(wk)
-        # 1. Preempt while the decoders' next tokens do not fit, then reserve them.
-        total = spec.kv_cache_tokens
-        while total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached) < wk.n_dec:
-            if wk.cached:  # evict unpinned cached blocks before preempting anything
-                free = total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached)
-                if self._room(wk, wk.n_dec - free, partial=True):
-                    continue
-            victim = running.pop()
-            if wk.cache is not None and victim.group >= 0:
-                wk.cache.unpin(victim.group)
-            if victim.join >= 0:
-                self._leave(wk, victim)
-            else:
-                wk.prefilling.remove(victim)
-                wk.kv_prefill -= victim.kv
-            victim.kv = 0
-            victim.target = victim.prompt + victim.generated
-            victim.progress = 0
-            victim.at = 1
-            waiting.appendleft(victim)
-            self.preemptions[wk.model] += 1
-        n_dec = wk.n_dec
-        wk.ahead = 1 if n_dec else 0
-        # 2-3. The budget, and chunks for prefills in progress.
-        budget = spec.max_batched_tokens - n_dec
-        chunks: list[tuple[Seq, int]] = []
-        for s in wk.prefilling:
-            if budget <= 0:
-                break
-            c = min(s.target - s.progress, budget)
-            chunks.append((s, c))
-            budget -= c
-        if wk.incoming:
-            self._pull(wk, t)
-        # 4. Admission: own queue first, then (pull) the dispatcher's.
-        blocked = False
-        if waiting:
-            free = total - wk.kv_used()
-            while waiting and budget > 0 and len(running) < spec.max_num_seqs:
-                head = waiting[0]
-                hit = self._hit(wk, head.group, head.prefix, head.target) if wk.cache else 0
-                need = head.target - hit
-                if free < need:
-                    freed = self._room(wk, need - free, head.group) if wk.cached else 0
-                    if not freed:
-                        blocked = True
-                        break
-                    free += freed
-                waiting.popleft()
-                free -= need
-                budget = self._admit(wk, head, chunks, budget, hit)
-        if (
-            not blocked
-            and d.closed
-            and not d.paused
-            and d.policy.workers_take_held
-            and not wk.draining
-        ):
-            d.drop_expired(t)
-            while d.closed and budget > 0 and len(running) < spec.max_num_seqs:
-                i = d.closed[0] - d.store.base
-                need = int(d.store.tokens[i])
-                group = int(d.store.group[i])
-                hit = self._hit(wk, group, int(d.store.prefix[i]), need) if wk.cache else 0
-                need -= hit
-                free = total - wk.kv_used()
-                if free < need and not (wk.cached and self._room(wk, need - free, group)):
-                    break
-                budget = self._admit(wk, self._seq(wk, d, d.take_held()), chunks, budget, hit)
-            if d.closed:
-                self.work_held(wk.model)
-        if len(waiting) != wk.shown_waiting:  # numpy writes cost: only on a change
-            wk.shown_waiting = self.fleet.backlog[wk.index] = len(waiting)
-        if not running:
-            wk.phase = 0
+        chunks = self.scheduler.plan(wk, t)
+        if len(wk.waiting) != wk.shown_waiting:  # numpy writes cost: only on a change
+            wk.shown_waiting = self.fleet.backlog[wk.index] = len(wk.waiting)
+        if not wk.running:
+            wk.phase = ASLEEP
             wk.chunks = []
             wk.busy = False
             self.fleet.state[wk.index] = IDLE
             if wk.draining:
                 self.sim.autoscaler.drained(wk.index)  # type: ignore[union-attr]
                 return
-            d.policy.worker_idle(wk.index)
+            wk.router.policy.worker_idle(wk.index)
             return
         if not wk.busy:
             wk.busy = True
@@ -690,59 +435,9 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         wk.t0 = t
         wk.chunks = chunks
         if chunks:
-            if wk.roofline:
-                duration = _roofline_step(wk, chunks)
-            else:
-                duration = spec.step_base_s + spec.decode_seq_s * n_dec
-                for s, c in chunks:
-                    duration += spec.prefill_token_s * c + spec.prefill_attn_s * c * (s.progress + c)
-                if spec.kv_token_s and n_dec:
-                    duration += spec.kv_token_s * (wk.dec_base + n_dec * (wk.clock + 1))
-            self._schedule(wk, _STEP, t + duration)
+            self._schedule(wk, STEP, t + step_time(wk, chunks))
             return
-        self._start_stretch(wk, t)
-
-    def _start_stretch(self, wk: Worker, t: float) -> None:
-        """Decode-only from ``t``: one event for the steps until the next change."""
-        spec = wk.spec
-        n = wk.n_dec
-        wk.n = n
-        wk.c = float(wk.dec_base + n * (wk.clock + 1))  # the decoders' contexts in step 1
-        switch = 0  # roofline: the last step that stays compute-bound (0: none)
-        if wk.roofline:
-            # Step j reads the weights and C + n (j - 1) tokens of KV and computes n
-            # tokens: max of a rising line and a constant. Compute-bound steps come
-            # first, so the stretch is one line or the other, ending at the switch.
-            compute = wk.r_token * n
-            if wk.r_weights + wk.r_kv * wk.c >= compute:
-                wk.a, wk.b = wk.r_weights, wk.r_kv
-            else:
-                wk.a, wk.b = compute, 0.0
-                # The last j with r_weights + r_kv (C + n (j - 1)) <= compute.
-                rise = wk.r_kv * n
-                switch = int((compute - wk.r_weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
-        else:
-            wk.a = spec.step_base_s + spec.decode_seq_s * n
-            wk.b = spec.kv_token_s
-        finishing = wk.finishing
-        while True:  # the next completion (entries of requests that left are stale)
-            finish, _, s = finishing[0]
-            if s.join >= 0 and s.join + s.output - s.generated == finish:
-                break
-            heapq.heappop(finishing)
-        steps = finish - wk.clock
-        # Step j needs the decoders' KV before step 1 plus n j tokens to fit.
-        steps = min(steps, (spec.kv_cache_tokens - wk.kv_prefill - wk.dec_base - wk.cached) // n - wk.clock)
-        deadlines = wk.deadlines
-        while deadlines and not deadlines[0][2].at:
-            heapq.heappop(deadlines)
-        if deadlines:
-            steps = min(steps, _first_step_ending_at_or_after(wk, deadlines[0][0]))
-        if switch:
-            steps = min(steps, switch)
-        k = wk.steps = max(steps, 1)
-        # wk.stretch_end(k), inlined: once per stretch.
-        self._schedule(wk, _STRETCH, t + k * wk.a + wk.b * (k * wk.c + n * k * (k - 1) / 2))
+        self._schedule(wk, STRETCH, plan_stretch(wk, t))
 
     def _schedule(self, wk: Worker, phase: int, t_end: float) -> None:
         wk.phase = phase
@@ -752,10 +447,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
 
     def _cut(self, wk: Worker) -> None:
         """End ``wk``'s stretch at the end of the step in progress."""
-        k = _first_step_ending_at_or_after(wk, self.queue.now_s)
+        k = first_step_ending_at_or_after(wk, self.queue.now_s)
         if k < wk.steps:
             wk.steps = k
-            self._schedule(wk, _STRETCH, wk.stretch_end(k))
+            self._schedule(wk, STRETCH, wk.stretch_end(k))
 
     def _on_step_end(self, wk: Worker, version: int) -> None:
         if version != wk.version:
@@ -763,21 +458,17 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         t = self.queue.now_s
         d = wk.router
         wk.ahead = 0
-        if wk.phase == _STEP:
+        if wk.phase == STEP:
             wk.clock += 1 if wk.n_dec else 0
             produced = wk.n_dec
             for s, c in wk.chunks:
                 s.progress += c
                 if s.progress == s.target:
                     if wk.hands_off:
-                        self._hand_off(wk, s, t)
+                        self.handoffs.hand_off(wk, s, t)  # type: ignore[union-attr]
                         continue
-                    if wk.cache is not None and s.group >= 0:
-                        moved = wk.cache.insert(s.group, s.prefix)
-                        if moved:  # its prefix's new whole blocks move to the cache
-                            s.kv -= moved
-                            wk.kv_prefill -= moved
-                            wk.cached += moved
+                    if wk.cache is not None:
+                        kv.insert_prefix(wk, s)
                     s.generated += 1
                     produced += 1
                     if s.first_token_s < 0:
@@ -785,7 +476,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                     if s.generated >= s.output:
                         self._complete(wk, s, t, d)
                     else:
-                        self._join(wk, s)
+                        kv.join(wk, s)
             wk.chunks = []
         else:
             wk.clock += wk.steps

@@ -48,29 +48,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from emulator.scenario.pools import kv_bytes_per_token, worker_pools
-from emulator.sim.events import EventKind
+from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
 from emulator.sim.results import DEAD
-from emulator.sim.workers.continuous import _STRETCH, ContinuousWorkers, Seq, Worker
+from emulator.sim.workers.continuous import ContinuousWorkers
+from emulator.sim.workers.entities import HELD, LANDED, MOVING, QUEUED, STRETCH, Seq, Worker
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
     from emulator.sim.intake import Intake as Dispatcher
-    from emulator.sim.router import Router
 
-#: A KV transfer lands on its decode worker (payload: the handoff, its version).
-KV_TRANSFER_END = EventKind("kv transfer end", 1)
-#: A sleeping worker looks at what a handoff brought it (payload: the worker, None):
-#: after the other events of the instant, so that every request a prefill step
-#: hands to it is there when it starts.
-WORKER_WAKE = EventKind("worker wake", 1)
 
-# ``Seq.at`` beyond the continuous model's 0 gone, 1 waiting, 2 running:
-HELD = 3  # prefill side: prefilled, its KV held for the transfer
-QUEUED = 4  # decode side: routed to a decode worker, no KV reserved yet
-MOVING = 5  # decode side: KV reserved, the transfer under way
-LANDED = 6  # decode side: KV arrived, joining at the worker's next step start
+# ``Seq.at`` of a handoff: HELD, QUEUED, MOVING, LANDED (``entities.py``).
 
 
 @dataclass(slots=True, eq=False)
@@ -116,6 +106,12 @@ class PoolRouting(DispatchPolicy):
         self.of = {**{w: self.prefill for w in prefill}, **{w: self.decode for w in decode}}
         self.threshold = threshold
         self.skipped = 0  # requests the decider sent straight to the decode pool
+
+    def pool_for(self, row: int) -> list[int]:
+        st = self.dispatcher.store
+        if st.tokens.item(row - st.base) <= self.threshold:
+            return self.decode.dispatcher.workers
+        return self.prefill.dispatcher.workers
 
     def offer(self, work: Any) -> bool:
         st = self.dispatcher.store
@@ -166,26 +162,17 @@ class _ModelPools:
     hist_transfer: LatencyHistogram | None = None
 
 
-class DisaggregatedWorkers(ContinuousWorkers):
-    """The continuous worker model with prefill and decode pools; see the module
-    docstring. The engine uses it instead of ``ContinuousWorkers`` when a model is
-    disaggregated; the other continuous models run in it unchanged."""
+class KvHandoffs:
+    """Handoffs between a disaggregated model's pools, composed into a continuous
+    worker model: its prefill workers hand prefilled requests off, and it moves their
+    KV to decode workers (steps 2-5 of the module docstring)."""
 
-    # (The base's keys are typed as its exact tuple; these extend them.)
-    frame_keys = (  # type: ignore[assignment]
-        *ContinuousWorkers.frame_keys,
-        "prefill_ttft_p50_s",
-        "prefill_ttft_p95_s",
-        "decode_ttft_p50_s",
-        "decode_ttft_p95_s",
-        "kv_transfers",
-        "handoffs_waiting",
-        "prefill_backlog",
-        "stranded",
-    )
-
-    def __init__(self, sim: Engine, models: list[int]) -> None:
-        super().__init__(sim, models)
+    def __init__(self, model: ContinuousWorkers, models: list[int]) -> None:
+        self.model = model
+        self.workers = model.workers
+        self.fleet = model.fleet
+        self.queue = model.queue
+        sim = model.sim
         scenario = sim.scenario
         names = list(scenario.models)
         pools = worker_pools(scenario)
@@ -213,19 +200,10 @@ class DisaggregatedWorkers(ContinuousWorkers):
         self.queue.on(KV_TRANSFER_END, self._on_transfer_end)
         self.queue.on(WORKER_WAKE, self._on_wake)
 
-    def routing(self, d: Dispatcher, inner: type[DispatchPolicy]) -> DispatchPolicy:
-        """The policy of model ``d``: pool routing for a disaggregated one."""
-        pools = self.pools.get(d.index)
-        if pools is None:
-            return inner(self.sim, d)
-        split = self.sim.scenario.models[d.name].disaggregated
-        assert split is not None
-        return PoolRouting(
-            self.sim, d, inner, pools.prefill, pools.decode, split.decider_threshold_tokens
-        )
-
     # -- the handoff -----------------------------------------------------------------
-    def _hand_off(self, wk: Worker, s: Seq, t: float) -> None:
+    def hand_off(self, wk: Worker, s: Seq, t: float) -> None:
+        """``s`` finished its prefill on prefill-pool worker ``wk`` at ``t``: its first
+        token; it goes to a decode worker, its KV held until the transfer ends."""
         d = wk.router
         pools = self.pools[wk.model]
         s.first_token_s = t
@@ -255,7 +233,9 @@ class DisaggregatedWorkers(ContinuousWorkers):
         dst.incoming.append(ds)
         self._wake(dst, t)
 
-    def _pull(self, wk: Worker, t: float) -> None:
+    def take(self, wk: Worker, t: float) -> None:
+        """Reserve KV for the requests handed to decode worker ``wk`` (in order, while
+        they fit) and start their transfers."""
         total, limit = wk.spec.kv_cache_tokens, wk.spec.max_num_seqs
         incoming = wk.incoming
         while incoming:
@@ -307,12 +287,12 @@ class DisaggregatedWorkers(ContinuousWorkers):
             return
         if wk.phase == 0:
             self.queue.schedule(t, WORKER_WAKE, wk, None)
-        elif wk.phase == _STRETCH:
-            self._cut(wk)
+        elif wk.phase == STRETCH:
+            self.model._cut(wk)
 
     def _on_wake(self, wk: Worker, _: Any) -> None:
         if wk.phase == 0 and self.fleet.state[wk.index] != DEAD:
-            self._start_step(wk, self.queue.now_s)
+            self.model._start_step(wk, self.queue.now_s)
 
     def _cancel(self, mv: Handoff, t: float, keep: Worker | None = None) -> None:
         """Undo handoff ``mv`` on both sides (each side's policy hears of it, except
@@ -346,28 +326,30 @@ class DisaggregatedWorkers(ContinuousWorkers):
                 self._wake(dst, t, keep)
 
     # -- the continuous model's paths, with handoffs in them ----------------------------
-    def _drop(self, wk: Worker, s: Seq) -> None:
+    def drop(self, wk: Worker, s: Seq) -> bool:
+        """``s`` leaves ``wk``: True if it was a handoff (now cancelled on both sides),
+        False if the continuous model is to drop it (a move it ended is forgotten)."""
         mv = self.moves.get(s)
         if mv is None:
-            super()._drop(wk, s)
-        elif s.at in (HELD, QUEUED, MOVING, LANDED):
+            return False
+        if s.at in (HELD, QUEUED, MOVING, LANDED):
             self._cancel(mv, self.queue.now_s, keep=wk)
-        else:  # running at its decode worker
-            del self.moves[s]
-            super()._drop(wk, s)
+            return True
+        del self.moves[s]  # running at its decode worker
+        return False
 
-    def _complete(self, wk: Worker, s: Seq, t: float, d: Router) -> None:
+    def completed(self, wk: Worker, s: Seq) -> None:
+        """``s`` completed at ``wk``: a handed-off request's decode TTFT."""
         mv = self.moves.pop(s, None)
         if mv is not None:
             pools = self.pools[wk.model]
             assert pools.decode_ttft is not None
             pools.decode_ttft.append(s.first_token_s - mv.token_s)
-        super()._complete(wk, s, t, d)
 
-    def kill(self, w: int) -> bool:
-        if self.fleet.state[w] == DEAD:
-            return False
-        wk = self.workers[w]
+    def worker_killed(self, wk: Worker) -> None:
+        """``wk`` dies (the continuous model then loses what it holds): the handoffs
+        from it are stranded, those to it lost."""
+        w = wk.index
         now = self.queue.now_s
         d = wk.router
         pools = self.pools.get(wk.model)
@@ -389,14 +371,49 @@ class DisaggregatedWorkers(ContinuousWorkers):
         wk.landed.clear()
         self.reserved.pop(w, None)
         self.link_free.pop(w, None)
-        return super().kill(w)
 
-    def oldest_row(self, model: int) -> int | None:
-        low = super().oldest_row(model)
+    def oldest_row(self, model: int, low: int | None) -> int | None:
+        """The oldest of ``low`` and the rows of ``model``'s handoffs."""
         for mv in self.moves.values():
             if mv.src.model == model and (low is None or mv.ps.row < low):
                 low = mv.ps.row
         return low
+
+
+class DisaggregatedWorkers(ContinuousWorkers):
+    """The continuous worker model with prefill and decode pools; see the module
+    docstring. The engine uses it instead of ``ContinuousWorkers`` when a model is
+    disaggregated; the other continuous models run in it unchanged."""
+
+    # (The base's keys are typed as its exact tuple; these extend them.)
+    frame_keys = (  # type: ignore[assignment]
+        *ContinuousWorkers.frame_keys,
+        "prefill_ttft_p50_s",
+        "prefill_ttft_p95_s",
+        "decode_ttft_p50_s",
+        "decode_ttft_p95_s",
+        "kv_transfers",
+        "handoffs_waiting",
+        "prefill_backlog",
+        "stranded",
+    )
+
+    def __init__(self, sim: Engine, models: list[int]) -> None:
+        super().__init__(sim, models)
+        self.handoffs = KvHandoffs(self, models)
+        self.pools = self.handoffs.pools
+        self.moves = self.handoffs.moves
+
+    def routing(self, d: Dispatcher, inner: type[DispatchPolicy]) -> DispatchPolicy:
+        """The policy of model ``d``: pool routing for a disaggregated one."""
+        pools = self.pools.get(d.index)
+        if pools is None:
+            return inner(self.sim, d)
+        split = self.sim.scenario.models[d.name].disaggregated
+        assert split is not None
+        return PoolRouting(
+            self.sim, d, inner, pools.prefill, pools.decode, split.decider_threshold_tokens
+        )
 
     # -- figures ---------------------------------------------------------------------
     def frame_figures(self, model: int) -> dict[str, Any]:

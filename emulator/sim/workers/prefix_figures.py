@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from emulator.sim.workers.entities import STRETCH
+
 if TYPE_CHECKING:
     from emulator.scenario import Scenario
-    from emulator.sim.workers.continuous import Worker
+    from emulator.sim.workers.entities import Worker
 
 #: Per-model frame figures added when a model has shared prefixes or a prefix cache.
 PREFIX_FRAME_KEYS = ("prefix_hit_rate", "prefill_tokens_saved")
@@ -88,6 +90,11 @@ class PrefixFigures:
         wk = self.workers[w]
         return len(wk.waiting) + len(wk.running)
 
+    def waiting_in(self, workers: list[int]) -> int:
+        """Requests waiting at ``workers`` (not admitted yet)."""
+        mine = self.workers
+        return sum(len(mine[w].waiting) for w in workers)
+
     def waiting_at(self, w: int) -> int:
         """Requests waiting at worker ``w`` (not admitted yet)."""
         return len(self.workers[w].waiting)
@@ -95,11 +102,9 @@ class PrefixFigures:
     def kv_busy(self, w: int) -> float:
         """The share of worker ``w``'s KV that running requests and pinned prefix blocks
         hold now (unpinned cached blocks are free to take)."""
-        from emulator.sim.workers.continuous import _STRETCH
-
         wk = self.workers[w]
         used = wk.kv_used()
-        if wk.phase == _STRETCH:  # the steps of the stretch done by now
+        if wk.phase == STRETCH:  # the steps of the stretch done by now
             used += wk.n * wk.steps_by(self.queue.now_s)  # type: ignore[attr-defined]
         if wk.cache is not None:
             used -= wk.cache.evictable()

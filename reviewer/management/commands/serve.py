@@ -3,7 +3,9 @@
 Migrates, loads the example review on an empty database, creates the first
 admin account, starts the embedded Redis-compatible server (unless REDIS_URL is
 set), N Celery workers, one Celery beat and Daphne, and watches them. Ctrl-C or SIGTERM stops
-every child; a child that dies stops the app with a non-zero status.
+every child. A child that dies is started again with a back-off (see
+:mod:`reviewer.ops.supervisor`); the restart is logged and ``/healthz`` shows each
+child's restart count and last restart (from ``DATA_DIR/processes.json``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reviewer.ops.health import PROCESS_STATE_FILE
 from reviewer.ops.supervisor import Supervisor, free_port, wait_for_port
 
 
@@ -55,14 +58,13 @@ class Command(BaseCommand):
         env.setdefault("DJANGO_SETTINGS_MODULE", "reviewer.settings")
         env["DATA_DIR"] = str(data_dir)
         env["PYTHONUNBUFFERED"] = "1"
-        supervisor = Supervisor(env=env)
+        supervisor = Supervisor(env=env, state_path=data_dir / PROCESS_STATE_FILE)
 
         def stop(signum: int, frame: object) -> None:
             raise _Stop(signal.Signals(signum).name)
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        status = 0
         try:
             redis_url = os.environ.get("REDIS_URL", "").strip()
             if not redis_url:
@@ -80,7 +82,7 @@ class Command(BaseCommand):
                     [sys.executable, "-m", "celery", "-A", "reviewer", "worker",
                      "--loglevel", "INFO", "--concurrency", "1", "--hostname", f"worker{index + 1}@%h",
                      "--without-gossip", "--without-mingle"],
-                    log_path=log_dir / f"celery-{index + 1}.log",
+                    log_path=log_dir / f"celery-{index + 1}.log", restart=True,
                 )
             if options["workers"]:
                 # Re-anchoring revised docs and the break pass's advice have a worker of their own:
@@ -92,7 +94,7 @@ class Command(BaseCommand):
                      "--loglevel", "INFO", "--concurrency", "1", "--hostname", "docs@%h",
                      "--without-gossip", "--without-mingle"],
                     log_path=log_dir / "celery-docs.log",
-                    nice=settings.DOCS_WORKER_NICE,
+                    nice=settings.DOCS_WORKER_NICE, restart=True,
                 )
             if not options["no_beat"]:
                 # One beat for any number of workers: a worker's embedded beat
@@ -101,13 +103,13 @@ class Command(BaseCommand):
                     "celery beat",
                     [sys.executable, "-m", "celery", "-A", "reviewer", "beat", "--loglevel", "INFO",
                      "--schedule", str(data_dir / "celerybeat-schedule")],
-                    log_path=log_dir / "celery-beat.log",
+                    log_path=log_dir / "celery-beat.log", restart=True,
                 )
             web = supervisor.start(
                 "daphne",
                 [sys.executable, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]),
                  "reviewer.asgi:application"],
-                log_path=log_dir / "daphne.log",
+                log_path=log_dir / "daphne.log", restart=True,
             )
             if not wait_for_port(options["host"], options["port"], timeout_s=30, child=web):
                 dead = supervisor.first_dead()
@@ -116,17 +118,16 @@ class Command(BaseCommand):
                     f"{options['host']}:{options['port']}; see {log_dir / 'daphne.log'}"
                 )
             self._announce(options, redis_url, log_dir)
-            status = self._watch(supervisor)
+            self._watch(supervisor)
         except _Stop as reason:
             self.stdout.write(f"serve: {reason}, stopping")
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             supervisor.stop_all()
+            supervisor.forget_state()
             self._forget_valkey(data_dir)
             self.stdout.write("serve: every process it started has stopped")
-        if status:
-            sys.exit(status)
 
     def _step(self, what: str, work: Any) -> None:
         """Say what is under way before a long step, and how long it took after it."""
@@ -137,16 +138,15 @@ class Command(BaseCommand):
         self.stdout.write(f"serve: done {what.split(' (')[0]} in {time.monotonic() - started:.1f} s")
         self.stdout.flush()
 
-    def _watch(self, supervisor: Supervisor) -> int:
-        """Block until a child dies; name it and return a non-zero status."""
+    def _watch(self, supervisor: Supervisor) -> None:
+        """Until stopped: start again each child that died, after its back-off.
+
+        The run a Celery worker played is resumed by the next worker that takes
+        it (see :mod:`reviewer.runs.player`); runs do not depend on Daphne, so
+        its restart loses only the open websockets, which reconnect and catch up.
+        """
         while True:
-            dead = supervisor.first_dead()
-            if dead is not None:
-                self.stderr.write(
-                    f"serve: {dead.name} (pid {dead.pid}) exited with status "
-                    f"{dead.process.returncode}; stopping the app rather than running half of it"
-                )
-                return 1
+            supervisor.restart_dead()
             time.sleep(0.5)
 
     def _start_valkey(self, supervisor: Supervisor, data_dir: Path) -> str:
@@ -169,6 +169,8 @@ class Command(BaseCommand):
              # restart (at most the last second of writes is lost on a crash).
              "--daemonize", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
              "--logfile", str(valkey_dir / "valkey.log")],
+            # Started again on the same port: every client reconnects to the URL it knows.
+            restart=True,
         )
         if not wait_for_port("127.0.0.1", port, timeout_s=15, child=child):
             raise CommandError(f"valkey-server did not start; see {valkey_dir / 'valkey.log'}")

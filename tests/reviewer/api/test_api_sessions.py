@@ -185,3 +185,30 @@ def test_it_answers_alike_for_unknown_and_deactivated_reviewers(api_as, review_d
 
     assert refusal(["gone"]) == refusal(["nobody"]) == refusal(["reviewer", "ghost"]) == refusal([7])
     assert "nobody" not in str(refusal(["nobody"]))
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_it_refuses_to_delete_a_session_while_a_run_of_it_is_going(api_as, people, open_review, monkeypatch,
+                                                                  status):
+    from support import TINY_SCENARIO
+
+    from reviewer.models import EmulatorRun, RunFrame
+    from reviewer.runs import services as run_services
+
+    monkeypatch.setattr("reviewer.runs.services.enqueue_run", lambda run: None)
+    run = run_services.run_start(user=people["reviewer"], session=open_review, scenario=TINY_SCENARIO, speed=10)
+    EmulatorRun.objects.filter(pk=run.pk).update(status=status)
+    RunFrame.objects.create(run=run, i=0, t_s=0.5, data={"i": 0})
+    finding = services.finding_create(session=open_review, author=people["reviewer"], review_pass="break",
+                                      title="Failover loses the queue", anchor_exact="hot standby",
+                                      evidence_run_id=run.pk)
+
+    response = api_as("owner").delete(f"/api/sessions/{open_review.pk}/")
+    assert response.status_code == 409, response.content
+    assert "cancel" in response.json()["detail"]
+    assert ReviewSession.objects.filter(pk=open_review.pk).exists()
+    assert EmulatorRun.objects.filter(pk=run.pk).exists() and RunFrame.objects.filter(run=run).count() == 1
+    assert type(finding).objects.filter(pk=finding.pk).exists()
+
+    EmulatorRun.objects.filter(pk=run.pk).update(status="done")
+    assert api_as("owner").delete(f"/api/sessions/{open_review.pk}/").status_code == 204

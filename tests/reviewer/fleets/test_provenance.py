@@ -99,37 +99,87 @@ def test_the_numbers_pass_opens_with_its_headline_and_says_what_is_assumed(owner
     report = client.get(f"/sessions/{session.pk}/numbers.json").json()
     headline = {f["slot"]: f["display"] for f in report["headline"]}
     assert 3 <= len(headline) <= 5
-    # The gap for the layout as placed (2 big / 2 big / 5 small at 50/50: 106.7 QPS).
-    assert headline["gap to the goal"] == "93.8x" and headline["latency floor"] == "1.5 s"
-    assert headline["after one host's loss"] == "0 QPS"  # host 2 carries every small worker
+    # The gap at the doc's peak for the layout as placed (2 big / 2 big / 5 small at 50/50:
+    # 106.7 QPS), with the best mix of these hosts beside it.
+    assert headline["gap at the peak"] == "93.8x" and headline["latency floor (a minimum)"] == "1.5 s"
+    assert headline["utilisation at average traffic"] == "938%"  # named as utilisation, not a gap
+    assert headline["after the worst host loss"] == "0 QPS"  # host 2 carries every small worker
+    gap = next(f for f in report["headline"] if f["slot"] == "gap at the peak")
+    assert {b["key"] for b in gap["beside"]} >= {"capacity_at_split_qps", "best_mix_qps"}
+    assert gap["sources"]["doc"] == ["traffic.peak_qps"] and gap["sources"]["assumed"] == ["worker.batch_s"]
     assert report["provenance"]["assumed"] == [{"path": "worker.batch_s", "value": 1.5}]
     assert report["findings"] and all(f["assumed"] for f in report["findings"])
     assert all(f["body"].endswith("worker.batch_s = 1.5.") for f in report["findings"])
 
 
-def test_suggestions_of_a_config_with_nothing_assumed_carry_no_note(owner, doc) -> None:
+def test_each_finding_cites_its_figures_and_whether_they_are_from_the_doc_or_assumed(owner, doc) -> None:
     from django.test import Client
 
-    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc,
-                                          provenance={"traffic.peak_qps": MARKS["traffic.peak_qps"]})
+    marks = {"traffic.peak_qps": MARKS["traffic.peak_qps"], "hosts": {"source": "doc", "quote": "A batch takes"}}
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=marks)
     session = services.session_create(owner=owner, doc=doc, fleet_config=config)
     client = Client()
     client.force_login(owner)
     report = client.get(f"/sessions/{session.pk}/numbers.json").json()
-    assert report["assumed_note"] == "" and not any(f["assumed"] for f in report["findings"])
+    findings = {f["title"]: f for f in report["findings"]}
+    gap = findings["Capacity is about 93.8x short of the peak goal"]
+    cited = {c["ref"]: c for c in gap["cites"]}
+    assert cited["fleet.gap_peak"]["display"] == "93.8x"
+    assert cited["fleet.whole_workers_peak"]["display"] == "750 workers"
+    assert gap["sources"]["doc"] == ["traffic.peak_qps", "hosts"]
+    # Nothing the gap stands on is assumed: the batch time is in the config, unmarked.
+    assert not gap["assumed"] and "worker.batch_s" in gap["sources"]["unmarked"]
+    down = findings["Losing host:2 takes small down"]
+    assert {c["ref"] for c in down["cites"]} == {"small.capacity_one_host_lost_qps", "small.workers_placed"}
+    assert next(c for c in down["cites"] if c["ref"] == "small.workers_placed")["source"] == "doc"
 
 
-def test_the_headline_names_the_worst_model_whatever_order_the_models_come_in() -> None:
-    from reviewer.fleets.numbers_report import headline_figures
+def test_a_figure_on_the_emulators_defaults_says_it_rests_on_an_assumption(owner, doc) -> None:
+    from django.test import Client
 
-    figures = [
-        {"key": "capacity_one_host_lost_qps", "model": "small", "value": 0.0, "display": "0 QPS"},
-        {"key": "capacity_one_host_lost_qps", "model": "big", "value": 26.7, "display": "26.7 QPS"},
-        {"key": "gap_peak", "model": "small", "value": 40.0, "display": "40x"},
-        {"key": "gap_peak", "model": "big", "value": 50.0, "display": "50x"},
-    ]
-    # A scenario stored in PostgreSQL's jsonb comes back with its models in another order.
-    for order in (figures, list(reversed(figures))):
-        shown = {f["slot"]: (f["model"], f["display"]) for f in headline_figures(order)}
-        assert shown["after one host's loss"] == ("small", "0 QPS")  # the least capacity left
-        assert shown["gap to the goal"] == ("big", "50x")  # the widest gap
+    # A new design on the roofline that states no efficiencies: mbu and mfu stand at the
+    # emulator's defaults, and every figure of the step model rests on them.
+    toml = resources.files("emulator.scenario.presets").joinpath("roofline-70b-h100.toml").read_text("utf-8")
+    toml = "\n".join(line for line in toml.splitlines() if not line.startswith(("mbu", "mfu")))
+    config = services.fleet_config_create(owner=owner, name="f", toml=toml, doc=doc)
+    session = services.session_create(owner=owner, doc=doc, fleet_config=config)
+    client = Client()
+    client.force_login(owner)
+    report = client.get(f"/sessions/{session.pk}/numbers.json").json()
+    assert report["input_sources"]["worker.mbu"] == "default"
+    floor = next(f for f in report["figures"] if f["key"] == "tpot_floor_s")
+    assert floor["source"] == "assumed" and "worker.mbu" in floor["sources"]["default"]
+    assert "worker.mbu = 1" in report["assumed_note"] and "defaults" in report["assumed_note"]
+    tpot = next(f for f in report["headline"] if f["key"] == "tpot_floor_s")
+    assert tpot["source"] == "assumed"
+
+
+def test_every_key_the_emulator_reads_can_be_marked_even_at_its_default(owner, doc) -> None:
+    # worker.mbu, the roofline's coefficients, the SLOs and the gateway are not in the seed's
+    # TOML: they stand at the emulator's defaults, and a reviewer can still say where they come from.
+    marks = {key: {"source": "assumed"} for key in (
+        "worker.mbu", "worker.mfu", "worker.step_base_s", "worker.decode_seq_s", "slo.ttft_s",
+        "gateway.instances", "dispatcher.scorers", "models.small.output_tokens", "models.big.worker.max_num_seqs")}
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=marks)
+    assert set(config.provenance) == set(marks)
+    assert {m["path"]: m["value"] for m in split(config.provenance, config.scenario)["assumed"]}["worker.mbu"] == 1.0
+
+
+def test_accepting_a_doc_figure_writes_the_key_marked_from_the_doc(owner, doc) -> None:
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=MARKS)
+    client = APIClient()
+    client.force_authenticate(owner)
+    url = f"/api/fleets/{config.pk}/accept-figure/"
+    done = client.post(url, {"key": "worker.batch_s", "value": 1.5, "quote": "A batch takes 1.5 seconds."},
+                       format="json")
+    assert done.status_code == 200, done.json()
+    latest = config.latest_version()
+    assert latest.number == 2 and latest.provenance["worker.batch_s"] == {
+        "source": "doc", "quote": "A batch takes 1.5 seconds."}
+    assert latest.provenance["traffic.peak_qps"] == MARKS["traffic.peak_qps"]  # the other marks stay
+    bad = client.post(url, {"key": "worker.batch_s", "value": 2, "quote": "words the doc lacks"}, format="json")
+    assert bad.status_code == 400 and "provenance.worker.batch_s" in str(bad.json())
+    refused = client.post(url, {"key": "traffic.qps", "value": -5, "quote": "A batch takes 1.5 seconds."},
+                          format="json")
+    assert refused.status_code == 400 and "traffic.qps" in str(refused.json())
+    assert config.versions.count() == 2  # nothing saved by a refusal

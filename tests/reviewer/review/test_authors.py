@@ -148,3 +148,55 @@ def test_a_reopened_finding_waits_for_a_new_answer_from_the_authors(team_api, dr
     assert (turn["turn"], turn["unanswered_fix_now"]) == ("authors", 1)
     team_api("author").post(replies, {"body": "Now with a second standby."}, format="json")
     assert team_api("reviewer").get(turn_url).json()["turn"] == "nobody"
+
+
+def _reviewers_run(team: dict[str, Any], session: Any, monkeypatch: Any, status: str) -> Any:
+    from support import TINY_SCENARIO
+
+    from reviewer.models import EmulatorRun
+    from reviewer.runs import services as run_services
+
+    monkeypatch.setattr("reviewer.runs.services.enqueue_run", lambda run: None)
+    run = run_services.run_start(user=team["reviewer"], session=session, scenario=TINY_SCENARIO, speed=10)
+    EmulatorRun.objects.filter(pk=run.pk).update(status=status)
+    return run
+
+
+@pytest.mark.parametrize("status", ["queued", "running"])
+def test_it_lets_no_author_cancel_or_fault_a_reviewers_run(team, team_api, drafting_review, monkeypatch, status):
+    from reviewer.models import EmulatorRun, RunCommand
+
+    run = _reviewers_run(team, drafting_review, monkeypatch, status)
+    author = team_api("author")
+    assert author.get(f"/api/runs/{run.pk}/").status_code == 200  # they read like a reviewer
+    assert author.post(f"/api/runs/{run.pk}/cancel/").status_code == 403
+    assert author.post(f"/api/runs/{run.pk}/faults/", {"kill": "host:1"}, format="json").status_code == 403
+    assert EmulatorRun.objects.get(pk=run.pk).status == status
+    assert not RunCommand.objects.filter(run=run).exists()
+    # The session's other reviewer steers it, as before.
+    assert team_api("reviewer2").post(f"/api/runs/{run.pk}/faults/", {"kill": "host:1"},
+                                      format="json").status_code == 202
+
+
+def test_it_lets_no_author_cancel_a_sweep(team, team_api, drafting_review, monkeypatch):
+    from support import TINY_SCENARIO
+
+    from reviewer.models import Sweep
+    from reviewer.runs import sweeps
+
+    monkeypatch.setattr("reviewer.runs.sweeps.enqueue_sweep", lambda *args: None)
+    sweep = sweeps.sweep_start(user=team["reviewer"], session=drafting_review, scenario=TINY_SCENARIO,
+                               key="traffic.qps", values=[10.0, 20.0])
+    before = Sweep.objects.get(pk=sweep.pk).status
+    assert team_api("author").post(f"/api/sweeps/{sweep.pk}/cancel/").status_code == 403
+    assert Sweep.objects.get(pk=sweep.pk).status == before != "cancelled"
+
+
+def test_it_lets_no_author_move_the_session_to_another_pass(team_api, drafting_review):
+    response = team_api("author").patch(f"/api/sessions/{drafting_review.pk}/", {"current_pass": "break"},
+                                        format="json")
+    assert response.status_code == 403
+    drafting_review.refresh_from_db()
+    assert drafting_review.current_pass == "restate"
+    assert team_api("reviewer").patch(f"/api/sessions/{drafting_review.pk}/", {"current_pass": "break"},
+                                      format="json").status_code == 200

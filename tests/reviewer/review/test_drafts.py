@@ -161,3 +161,27 @@ def test_a_doc_revision_moving_a_draft_announces_it_to_nobody(team, team_api, dr
     moved = Finding.objects.get(pk=draft["id"])
     assert moved.revision.number == 2  # it did move to the new revision
     assert [e for e, d in sent if e.startswith("finding.") and d["finding"]["id"] == draft["id"]] == []
+
+
+def test_it_ranks_a_bucket_without_showing_or_moving_other_reviewers_drafts(team_api, team, drafting_review):
+    owners = file_finding(team_api("owner"), drafting_review, "Owner's own draft")
+    published = file_finding(team_api("reviewer2"), drafting_review, "Published by reviewer2")
+    assert _publish(team_api("reviewer2"), drafting_review, verdict="comment").status_code == 201
+    draft = file_finding(team_api("reviewer"), drafting_review, "Reviewer's secret draft", body="Not yet.")
+    url = f"/api/sessions/{drafting_review.pk}/findings/reorder/"
+
+    response = team_api("owner").post(url, {"severity": "fix_now", "ids": [published["id"], owners["id"]]},
+                                      format="json")
+    assert response.status_code == 200, response.content
+    assert [f["id"] for f in response.json()] == [published["id"], owners["id"]]
+    assert b"secret draft" not in response.content and b"Not yet." not in response.content
+
+    # Naming the draft gets the answer an id of no finding gets: nothing moves.
+    before = Finding.objects.get(pk=draft["id"])
+    response = team_api("owner").post(url, {"severity": "clarify", "ids": [draft["id"]]}, format="json")
+    nowhere = team_api("owner").post(url, {"severity": "clarify", "ids": [10**9]}, format="json")
+    assert response.status_code == nowhere.status_code == 400
+    assert response.json()["ids"][0].replace(str(draft["id"]), "N") == nowhere.json()["ids"][0].replace(
+        str(10**9), "N")
+    after = Finding.objects.get(pk=draft["id"])
+    assert (after.version, after.severity, after.position) == (before.version, before.severity, before.position)

@@ -242,6 +242,27 @@ def test_it_refuses_a_paced_run_that_would_hold_a_worker_too_long(run_users: dic
     assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=600"], speed=10).status_code == 202
 
 
+def test_it_refuses_a_paced_run_longer_than_the_paced_limit_naming_the_setting(
+        run_users: dict, tiny_scenario: str) -> None:
+    # Two hours at speed 1 would hold the only run worker of a one-worker install for two hours.
+    response = start(run_users["owner"], tiny_scenario, overrides=["duration_s=7200"], speed=1)
+    assert response.status_code == 400
+    message = response.json()["duration_s"][0]
+    assert "RUN_PACED_MAX_S" in message and "7,200 s" in message and "900 s" in message
+    assert not EmulatorRun.objects.filter(started_by=run_users["owner"]).exists()
+    # The same simulated time flat out, or paced within the limit, is accepted.
+    assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=7200"], speed="max").status_code == 202
+    assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=7200"], speed=10).status_code == 202
+
+
+@override_settings(RUN_PACED_MAX_S=50)
+def test_the_paced_limit_follows_its_setting(run_users: dict, tiny_scenario: str) -> None:
+    response = start(run_users["owner"], tiny_scenario, overrides=["duration_s=60"], speed=1)
+    assert response.status_code == 400
+    assert "RUN_PACED_MAX_S" in response.json()["duration_s"][0]
+    assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=40"], speed=1).status_code == 202
+
+
 @override_settings(USER_WALL_BUDGET_S=100)
 def test_it_keeps_a_users_paced_runs_within_their_wall_time_budget(run_users: dict, tiny_scenario: str) -> None:
     assert start(run_users["owner"], tiny_scenario, overrides=["duration_s=60"], speed=1).status_code == 202

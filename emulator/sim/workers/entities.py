@@ -1,0 +1,144 @@
+"""The continuous worker model's entities: a request at a worker (``Seq``) and a
+worker's state (``Worker``), with the states each can be in.
+
+Only state and the arithmetic of reading it live here; what changes it is the KV
+manager (``kv_manager.py``), the scheduler (``scheduler.py``), the decode stretch
+(``stretch.py``) and the worker model that ties them (``continuous.py``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from emulator.sim.workers.stretch import first_step_ending_at_or_after
+
+if TYPE_CHECKING:
+    from emulator.scenario import WorkerSpec
+    from emulator.sim.router import Router
+    from emulator.sim.workers.prefix_cache import PrefixCache
+
+INF = float("inf")
+
+# Where a request is (``Seq.at``).
+GONE = 0  # left the worker (completed, expired, lost, handed off and released)
+WAITING = 1  # in the worker's waiting queue
+RUNNING = 2  # in its running set
+# ... and, in disaggregated serving (``disaggregated.py``):
+HELD = 3  # prefill side: prefilled, its KV held for the transfer
+QUEUED = 4  # decode side: routed to a decode worker, no KV reserved yet
+MOVING = 5  # decode side: KV reserved, the transfer under way
+LANDED = 6  # decode side: KV arrived, joining at the worker's next step start
+
+# What a worker is doing (``Worker.phase``): what its pending STEP_END ends.
+ASLEEP = 0  # nothing pending (or dead)
+STEP = 1  # one step
+STRETCH = 2  # a stretch of decode-only steps
+
+
+@dataclass(slots=True, eq=False)
+class Seq:
+    """One request at a worker: its sizes and how far it got.
+
+    While it decodes (``join >= 0``) its ``generated`` and ``kv`` are as of the worker's
+    decode clock reaching ``join``; the worker's ``tokens_of`` and ``kv_of`` give them
+    now.
+    """
+
+    row: int  # its row in the model's request store
+    prompt: int
+    output: int
+    deadline: float  # when its client gives up (infinity: never)
+    epoch: int  # the router's epoch when routed: an older one comes back orphaned
+    target: int  # prefill target: the prompt, or prompt + generated after a preemption
+    progress: int = 0  # prefill tokens done toward the target
+    generated: int = 0  # output tokens generated (as of ``join`` while decoding)
+    kv: int = 0  # KV tokens held (as of ``join`` while decoding; 0 unless running)
+    first_token_s: float = -1.0
+    at: int = 0  # GONE, WAITING, RUNNING (or a handoff state: HELD, QUEUED, MOVING, LANDED)
+    join: int = -1  # the decode clock when it started decoding (-1: not decoding)
+    order: int = 0  # a tie-breaker for heaps, unique per worker
+    group: int = -1  # its shared-prefix group (-1: none)
+    prefix: int = 0  # the tokens of its prompt that are the group's
+
+
+@dataclass(slots=True, eq=False)
+class Worker:
+    """One continuous-batching worker's state."""
+
+    index: int
+    model: int
+    spec: WorkerSpec
+    router: Router
+    waiting: deque[Seq] = field(default_factory=deque)
+    running: list[Seq] = field(default_factory=list)  # in admission order
+    prefilling: list[Seq] = field(default_factory=list)  # running, prefill left
+    n_dec: int = 0  # running requests decoding (|D|)
+    clock: int = 0  # decode steps done
+    dec_base: int = 0  # sum over decoding requests of kv - join: their KV is this + n clock
+    kv_prefill: int = 0  # KV held by running requests still prefilling
+    finishing: list[tuple[int, int, Seq]] = field(default_factory=list)  # (clock at end, order, seq)
+    deadlines: list[tuple[float, int, Seq]] = field(default_factory=list)  # of all its requests
+    ahead: int = 0  # 1 while a step that reserved the decoders' next tokens runs
+    version: int = 0  # bumped when its pending STEP_END is replaced or it dies
+    phase: int = 0  # ASLEEP (or dead), STEP or STRETCH
+    t0: float = 0.0  # the step's (or stretch's) start
+    t_end: float = 0.0  # when its pending STEP_END fires
+    chunks: list[tuple[Seq, int]] = field(default_factory=list)
+    serial: int = 0
+    busy: bool = False  # as last written to the fleet's state array
+    draining: bool = False  # scaled down: takes no new requests, parks once empty
+    shown_waiting: int = 0  # as last written to the fleet's backlog array
+    # A stretch: n decoding requests, a and b of the step time, C, and its length.
+    n: int = 0
+    a: float = 0.0
+    b: float = 0.0
+    c: float = 0.0
+    steps: int = 0
+    # The roofline step model (``step_model = "roofline"``): a step lasts
+    # max(r_weights + r_kv x KV tokens read, r_token x tokens computed).
+    roofline: bool = False
+    r_weights: float = 0.0
+    r_kv: float = 0.0
+    r_token: float = 0.0
+    # Prefix caching (``worker.prefix_cache``): the cache, the tokens its blocks hold,
+    # and prefix tokens looked up and found cached at admissions (totals, and at the
+    # last frame).
+    cache: PrefixCache | None = None
+    cached: int = 0
+    prefix_seen: int = 0
+    prefix_hit: int = 0
+    frame_seen: int = 0
+    frame_hit: int = 0
+    # Disaggregated serving (``emulator.sim.workers.disaggregated``): a prefill-pool
+    # worker hands each prefilled request off; a decode worker takes handoffs in
+    # (``incoming``: no KV reserved yet) and admits them once their KV arrived
+    # (``landed``: reserved, joining at the next step start).
+    hands_off: bool = False
+    incoming: deque[Seq] = field(default_factory=deque)
+    landed: list[Seq] = field(default_factory=list)
+
+    def kv_used(self) -> int:
+        """KV tokens held now (a running step's reservations and cached prefix blocks
+        included)."""
+        return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead) + self.cached
+
+    def tokens_of(self, s: Seq) -> int:
+        """Output tokens ``s`` has generated (steps done)."""
+        return s.generated + self.clock - s.join if s.join >= 0 else s.generated
+
+    def kv_of(self, s: Seq) -> int:
+        """KV tokens ``s`` holds (a running step's reservation included)."""
+        return s.kv + self.clock + self.ahead - s.join if s.join >= 0 else s.kv
+
+    def stretch_end(self, k: int) -> float:
+        """T(k): when the stretch's k-th step ends."""
+        return self.t0 + k * self.a + self.b * (k * self.c + self.n * k * (k - 1) / 2)
+
+    def steps_by(self, t: float) -> int:
+        """How many of the stretch's steps have ended by ``t`` (at most ``steps``)."""
+        if t >= self.t_end:
+            return self.steps
+        k = first_step_ending_at_or_after(self, t)
+        return k if self.stretch_end(k) <= t else k - 1

@@ -1,0 +1,60 @@
+"""The step cost of the continuous worker model: how long one step lasts.
+
+Linear (the default): ``step_base_s + prefill_token_s * chunks + prefill_attn_s * sum
+of chunk * (chunk start + chunk) + decode_seq_s * |D| + kv_token_s * D's contexts``.
+
+Roofline (``step_model = "roofline"``): max(memory, compute), the weights plus the KV
+read (D's contexts, and each chunk's start + chunk) over the bandwidth, and 2 x active
+parameters x (|D| + chunks) over the FLOPs.
+
+A decode-only step is a line in the decoders' contexts (``decode_line``): under the
+roofline max(W + K (C + n (j - 1)), F n), a rising line and a constant, so the steps
+are compute-bound first and memory-bound after at most one switch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from emulator.sim.workers.entities import Seq, Worker
+
+
+def step_time(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
+    """A step of ``wk``'s decoders (their next tokens reserved) and ``chunks``."""
+    n_dec = wk.n_dec
+    if wk.roofline:
+        # The decoders read their contexts' KV and a chunk the KV of its prompt so
+        # far; every decoder and chunk token is computed.
+        read = wk.dec_base + n_dec * (wk.clock + 1) if n_dec else 0
+        tokens = n_dec
+        for s, c in chunks:
+            read += s.progress + c
+            tokens += c
+        return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens)
+    spec = wk.spec
+    duration = spec.step_base_s + spec.decode_seq_s * n_dec
+    for s, c in chunks:
+        duration += spec.prefill_token_s * c + spec.prefill_attn_s * c * (s.progress + c)
+    if spec.kv_token_s and n_dec:
+        duration += spec.kv_token_s * (wk.dec_base + n_dec * (wk.clock + 1))
+    return duration
+
+
+def decode_line(wk: Worker, n: int) -> tuple[float, float, int]:
+    """A decode-only step j of ``n`` decoders whose contexts sum to ``wk.c`` in step 1
+    lasts a + b (C + n (j - 1)): returns a, b and, under the roofline while compute
+    bounds the steps, the last step that stays compute-bound (0: none)."""
+    if not wk.roofline:
+        spec = wk.spec
+        return spec.step_base_s + spec.decode_seq_s * n, spec.kv_token_s, 0
+    # Step j reads the weights and C + n (j - 1) tokens of KV and computes n tokens:
+    # compute-bound steps come first, so the stretch is one line or the other,
+    # ending at the switch.
+    compute = wk.r_token * n
+    if wk.r_weights + wk.r_kv * wk.c >= compute:
+        return wk.r_weights, wk.r_kv, 0
+    # The last j with r_weights + r_kv (C + n (j - 1)) <= compute.
+    rise = wk.r_kv * n
+    switch = int((compute - wk.r_weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
+    return compute, 0.0, switch
