@@ -79,3 +79,22 @@ def test_a_doc_has_a_page_to_read_revise_and_diff_it(
     page.goto(dashboard.url + example_review.path)
     page.click("#doc-link")
     page.wait_for_url(f"{dashboard.url}/docs/{doc.pk}/")
+
+
+def test_use_this_layout_answers_beside_its_button_and_names_the_config_after_it(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    from reviewer.models import FleetConfig
+
+    page = signed_in("alice", width=800)
+    page.goto(dashboard.url + example_review.path + "#break")
+    card = page.locator(".layout-card").first
+    button = card.locator("button:has-text('Use this layout')")
+    button.click()
+    answer = card.locator(".layout-result:has-text('Made fleet config')")
+    answer.wait_for()
+    below = answer.bounding_box()["y"] - (button.bounding_box()["y"] + button.bounding_box()["height"])
+    assert 0 <= below < 60, f"the answer is {below:.0f} px below the button"
+    made = FleetConfig.objects.order_by("-pk").first()
+    assert made is not None and "1 big + 2 small" in made.name and "2 big / 2 big / 5 small" not in made.name
+    screenshot(page, "use-this-layout-800")
