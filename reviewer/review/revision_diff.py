@@ -125,7 +125,7 @@ def _place(finding: Finding, revision: DocRevision) -> Placed | None:
 def _segment_dict(segment: Segment | None, changes: list[tuple[int, int]], ids: list[int]) -> dict[str, Any] | None:
     if segment is None:
         return None
-    return {"start": segment.start, "end": segment.end, "text": segment.text,
+    return {"start": segment.start, "end": segment.end, "text": segment.text, "kind": segment.kind,
             "changes": [list(c) for c in changes], "findings": ids}
 
 
@@ -146,9 +146,23 @@ def _row_dict(row: Row, old_spans: list[tuple[int, int, int]], new_spans: list[t
     return data
 
 
-def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, how_from: str = "given",
-                 viewer: Any = None) -> dict[str, Any]:
-    """The diff of two revisions of the session's doc with the session's findings on each side."""
+def doc_diff(old: DocRevision, new: DocRevision) -> dict[str, Any]:
+    """The diff of two revisions of a doc, sentence by sentence, without any session's findings
+    (the doc page's diff)."""
+    text_diff, notices = _text_diff(old, new)
+    return {
+        "doc": old.doc_id,
+        "from": _revision_dict(old),
+        "to": _revision_dict(new),
+        "stats": text_diff.stats(),
+        "truncated": bool(notices),
+        "notices": notices,
+        "rows": [_row_dict(row, [], []) for row in text_diff.rows],
+    }
+
+
+def _text_diff(old: DocRevision, new: DocRevision) -> tuple[TextDiff, list[str]]:
+    """The sentence diff of two revisions, within the size caps, and the notices of any cap hit."""
     max_chars = settings.DIFF_MAX_CHARS
     notices = []
     old_text, new_text = old.body, new.body
@@ -165,7 +179,13 @@ def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, 
             "in common between the revisions; it is shown sentence by sentence as removed and added, "
             "without looking for sentences that match or moved."
         )
+    return text_diff, notices
 
+
+def session_diff(session: ReviewSession, old: DocRevision, new: DocRevision, *, how_from: str = "given",
+                 viewer: Any = None) -> dict[str, Any]:
+    """The diff of two revisions of the session's doc with the session's findings on each side."""
+    text_diff, notices = _text_diff(old, new)
     limit = settings.DIFF_MAX_FINDINGS
     # Published findings, and the viewer's own drafts: nobody else's drafts.
     visible = Q(published_at__isnull=False) | Q(author=viewer) if viewer is not None else Q(published_at__isnull=False)

@@ -1,7 +1,8 @@
 """The diff of two texts at sentence granularity, bounded in size.
 
-Pure Python (difflib only), like :mod:`reviewer.text.anchoring`. A text is cut into
-segments: each non-blank line, and within a line each sentence. The two lists
+Pure Python (difflib only), like :mod:`reviewer.text.anchoring`. A text is read as
+Markdown and cut into segments: each sentence of a paragraph or list item (whatever
+its source line breaks), each heading, each table row and code line. The two lists
 of segments are compared with :class:`difflib.SequenceMatcher`; a replaced
 pair of sentences is compared again word by word, so the page can mark the
 words that changed.
@@ -37,11 +38,21 @@ _WORD = re.compile(r"\S+")
 
 @dataclass(frozen=True)
 class Segment:
-    """A sentence (or a line without one) of a text: ``text[start:end]``."""
+    """A sentence (or a heading, table row or code line) of a text: ``text[start:end]``.
+
+    ``kind`` is the Markdown block it is in: ``p``, ``h1`` to ``h6``, ``li``, ``quote``,
+    ``table`` or ``code``. ``key`` is what the diff compares: the text with its white
+    space collapsed, so re-wrapping a paragraph changes nothing.
+    """
 
     start: int
     end: int
     text: str
+    kind: str = "p"
+
+    @property
+    def key(self) -> str:
+        return " ".join(self.text.split())
 
 
 @dataclass
@@ -97,20 +108,63 @@ def _sentence_spans(line: str) -> list[tuple[int, int]]:
     return spans
 
 
-def segments(text: str) -> list[Segment]:
-    """The text's sentences, line by line; blank lines give none."""
-    out: list[Segment] = []
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})(\s|$)")
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+_QUOTE = re.compile(r"^\s{0,3}>")
+_TABLE = re.compile(r"^\s*\|")
+
+
+def _blocks(text: str) -> list[tuple[int, int, str]]:
+    """The Markdown blocks of ``text`` as ``(start, end, kind)``: a paragraph or list
+    item runs over its source lines; headings, quote lines, table rows and code lines
+    are a block each."""
+    blocks: list[tuple[int, int, str]] = []
+    current: list[Any] | None = None  # the paragraph or list item being extended
     offset = 0
+    fenced = False
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
-        for a, b in _sentence_spans(body):
-            piece = body[a:b]
+        start, offset = offset, offset + len(line)
+        end = start + len(body)
+        if _FENCE.match(body) or fenced:
+            if _FENCE.match(body):
+                fenced = not fenced
+            if body.strip():
+                blocks.append((start, end, "code"))
+            current = None
+            continue
+        if not body.strip():
+            current = None
+            continue
+        heading = _HEADING.match(body)
+        single = f"h{len(heading.group(1))}" if heading else (
+            "quote" if _QUOTE.match(body) else "table" if _TABLE.match(body) else None)
+        if single is not None:
+            blocks.append((start, end, single))
+            current = None
+        elif current is not None and not _ITEM.match(body):
+            current[1] = end
+            blocks[-1] = (current[0], current[1], current[2])
+        else:
+            current = [start, end, "li" if _ITEM.match(body) else "p"]
+            blocks.append((start, end, current[2]))
+    return blocks
+
+
+def segments(text: str) -> list[Segment]:
+    """The text's sentences, block by block (see ``_blocks``); blank lines give none."""
+    out: list[Segment] = []
+    for start, end, kind in _blocks(text):
+        block = text[start:end]
+        spans = [(0, len(block))] if kind in ("code", "table") or kind.startswith("h") else _sentence_spans(block)
+        for a, b in spans:
+            piece = block[a:b]
             stripped = piece.strip()
             if not stripped:
                 continue
-            begin = offset + a + len(piece) - len(piece.lstrip())
-            out.append(Segment(begin, begin + len(stripped), stripped))
-        offset += len(line)
+            begin = start + a + len(piece) - len(piece.lstrip())
+            out.append(Segment(begin, begin + len(stripped), stripped, kind))
     return out
 
 
@@ -160,9 +214,9 @@ def _pair_by_position(olds: list[Segment], news: list[Segment], *, words: bool =
     for k in range(max(len(olds), len(news))):
         o = olds[k] if k < len(olds) else None
         n = news[k] if k < len(news) else None
-        if o is not None and n is not None and o.text == n.text:
+        if o is not None and n is not None and o.key == n.key:
             rows.append(Row(op="equal", old=o, new=n))
-        elif words and o is not None and n is not None and _alike(o.text, n.text):
+        elif words and o is not None and n is not None and _alike(o.key, n.key):
             rows.append(_changed(o, n))
         else:
             if o is not None:
@@ -184,7 +238,7 @@ def _pair(olds: list[Segment], news: list[Segment]) -> list[Row]:
     rows: list[Row] = []
     cursor = 0
     for o in olds:
-        match = next((k for k in range(cursor, len(news)) if _alike(o.text, news[k].text)), None)
+        match = next((k for k in range(cursor, len(news)) if _alike(o.key, news[k].key)), None)
         if match is None:
             rows.append(Row(op="delete", old=o))
             continue
@@ -255,7 +309,7 @@ def _anchors(old: list[str], new: list[str]) -> list[tuple[int, int]]:
 def _stretch_rows(olds: list[Segment], news: list[Segment]) -> list[Row]:
     """Rows for a stretch between anchors, compared sentence by sentence."""
     rows: list[Row] = []
-    matcher = SequenceMatcher(None, [s.text for s in olds], [s.text for s in news])
+    matcher = SequenceMatcher(None, [s.key for s in olds], [s.key for s in news])
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             rows += [Row(op="equal", old=o, new=n) for o, n in zip(olds[i1:i2], news[j1:j2], strict=True)]
@@ -279,8 +333,8 @@ def diff_texts(
     matches: it is shown position by position (``truncated`` says so).
     """
     old_segs, new_segs = segments(old_text), segments(new_text)
-    old_keys = [s.text for s in old_segs]
-    new_keys = [s.text for s in new_segs]
+    old_keys = [s.key for s in old_segs]
+    new_keys = [s.key for s in new_segs]
     rows: list[Row] = []
     truncated = False
     compared = [0, 0]

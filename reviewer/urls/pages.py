@@ -2,11 +2,23 @@
 
 from django.urls import path
 
-from reviewer.views import breakpass, calibration, diff, figures, fleet_editor, fleets, inbox, pages
+from reviewer.views import (
+    breakpass,
+    calibration,
+    diff,
+    docs,
+    figures,
+    fleet_editor,
+    fleets,
+    inbox,
+    pages,
+)
 
 urlpatterns = [
     path("", pages.home, name="home"),
     path("sessions/new", pages.session_create, name="session-create"),
+    path("docs/<int:doc_id>/", docs.doc_page, name="doc"),
+    path("docs/<int:doc_id>/diff/", docs.doc_diff_page, name="doc-diff"),
     path("sessions/<int:session_id>/", pages.session_page, name="session"),
     path("sessions/<int:session_id>/diff/", diff.session_diff_page, name="session-diff"),
     path("sessions/<int:session_id>/numbers.json", figures.session_numbers, name="session-numbers"),

@@ -115,14 +115,16 @@ function layoutCard(ctx, entry, models, onUse) {
     el("tbody", {}, (entry.cases || []).map((c) => el("tr", {},
       el("td", {}, c.failure === "none" ? "nothing" : `${c.failure}${c.alike > 1 ? ` (or any of ${c.alike} alike)` : ""}`),
       ...models.map((m) => el("td", { class: "num" }, c.capacity[m] == null ? "–" : Number(c.capacity[m]).toFixed(1)))))));
-  const use = el("button", { type: "button", onclick: () => onUse(entry, use) }, "Use this layout");
+  // What "use this layout" made is said here, beside its button, not at the foot of the list.
+  const result = el("p", { class: "status-line layout-result", role: "status" });
+  const use = el("button", { type: "button", onclick: () => onUse(entry, use, result) }, "Use this layout");
   const edit = el("button", { type: "button", onclick: () => editLayout(ctx, entry) }, "Edit this layout first");
   return el("article", { class: "layout-card", dataset: { rank: entry.rank } },
     el("h4", {}, `#${entry.rank} ${entry.label || ""}`),
     strips,
     verdict(entry),
     el("p", { class: "muted" }, `${Number(entry.nominal_qps || 0).toFixed(0)} QPS nominal · ${entry.wasted_units} units wasted`),
-    cases, el("div", { class: "row" }, use, edit));
+    cases, el("div", { class: "row" }, use, edit), result);
 }
 
 /** Open the fleet editor on a new config: this fleet with the layout's hosts, not yet saved. */
@@ -144,9 +146,8 @@ export async function initPlacement(ctx) {
   });
   if (!result) return;
   const models = Object.keys(result.workers || {});
-  const status = el("p", { class: "status-line", role: "status" });
 
-  async function use(entry, button) {
+  async function use(entry, button, status) {
     button.disabled = true;
     const scenario = JSON.parse(JSON.stringify(fleet.scenario));
     scenario.hosts = entry.host_groups;
@@ -176,6 +177,5 @@ export async function initPlacement(ctx) {
   box.replaceChildren(
     el("p", { class: "muted" }, `${result.hosts} hosts of ${result.units} units; workers ${models.map((m) => `${m} ${result.workers[m]} units`).join(", ")}; traffic split ${models.map((m) => `${m} ${Math.round(100 * (result.split[m] || 0))}%`).join(", ")}.`),
     ...(result.notes || []).map((n) => el("p", { class: "muted" }, n)),
-    el("div", { class: "layouts" }, (result.ranked || []).map((entry) => layoutCard(ctx, entry, models, use))),
-    status);
+    el("div", { class: "layouts" }, (result.ranked || []).map((entry) => layoutCard(ctx, entry, models, use))));
 }

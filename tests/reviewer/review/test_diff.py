@@ -188,3 +188,15 @@ def test_the_diff_places_published_findings_and_the_viewers_own_drafts_only(api_
     seen_by_writer = {f["id"] for f in api_as("reviewer").get(url).json()["findings"]}
     assert draft.pk not in seen_by_owner and revised["worker"].pk in seen_by_owner
     assert draft.pk in seen_by_writer
+
+
+def test_segments_follow_the_markdown_not_the_source_lines():
+    text = ("## Part 2\n\nThe gateway authenticates\nthe caller. It forwards\nthe request.\n\n"
+            "- one item that wraps\n  onto a second line\n- two\n\n```\nx = 1. y = 2\n```\n")
+    found = [(s.kind, s.key) for s in segments(text)]
+    assert found == [("h2", "## Part 2"), ("p", "The gateway authenticates the caller."),
+                     ("p", "It forwards the request."), ("li", "- one item that wraps onto a second line"),
+                     ("li", "- two"), ("code", "```"), ("code", "x = 1. y = 2"), ("code", "```")]
+    # Re-wrapping a paragraph changes no sentence.
+    rewrapped = text.replace("authenticates\nthe caller", "authenticates the\ncaller")
+    assert {r.op for r in diff_texts(text, rewrapped).rows} <= {"equal", "skip"}

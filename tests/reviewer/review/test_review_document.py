@@ -15,6 +15,7 @@ from review_data_fixtures import *  # noqa: F403
 from reviewer.models import EmulatorRun, ReviewSession, RunCommand, RunFrame
 from reviewer.review import services
 from reviewer.review.example.reviews import FIRST_DOCUMENT as EXAMPLE_DOCUMENT
+from reviewer.review.example.reviews import FIRST_SUMMARY
 
 pytestmark = pytest.mark.django_db
 
@@ -92,8 +93,10 @@ def test_the_example_review_exports_opening_strengths_and_restatement_in_order(a
     headings = [line for line in report.splitlines() if line.startswith("## ")]
     assert headings[:6] == ["## Opening", "## What the doc gets right", "## Restatement",
                             "## Fix now", "## Clarify", "## Mention"]
-    # The placement puzzle's answer for the doc's three hosts follows the findings.
-    assert headings[6] == "## Placement"
+    # The published reviews follow the findings, then the placement puzzle's answer for
+    # the doc's three hosts.
+    assert headings[6:8] == ["## Published reviews", "## Placement"]
+    assert FIRST_SUMMARY in report
     assert "**1 big + 2 small / 1 big + 2 small / 1 big + 2 small**" in report
     fix_now = report.split("\n## Fix now\n", 1)[1].split("\n## ", 1)[0]
     assert "*pass: numbers" in fix_now and "*pass: trace" in fix_now
