@@ -54,11 +54,7 @@ def render_text(data: dict[str, Any]) -> str:
     """The headline, a plain table per model and for the fleet, the host losses, then
     the suggested findings with the figures they stand on."""
     lines = [f"Numbers for {data['scenario']} (exact arithmetic; shown to 3 significant figures)", ""]
-    lines.append("Headline")
-    for h in data.get("headline", []):
-        beside = "; ".join(f"{b['label']} {b['display']}" for b in h.get("beside", []))
-        scope = "" if h["model"] == "fleet" else f" ({h['model']})"
-        lines.append(f"  {h['slot']}{scope}: {h['display']}" + (f"  [{beside}]" if beside else ""))
+    lines.extend(headline_lines(data))
     scopes: list[str] = []
     for fig in data["figures"]:
         if fig["model"] not in scopes:
@@ -80,6 +76,16 @@ def render_text(data: dict[str, Any]) -> str:
         if finding.get("figures"):
             lines.append(f"      stands on: {', '.join(finding['figures'])}")
     return "\n".join(lines)
+
+
+def headline_lines(data: dict[str, Any]) -> list[str]:
+    """The numbers pass's headline, one line a slot with the figures beside it."""
+    lines = ["Headline"]
+    for h in data.get("headline", []):
+        beside = "; ".join(f"{b['label']} {b['display']}" for b in h.get("beside", []))
+        scope = "" if h["model"] == "fleet" else f" ({h['model']})"
+        lines.append(f"  {h['slot']}{scope}: {h['display']}" + (f"  [{beside}]" if beside else ""))
+    return lines
 
 
 def _losses(analysis: dict[str, Any]) -> list[str]:

@@ -159,6 +159,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from emulator.analysis.fleet import analyse
+    from emulator.analysis.numbers import compute
     from emulator.analysis.placement import make_problem, solve
     from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
     from emulator.cli import place_text as cli_place_text
@@ -172,7 +174,9 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     scenario = load_scenario(args.scenario, max_requests=None)
     if args.overrides:
         scenario = scenario.with_overrides(args.overrides, max_requests=None)
-    kwargs = problem_args(scenario)
+    analysis = analyse(scenario)
+    report = compute(scenario, analysis).to_dict()
+    kwargs = problem_args(scenario, analysis)
     result = solve(**kwargs, top=_int(args.top, "top", minimum=1), method=args.method)
     problem = make_problem(**kwargs)
     current = current_fleet(problem, scenario)
@@ -181,7 +185,11 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     data["current"] = current.to_dict(problem)
     ranked = rank_of(problem, current)
     data["current"]["rank"], data["current"]["ranks"] = ranked if ranked else (None, None)
-    return data, cli_place_text.render_ranking(data)
+    # The page's figures: the numbers pass's headline and the analysis it reads.
+    data["headline"] = report["headline"]
+    data["analysis"] = report["analysis"]
+    text = "\n".join([*cli_place_text.analysis_lines(report), "", cli_place_text.render_ranking(data)])
+    return data, text
 
 
 def _run_check(

@@ -7,7 +7,7 @@ from typing import Any
 
 from emulator.analysis.numbers import show
 
-__all__ = ["render_check", "render_ranking", "strip_text", "symbols"]
+__all__ = ["analysis_lines", "render_check", "render_ranking", "strip_text", "symbols"]
 
 
 def symbols(names: list[str]) -> dict[str, str]:
@@ -34,6 +34,33 @@ def strip_text(workers: list[str], units: int, marks: dict[str, str], sizes: dic
 
 def _fmt(value: float | None, unit: str) -> str:
     return "n/a" if value is None else show(Fraction(value).limit_denominator(10**6), unit)
+
+
+def analysis_lines(report: dict[str, Any]) -> list[str]:
+    """The page's figures for a scenario: the numbers pass's headline, then each
+    model's capacity (its binding pool) and what its worst host loss leaves, and the
+    fleet's capacity at its split with and without its worst host, all read from the
+    one analysis the numbers pass shows."""
+    from emulator.cli.numbers import headline_lines
+
+    analysis = report.get("analysis") or {}
+    lines = [f"Numbers for {report['scenario']}", *headline_lines(report), "", "Capacity (the analysis's figures)"]
+    for name, m in (analysis.get("models") or {}).items():
+        binding = f", {m['binding_pool']} pool binds" if m.get("binding_pool") and m.get("split") else ""
+        line = f"  {name}: {_fmt(m['capacity_qps'], 'QPS')}{binding}"
+        worst = m.get("worst_loss")
+        if worst is not None:
+            line += f"; host:{worst['host']} lost leaves {_fmt(worst['capacity_qps'], 'QPS')}"
+            line += " (down)" if worst["down"] else ""
+        lines.append(line)
+    if analysis:
+        line = f"  fleet at its split: {_fmt(analysis['capacity_qps'], 'QPS')}"
+        worst = analysis.get("worst_loss")
+        if worst is not None:
+            down = f", {', '.join(worst['down'])} down" if worst["down"] else ""
+            line += f"; host:{worst['host']} lost leaves {_fmt(worst['fleet_qps'], 'QPS')}{down}"
+        lines.append(line)
+    return lines
 
 
 def render_ranking(data: dict[str, Any]) -> str:

@@ -56,7 +56,11 @@ def break_advice_compute(*, version_id: int) -> dict[str, Any]:
     version = FleetConfigVersion.objects.get(pk=version_id)
     if version.break_advice is not None:
         return version.break_advice
-    advice = measured_comparison(version.scenario, list(POLICY_REGISTRY))
+    from reviewer.fleets.analysis_record import analysis_record
+
+    record = analysis_record(version)  # the advice reads the version's one analysis
+    analysis = ((record or {}).get("numbers") or {}).get("analysis")
+    advice = measured_comparison(version.scenario, list(POLICY_REGISTRY), analysis=analysis)
     FleetConfigVersion.objects.filter(pk=version_id).update(break_advice=advice)
     return advice
 

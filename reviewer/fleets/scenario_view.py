@@ -9,6 +9,8 @@ the TOML spelling for the page's config); nothing here touches the database.
 
 from __future__ import annotations
 
+import json
+import math
 import tomllib
 from typing import Any
 
@@ -111,15 +113,21 @@ def valid_policies(data: dict[str, Any], policies: list[str]) -> list[str]:
     return out
 
 
-def break_controls(data: dict[str, Any] | None, policies: list[str]) -> dict[str, Any]:
+def break_controls(data: dict[str, Any] | None, policies: list[str],
+                   analysis: dict[str, Any] | None = None) -> dict[str, Any]:
     """The break pass's one-click changes for a scenario dict, each a list of the
     overrides the run API takes, and the comparison worth running.
 
     Each control is ``{"key", "label", "options": [{"label", "overrides"}]}``; the
-    option that is the scenario as written is left out.
+    option that is the scenario as written is left out. With the fleet version's
+    stored ``analysis`` (its record's ``numbers.analysis``) the changes it points to
+    are offered with its figures: the offered load at its capacity, the pool that
+    binds scaled up, the host whose loss hurts most lost; and the suggestion is the
+    one it calls for first (see ``_analysis_suggestion``).
     """
     if not data:
         return {"controls": [], "equivalent": None, "suggested": None}
+    analysis = analysis or None
     policies = valid_policies(data, policies)
     dispatcher = data.get("dispatcher") or {}
     policy = dispatcher.get("policy", "round_robin")
@@ -152,11 +160,19 @@ def break_controls(data: dict[str, Any] | None, policies: list[str]) -> dict[str
              for cv in (0.5, 1.0)],
         })
     if isinstance(qps, int | float) and qps > 0 and not traffic.get("trace"):
-        controls.append({
-            "key": "traffic.qps", "label": "QPS",
-            "options": [{"label": f"{_num(qps * f)} ({f}×)", "overrides": [f"traffic.qps={_num(qps * f)}"]}
-                        for f in QPS_FACTORS],
-        })
+        options = [{"label": f"{_num(qps * f)} ({f}×)", "overrides": [f"traffic.qps={_num(qps * f)}"]}
+                   for f in QPS_FACTORS]
+        capacity = (analysis or {}).get("capacity_qps")
+        if isinstance(capacity, int | float) and capacity > 0 and _num(capacity) != _num(qps):
+            options.append({"label": f"{_qps(_num(capacity))} (the capacity)",
+                            "overrides": [f"traffic.qps={_num(capacity)}"]})
+        controls.append({"key": "traffic.qps", "label": "QPS", "options": options})
+    scale = _scale_options(data, analysis) if analysis else []
+    if scale:
+        controls.append({"key": "scale", "label": "Scale what binds", "options": scale})
+    loss = _loss_option(data, analysis) if analysis else None
+    if loss:
+        controls.append({"key": "host_loss", "label": "Lose a host", "options": [loss]})
     if isinstance(duration, int | float) and duration > 0:
         # A run must outlast its scheduled faults.
         last_fault = max((float(f.get("at_s", 0)) for f in faults if isinstance(f, dict)), default=0.0)
@@ -171,8 +187,114 @@ def break_controls(data: dict[str, Any] | None, policies: list[str]) -> dict[str
             "options": [{"label": f"without the {len(faults)} scheduled", "overrides": ["faults=[]"]}],
         })
     equivalent = policy_equivalence(data, policies)
-    suggested = _suggest(policy, policies, equivalent, faults, has_dispatcher_fault, standby)
+    suggested = (_analysis_suggestion(analysis, scale, loss) if analysis else None) or _suggest(
+        policy, policies, equivalent, faults, has_dispatcher_fault, standby)
     return {"controls": [c for c in controls if c["options"]], "equivalent": equivalent, "suggested": suggested}
+
+
+def _group_of_hosts(data: dict[str, Any]) -> list[int]:
+    """The host group (index in ``hosts``) of each host, in the analysis's host order."""
+    out: list[int] = []
+    for i, group in enumerate(data.get("hosts") or []):
+        if isinstance(group, dict):
+            out += [i] * int(group.get("count") or 1)
+    return out
+
+
+def _binding(m: dict[str, Any]) -> dict[str, Any] | None:
+    """A model's pool that binds in the analysis (its only pool when it has one)."""
+    pools = m.get("pools") or []
+    if m.get("binding_pool"):
+        return next((p for p in pools if p["name"] == m["binding_pool"] or p["role"] == m["binding_pool"]), None)
+    return pools[0] if len(pools) == 1 else None
+
+
+def _scale_options(data: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host groups of each model's binding pool, scaled: to what carries the load
+    to carry when the analysis finds the fleet short (at most 4×), else doubled. The
+    model that saturates first comes first; an option that does not load is left out."""
+    groups = _group_of_hosts(data)
+    gap = (analysis.get("gaps") or {}).get("qps")
+    models = analysis.get("models") or {}
+    first = analysis.get("saturates_first")
+    out = []
+    for name in sorted(models, key=lambda n: n != first):
+        m = models[name]
+        pool = _binding(m)
+        if pool is None or not pool.get("hosts") or m.get("share", 0) <= 0:
+            continue
+        indices = sorted({groups[h] for h in pool["hosts"] if h < len(groups)})
+        if not indices:
+            continue
+        carries = name == first and isinstance(gap, int | float) and 1 < gap <= 4
+        factor = gap if carries else 2.0
+        counts = {i: int(data["hosts"][i].get("count") or 1) for i in indices}
+        scaled = {i: max(n + 1, math.ceil(n * factor - 1e-9)) for i, n in counts.items()}
+        overrides = [f"hosts[{i}].count={n}" for i, n in scaled.items()]
+        if not _valid_with(data, overrides):
+            continue
+        what = f"{name} {pool['role']} pool" if m.get("split") else name
+        before, after = sum(counts.values()), sum(scaled.values())
+        out.append({
+            "label": f"{what} on {before} → {after} hosts (binds at {_qps(m['capacity_qps'])})",
+            "overrides": overrides, "model": name,
+            "figures": {"capacity_qps": m["capacity_qps"], "binding_pool": m.get("binding_pool") or pool["name"],
+                        "gap_qps": gap if carries else None},
+        })
+    return out
+
+
+def _fault_text(fault: dict[str, Any]) -> str:
+    """A scheduled fault as an inline TOML table."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return json.dumps(v) if isinstance(v, str) else f"{v!r}"
+
+    return "{" + ", ".join(f"{k} = {value(v)}" for k, v in fault.items()) + "}"
+
+
+def _loss_option(data: dict[str, Any], analysis: dict[str, Any]) -> dict[str, Any] | None:
+    """The host whose loss hurts most in the analysis, lost a third of the way into the
+    run (kept with the scheduled faults); None when a fault already kills it."""
+    worst = analysis.get("worst_loss")
+    duration = data.get("duration_s")
+    if not worst or not isinstance(duration, int | float) or duration <= 0:
+        return None
+    target = f"host:{worst['host']}"
+    faults = [f for f in data.get("faults") or [] if isinstance(f, dict)]
+    if any(f.get("kill") == target for f in faults):
+        return None
+    at = _num(duration / 3)
+    overrides = [f"faults=[{', '.join(_fault_text(f) for f in [*faults, {'at_s': at, 'kill': target}])}]"]
+    if not _valid_with(data, overrides):
+        return None
+    down = worst.get("down") or []
+    leaves = f"leaves {_qps(worst['fleet_qps'])}" + (f", {' and '.join(down)} down" if down else "")
+    return {"label": f"{target} at {at:g} s ({leaves})", "overrides": overrides,
+            "figures": {"host": worst["host"], "fleet_qps": worst["fleet_qps"], "down": list(down)}}
+
+
+def _analysis_suggestion(analysis: dict[str, Any], scale: list[dict[str, Any]],
+                         loss: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The comparison the stored analysis calls for: when the fleet is short of the load
+    to carry, the binding pool scaled to carry it; else when one host's loss takes a
+    model down, that loss; None when it calls for neither."""
+    gap = (analysis.get("gaps") or {}).get("qps")
+    goal = (analysis.get("goals") or {}).get("qps")
+    first = next((o for o in scale if o["figures"]["gap_qps"] is not None), None)
+    if isinstance(gap, int | float) and gap > 1 and first is not None:
+        f = first["figures"]
+        return {"label": first["label"], "overrides": first["overrides"], "from_analysis": True,
+                "why": f"The analysis puts {first['model']}'s capacity at {_qps(f['capacity_qps'])} "
+                       f"({f['binding_pool']} binds), {gap:.3g}x short of the {_qps(goal)} to carry: "
+                       "does scaling what binds carry it?"}
+    if loss is not None and loss["figures"]["down"]:
+        f = loss["figures"]
+        return {"label": f"losing host:{f['host']}", "overrides": loss["overrides"], "from_analysis": True,
+                "why": f"The analysis says losing host:{f['host']} takes {' and '.join(f['down'])} down "
+                       f"(the fleet is left {_qps(f['fleet_qps'])}): see what the loss costs in a run."}
+    return None
 
 
 def _suggest(
@@ -223,7 +345,7 @@ def page_facts(data: dict[str, Any] | None, toml: str | None = None,
     policies = list(POLICY_REGISTRY)
     written = written_tables(toml)
     analysis = ((record or {}).get("numbers") or {}).get("analysis")
-    return {"breakControls": break_controls(data, policies), "tracePath": trace_path(data, written, analysis),
+    return {"breakControls": break_controls(data, policies, analysis), "tracePath": trace_path(data, written, analysis),
             "sweepKeys": sweep_keys(data)}
 
 
@@ -542,17 +664,19 @@ def _describe(a: dict[str, Any], b: dict[str, Any]) -> str:
     return text
 
 
-def measured_comparison(data: dict[str, Any] | None, policies: list[str], seed: int | None = None) -> dict[str, Any]:
+def measured_comparison(data: dict[str, Any] | None, policies: list[str], seed: int | None = None,
+                        analysis: dict[str, Any] | None = None) -> dict[str, Any]:
     """The break pass's advice checked by running the emulator: which policies give
     identical runs on this scenario (same seed), and the first comparison, in order
     of interest, whose run differs visibly from the scenario as written, with the
     measured difference. Falls back to ``break_controls``' reasoning when the runs
-    would cost more than ``MEASURE_BUDGET`` simulated requests."""
+    would cost more than ``MEASURE_BUDGET`` simulated requests. With the stored
+    ``analysis`` the comparison it calls for is tried first."""
     from emulator.scenario import Scenario, ScenarioError
     from emulator.scenario.overrides import apply_overrides
     from emulator.sim.engine import Engine
 
-    facts = break_controls(data, policies)
+    facts = break_controls(data, policies, analysis)
     out = {"equivalent": facts["equivalent"], "suggested": facts["suggested"], "measured": False}
     if not data:
         return out
@@ -619,6 +743,10 @@ def _candidates(data: dict[str, Any], policies: list[str], facts: dict[str, Any]
     if faults:
         out.append({"label": "no scheduled faults", "overrides": ["faults=[]"],
                     "why": "The same system without its scheduled faults shows what the faults cost."})
+    suggested = facts["suggested"]
+    if suggested and suggested.get("from_analysis") and not any(c["overrides"] == suggested["overrides"] for c in out):
+        # The stored analysis's own suggestion (a binding pool scaled, a host lost): first.
+        out.insert(0, {"label": suggested["label"], "overrides": suggested["overrides"], "why": suggested["why"]})
     equivalent = facts["equivalent"]
     if equivalent is not None:
         out.append({"label": "variable batch times", "overrides": list(equivalent["differs_with"]),

@@ -66,3 +66,43 @@ def test_it_rejects_bad_input_with_one_line_and_status_2(args, words):
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0]
+
+
+def _numbers(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "emulator", "numbers", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("preset", ["doc-as-written", "disagg-decode-undersized"])
+def test_a_scenarios_placement_prints_the_pages_headline_and_the_analysiss_capacity(preset):
+    from emulator.analysis.fleet import analyse
+    from emulator.cli.place_text import _fmt
+    from emulator.scenario import load_scenario
+
+    analysis = analyse(load_scenario(preset, max_requests=None)).to_dict()
+    data = json.loads((done := place("--scenario", preset, "--json")).stdout or "{}")
+    assert done.returncode == 0, done.stderr
+    assert data["analysis"]["capacity_qps"] == analysis["capacity_qps"]
+    assert data["analysis"]["worst_loss"] == analysis["worst_loss"]
+    for name, model in analysis["models"].items():
+        assert data["analysis"]["models"][name]["capacity_qps"] == model["capacity_qps"]
+        assert data["analysis"]["models"][name]["worst_loss"] == model["worst_loss"]
+    text = place("--scenario", preset).stdout
+    # The headline is the numbers pass's, line for line.
+    numbers = _numbers(preset).stdout.splitlines()
+    start = numbers.index("Headline")
+    headline = numbers[start:numbers.index("", start)]
+    assert len(headline) > 1 and "\n".join(headline) in text
+    # Capacity and headroom as the analysis gives them.
+    worst = analysis["worst_loss"]
+    assert (f"  fleet at its split: {_fmt(analysis['capacity_qps'], 'QPS')}; host:{worst['host']} lost leaves "
+            f"{_fmt(worst['fleet_qps'], 'QPS')}") in text
+    for name, model in analysis["models"].items():
+        assert f"  {name}: {_fmt(model['capacity_qps'], 'QPS')}" in text
+        assert f"host:{model['worst_loss']['host']} lost leaves {_fmt(model['worst_loss']['capacity_qps'], 'QPS')}" in text
+
+
+def test_a_split_fleets_placement_names_the_binding_pool_and_the_loss_that_takes_it_down():
+    text = place("--scenario", "disagg-decode-undersized").stdout
+    assert "  chat: 14 QPS, decode pool binds; host:3 lost leaves 0 QPS (down)" in text
+    assert "host:3 lost leaves 0 QPS, chat down" in text

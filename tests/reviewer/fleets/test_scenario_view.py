@@ -284,3 +284,85 @@ def test_a_host_count_below_a_faults_host_is_offered_only_without_the_faults() -
     first = next(k for k in sweep_keys(data) if k["key"] == "hosts[0].count")
     assert first["values"] == [2, 4, 8, 16]
     assert first["values_without_faults"] == [1, 2, 4, 8, 16]
+
+
+def _record(name: str) -> dict[str, Any]:
+    from emulator.analysis.record import fleet_record
+
+    return fleet_record(load_scenario(name, max_requests=None))
+
+
+def test_the_break_pass_suggests_scaling_the_split_fleets_binding_pool_from_its_record() -> None:
+    from emulator.analysis.fleet import analyse
+
+    data = _preset("disagg-decode-undersized")  # 3 prefill hosts, 1 decode host, 1.14x short
+    record = _record("disagg-decode-undersized")
+    facts = page_facts(data, record=record)["breakControls"]
+    controls = {c["key"]: c["options"] for c in facts["controls"]}
+    suggested = facts["suggested"]
+    assert suggested["overrides"] == ["hosts[1].count=2"]  # the decode group
+    assert suggested["label"] == "chat decode pool on 1 → 2 hosts (binds at 14 QPS)"
+    assert "14 QPS (decode binds), 1.14x short of the 16 QPS to carry" in suggested["why"]
+    assert controls["scale"][0]["overrides"] == suggested["overrides"]
+    # The loss the analysis finds worst, and the offered load at the capacity it computes.
+    assert controls["host_loss"][0]["label"] == "host:3 at 100 s (leaves 0 QPS, chat down)"
+    assert {"label": "14 QPS (the capacity)", "overrides": ["traffic.qps=13.981"]} in controls["traffic.qps"]
+    # Scaled as suggested, the same analysis carries the load.
+    scaled = analyse(Scenario.from_dict(apply_overrides(data, suggested["overrides"]), max_requests=None))
+    assert scaled.gaps["qps"] is not None and scaled.gaps["qps"] <= 1
+    # Without a record the break pass reasons from the scenario alone, as before.
+    assert break_controls(data, POLICIES)["suggested"]["overrides"] != suggested["overrides"]
+    assert "scale" not in {c["key"] for c in break_controls(data, POLICIES)["controls"]}
+
+
+def test_the_break_pass_suggestions_follow_the_stored_record() -> None:
+    import copy
+
+    data = _preset("disagg-decode-undersized")
+    record = _record("disagg-decode-undersized")
+    analysis = record["numbers"]["analysis"]
+
+    def suggested(a: dict[str, Any]) -> dict[str, Any]:
+        return page_facts(data, record={**record, "numbers": {**record["numbers"], "analysis": a}})[
+            "breakControls"]["suggested"]
+
+    # A record whose prefill pool binds: its three hosts are scaled instead.
+    prefill = copy.deepcopy(analysis)
+    prefill["models"]["chat"]["binding_pool"] = "prefill"
+    assert suggested(prefill)["overrides"] == ["hosts[0].count=4"]
+    # Not short: the host whose loss takes the model down is the comparison.
+    enough = copy.deepcopy(analysis)
+    enough["gaps"]["qps"] = 0.5
+    lost = suggested(enough)
+    assert lost["label"] == "losing host:3" and lost["overrides"] == ['faults=[{at_s = 100, kill = "host:3"}]']
+    assert "takes chat down" in lost["why"]
+    enough["worst_loss"]["host"] = 1
+    assert suggested(enough)["overrides"] == ['faults=[{at_s = 100, kill = "host:1"}]']
+    # Neither: the reasoning from the scenario.
+    enough["worst_loss"]["down"] = []
+    assert suggested(enough) == break_controls(data, POLICIES)["suggested"]
+    # The capacity figure the QPS control offers is the record's.
+    other = copy.deepcopy(analysis)
+    other["capacity_qps"] = 10.0
+    qps = next(c for c in page_facts(data, record={**record, "numbers": {**record["numbers"], "analysis": other}})[
+        "breakControls"]["controls"] if c["key"] == "traffic.qps")
+    assert {"label": "10 QPS (the capacity)", "overrides": ["traffic.qps=10"]} in qps["options"]
+
+
+def test_a_scheduled_loss_is_not_offered_again_and_kept_with_a_new_one() -> None:
+    data = _preset("host-loss")  # already kills host:2, the worst
+    controls = {c["key"] for c in break_controls(data, POLICIES, _record("host-loss")["numbers"]["analysis"])["controls"]}
+    assert "host_loss" not in controls
+    data = _preset("continuous-comfortable")
+    analysis = _record("continuous-comfortable")["numbers"]["analysis"]
+    data["faults"] = [{"at_s": 10.0, "kill": "dispatcher:chat"}]
+    loss = next(c for c in break_controls(data, POLICIES, analysis)["controls"] if c["key"] == "host_loss")
+    changed = Scenario.from_dict(apply_overrides(data, loss["options"][0]["overrides"]), max_requests=None)
+    assert [(f.action, f.target) for f in changed.faults] == [("kill", "dispatcher:chat"), ("kill", "host:0")]
+
+
+def test_the_measured_advice_tries_the_records_suggestion_first() -> None:
+    data = _preset("disagg-decode-undersized")
+    advice = measured_comparison(data, POLICIES, analysis=_record("disagg-decode-undersized")["numbers"]["analysis"])
+    assert advice["measured"] is True and advice["suggested"]["overrides"] == ["hosts[1].count=2"]
+    assert "goodput 14% → 100%" in advice["suggested"]["measured"]
