@@ -4,10 +4,12 @@ ranked layouts the worker stored."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from test_analysis_in_background import SMALL, _session
 
 pytestmark = pytest.mark.django_db
@@ -100,6 +102,10 @@ def test_another_host_count_is_solved_by_the_worker_once_per_version_and_count(
     assert client.get(url).status_code == 202
     assert client.get(url).status_code == 202
     assert background == [("placement_answer", [version.pk, 5])]
+    # An ask nobody answered for a minute is sent again.
+    PlacementAnswer.objects.filter(version=version, hosts=5).update(asked_at=timezone.now() - timedelta(minutes=5))
+    assert client.get(url).status_code == 202
+    assert background == [("placement_answer", [version.pk, 5])] * 2
     assert _as_worker(calls, placement_answer, version.pk, 5) is True
     assert calls[1:] == [5]
     data = client.get(url).json()
