@@ -284,7 +284,8 @@ DOCS_QUEUE = "docs"
 # version) is worked out there too, never in the web process.
 CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE},
                       "reviewer.break_advice": {"queue": DOCS_QUEUE},
-                      "reviewer.fleet_analysis": {"queue": DOCS_QUEUE}}
+                      "reviewer.fleet_analysis": {"queue": DOCS_QUEUE},
+                      "reviewer.placement_answer": {"queue": DOCS_QUEUE}}
 REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
 BREAK_ADVICE_IN_BACKGROUND = env_bool("BREAK_ADVICE_IN_BACKGROUND", True)
 # A fleet config version's analysis (the numbers pass, the placement answer) too,

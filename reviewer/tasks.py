@@ -110,6 +110,24 @@ def fleet_analysis(version_id: int) -> bool:
         return False
 
 
+@shared_task(name="reviewer.placement_answer", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=5,
+             soft_time_limit=ANALYSIS_TIME_LIMIT_S, time_limit=ANALYSIS_TIME_LIMIT_S + 30)
+def placement_answer(version_id: int, hosts: int) -> bool:
+    """Work out and store the placement pass's answer for a fleet config version on
+    ``hosts`` hosts, within the analysis's time and memory limits; whether it was solved
+    (an answer that says why the puzzle does not apply counts as solved)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from reviewer.fleets.analysis_record import placement_compute, placement_refuse_slow
+
+    try:
+        return "refused" not in placement_compute(version_id=version_id, hosts=hosts)
+    except SoftTimeLimitExceeded:
+        placement_refuse_slow(version_id=version_id, hosts=hosts, limit_s=ANALYSIS_TIME_LIMIT_S)
+        return False
+
+
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
 def reap_stalled() -> dict[str, list[int]]:
     """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps.

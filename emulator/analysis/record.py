@@ -4,7 +4,8 @@ the record a fleet config version stores and every reader reads.
 ``fleet_record(scenario, doc_text)`` gives a JSON-safe dict: the numbers pass (its
 figures, headline, findings and the analysis they come from), the placement answer
 (the best layout and where the layout as configured stands, or why the puzzle does not
-apply) and the figures the doc states. Its ``version`` changes whenever its form does,
+apply), the placement pass's ranked layouts as its page shows them and the figures the
+doc states. Its ``version`` changes whenever its form does,
 so a stored record of an older form is worked out again rather than misread.
 """
 
@@ -14,10 +15,10 @@ from typing import Any
 
 from emulator.scenario import Scenario
 
-__all__ = ["RECORD_VERSION", "fleet_record", "placement_record"]
+__all__ = ["RECORD_VERSION", "fleet_record", "placement_answer", "placement_record"]
 
 #: The form of a record; bump it when a field changes meaning.
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 def fleet_record(scenario: Scenario, doc_text: str | None = None) -> dict[str, Any]:
@@ -33,6 +34,7 @@ def fleet_record(scenario: Scenario, doc_text: str | None = None) -> dict[str, A
         "scenario": scenario.name,
         "numbers": report.to_dict(),
         "placement": placement_record(scenario, analysis),
+        "placement_answer": placement_answer(scenario, analysis=analysis),
     }
     if doc_text is not None:
         figures = find_figures(doc_text, scenario)
@@ -63,3 +65,26 @@ def placement_record(scenario: Scenario, analysis: Any = None) -> dict[str, Any]
             "qps_per_worker": {k: float(v) for k, v in args["qps_per_worker"].items()},
             "models": dict(zip(problem.names, problem.models(), strict=True)),
             "best": best, "current": data}
+
+
+def placement_answer(scenario: Scenario, hosts: int | None = None, analysis: Any = None) -> dict[str, Any]:
+    """The placement pass's answer: the solver's ranked layouts of the scenario's fleet
+    (on ``hosts`` hosts of its size when given), the label of the layout as configured,
+    and each ranked layout's scenario host groups; or ``{"error": why}``."""
+    from emulator.analysis import placement
+    from emulator.analysis.placement.scenario import current_fleet, problem_args
+
+    try:
+        # The scenario's own figures (per-worker throughput, split, demand),
+        # exactly as `python -m emulator place --scenario` takes them.
+        args = problem_args(scenario, analysis)
+        if hosts is not None:
+            args["hosts"] = hosts
+        solved = placement.solve(**args)
+        answer = solved.to_dict()
+        answer["current_label"] = current_fleet(solved.problem, scenario).label(solved.problem.names)
+    except placement.PlacementError as exc:
+        return {"error": str(exc)}
+    for entry in answer["ranked"]:
+        entry["host_groups"] = placement.placement_to_hosts(entry, args["units"])
+    return answer

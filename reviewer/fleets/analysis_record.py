@@ -12,6 +12,11 @@ Working it out can take seconds and hundreds of megabytes on a large fleet, so w
 under a time and a memory limit) and the web process only reads what is stored:
 :func:`stored_record` answers None while the worker works, and the page asks again.
 While a worker is asked, the version's ``analysis`` holds ``{"asked_at": ...}``.
+
+The placement pass's answer on the version's own hosts is in the record; on another
+number of hosts (``placement.json?hosts=N``) :func:`stored_placement` reads it from a
+:class:`~reviewer.models.PlacementAnswer` row per version and host count, worked out the
+same way by ``reviewer.tasks.placement_answer``.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from reviewer import selectors
-from reviewer.models.review import FleetConfig, FleetConfigVersion
+from reviewer.models.review import FleetConfig, FleetConfigVersion, PlacementAnswer
 
-__all__ = ["analysis_record", "latest_record", "stored_record"]
+__all__ = ["analysis_record", "latest_record", "placement_compute", "stored_placement", "stored_record"]
 
 #: An ask no worker answered within this long (a lost task, no docs worker yet) is sent again.
 ASK_AGAIN_AFTER_S = 60
@@ -143,3 +148,71 @@ def latest_record(config: FleetConfig | None) -> dict[str, Any] | None:
         return None
     record = stored_record(version)
     return None if record is None or "refused" in record else record
+
+
+def stored_placement(version: FleetConfigVersion, hosts: int | None = None) -> dict[str, Any] | None:
+    """The placement pass's answer for the version, on ``hosts`` hosts of its size (None:
+    the version's own), as the web process may read it: the solver's answer,
+    ``{"error": why}`` when the puzzle does not apply, ``{"refused": why}`` over the
+    limits, or None while a worker works it out (asked for here as :func:`stored_record`
+    asks). The host count is bounded by the caller, so a version has few such answers.
+    """
+    if hosts is None:
+        record = stored_record(version)
+        if record is None or "refused" in record:
+            return record
+        return record["placement_answer"]
+    if not in_background():
+        return placement_answer_for(version, hosts)
+    row, _ = PlacementAnswer.objects.get_or_create(version=version, hosts=hosts)
+    if row.answer is not None:
+        return row.answer
+    now = timezone.now()
+    if row.asked_at is None or row.asked_at < now - timedelta(seconds=ASK_AGAIN_AFTER_S):
+        PlacementAnswer.objects.filter(pk=row.pk).update(asked_at=now)
+        from reviewer.runs.services import send_task_after_commit
+
+        send_task_after_commit("placement_answer", [version.pk, hosts],
+                               f"the placement of fleet version {version.pk} on {hosts} hosts",
+                               f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+    return None
+
+
+def placement_answer_for(version: FleetConfigVersion, hosts: int) -> dict[str, Any]:
+    """The version's placement answer on ``hosts`` hosts, worked out here if it is not stored."""
+    from emulator.analysis.record import placement_answer
+    from emulator.scenario import Scenario, ScenarioError
+
+    row = PlacementAnswer.objects.filter(version=version, hosts=hosts).first()
+    if row is not None and row.answer is not None:
+        return row.answer
+    try:
+        answer = placement_answer(Scenario.from_dict(version.scenario, max_requests=None), hosts)
+    except ScenarioError as exc:
+        answer = {"error": str(exc)}
+    _store_placement(version.pk, hosts, answer)
+    return answer
+
+
+def _store_placement(version_id: int, hosts: int, answer: dict[str, Any]) -> None:
+    PlacementAnswer.objects.update_or_create(version_id=version_id, hosts=hosts, defaults={"answer": answer})
+
+
+def placement_compute(*, version_id: int, hosts: int) -> dict[str, Any]:
+    """Work the version's placement on ``hosts`` hosts out in a worker, within
+    ``ANALYSIS_MEMORY_LIMIT_MB``; over it, ``{"refused": why}`` is stored."""
+    version = FleetConfigVersion.objects.get(pk=version_id)
+    try:
+        with memory_limit(settings.ANALYSIS_MEMORY_LIMIT_MB):
+            return placement_answer_for(version, hosts)
+    except MemoryError:
+        refused = {"refused": f"the placement of this fleet on {hosts} hosts needs more than "
+                              f"{settings.ANALYSIS_MEMORY_LIMIT_MB} MB; ask about fewer hosts"}
+        _store_placement(version_id, hosts, refused)
+        return refused
+
+
+def placement_refuse_slow(*, version_id: int, hosts: int, limit_s: float) -> None:
+    """Store that the placement on ``hosts`` hosts took over its time limit, so the page stops waiting."""
+    _store_placement(version_id, hosts, {"refused": f"the placement of this fleet on {hosts} hosts took over "
+                                                   f"{limit_s:.0f} s; ask about fewer hosts"})

@@ -223,6 +223,30 @@ class FleetConfigVersion(models.Model):
         super().save(*args, **kwargs)
 
 
+class PlacementAnswer(models.Model):
+    """The placement pass's answer for a fleet config version on another number of hosts
+    (``?hosts=N``), worked out once by a docs worker (reviewer.fleets.analysis_record).
+
+    ``answer`` is None while a worker is asked (since ``asked_at``); then the solver's
+    answer, ``{"error": why}`` when the puzzle does not apply, or ``{"refused": why}``
+    when it went over its time or memory limit. The answer on the version's own hosts
+    is in its ``analysis`` record.
+    """
+
+    version = models.ForeignKey(FleetConfigVersion, on_delete=models.CASCADE, related_name="placement_answers")
+    hosts = models.PositiveIntegerField()
+    answer = OrderedJSONField(null=True, blank=True, editable=False)
+    asked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["version", "hosts"], name="placementanswer_unique_hosts")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} on {self.hosts} hosts"
+
+
 class ReviewSession(models.Model):
     """A review of one doc (optionally with a fleet config) by an owner and reviewers."""
 

@@ -17,6 +17,8 @@ from reviewer.views.pages import get_session_for_user, int_or_none
 
 #: How long the page waits before asking again while a worker works the figures out.
 RETRY_AFTER_S = 2
+#: The most hosts ``placement.json?hosts=N`` solves for (each N is solved and stored once per version).
+MAX_PLACEMENT_HOSTS = 64
 
 
 def _fleet_for_session(user: Any, session_id: int) -> Any:
@@ -110,15 +112,16 @@ def _written(fleet: Any) -> dict[str, Any] | None:
 @login_required
 @require_GET
 def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
-    """The placement solver's ranked layouts for the session's fleet.
+    """The placement solver's ranked layouts for the session's fleet, read from the
+    fleet config version's stored answer (a docs worker solves it; 202 meanwhile).
 
     The host count and size come from the fleet config; ``?hosts=N`` asks
-    about a different number of hosts. Each ranked layout carries the host
-    groups that would make it a fleet config (``host_groups``).
+    about a different number of hosts, solved once per version and N. Each ranked
+    layout carries the host groups that would make it a fleet config (``host_groups``).
     """
-    from emulator.analysis import placement
-    from emulator.analysis.placement.scenario import current_fleet, layout_config_name, problem_args
+    from emulator.analysis.placement.scenario import layout_config_name
     from emulator.scenario import Scenario, ScenarioError
+    from reviewer.fleets.analysis_record import stored_placement
 
     fleet = _fleet_for_session(request.user, session_id)
     try:
@@ -126,27 +129,31 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
     except ScenarioError as exc:
         return _stale_scenario(exc)
     requested = int_or_none(request.GET.get("hosts"))
-    if requested is not None and not 1 <= requested <= 64:
-        return JsonResponse({"error": "hosts: give a whole number from 1 to 64."}, status=400)
-    try:
-        # The scenario's own figures (per-worker throughput, split, demand),
-        # exactly as `python -m emulator place --scenario` takes them.
-        problem = problem_args(scenario)
-        if requested is not None:
-            problem["hosts"] = requested
-        solved = placement.solve(**problem)
-        result = solved.to_dict()
-        current_label = current_fleet(solved.problem, scenario).label(solved.problem.names)
-    except placement.PlacementError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
-    units = problem["units"]
-    result["current_label"] = current_label
-    # The scenario form of each ranked layout, and the name of the config it
-    # makes, so "use this layout" can make one without the browser knowing the
-    # TOML grammar.
-    for entry in result["ranked"]:
-        entry["host_groups"] = placement.placement_to_hosts(entry, units)
-        entry["config_name"] = layout_config_name(fleet.name, current_label, entry["label"])
+    if requested is not None and not 1 <= requested <= MAX_PLACEMENT_HOSTS:
+        return JsonResponse({"error": f"hosts: give a whole number from 1 to {MAX_PLACEMENT_HOSTS}."}, status=400)
+    if requested == len(scenario.expanded_hosts()):
+        requested = None  # the fleet as configured: the version's own record answers
+    version = fleet.latest_version()
+    if version is None:  # a config saved without a version: worked out here, not stored
+        from emulator.analysis.record import placement_answer
+
+        result: dict[str, Any] | None = placement_answer(scenario, requested)
+    else:
+        result = stored_placement(version, requested)
+    if result is None:
+        # A docs worker solves it; the page shows a spinner and asks again.
+        response = JsonResponse({"pending": True, "retry_after_s": RETRY_AFTER_S}, status=202)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    if "refused" in result:
+        return JsonResponse({"error": result["refused"]}, status=422)
+    if "error" in result:
+        return JsonResponse({"error": result["error"]}, status=400)
+    # The name of the config each ranked layout makes, so "use this layout" can make
+    # one without the browser knowing the TOML grammar.
+    result = {**result, "ranked": [
+        {**entry, "config_name": layout_config_name(fleet.name, result["current_label"], entry["label"])}
+        for entry in result["ranked"]]}
     return JsonResponse(result)
 
 
