@@ -255,7 +255,8 @@ def test_a_layout_edited_first_is_saved_as_a_new_config_from_the_editor(
     workers = "#fe-sections .fe-field[data-path='hosts[0].workers'] input"
     page.wait_for_selector("#fe-status:has-text('Valid')")
     assert page.input_value(workers) == "big@0, small@5, small@7"
-    assert page.input_value("#fe-name").endswith("· 1 big + 2 small / 1 big + 2 small / 1 big + 2 small")
+    # The example's name spells its layout out; the new config's name follows the layout.
+    assert page.input_value("#fe-name").endswith(": 1 big + 2 small / 1 big + 2 small / 1 big + 2 small)")
     assert "count = 3\nunits = 10\nworkers = [\n    \"big@0\",\n    \"small@5\",\n    \"small@7\",\n]" in (
         page.input_value("#fe-toml"))
     # Change the layout before saving: a small worker moves up by one unit.
