@@ -394,6 +394,8 @@ GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET
 DOC_BODY_MAX_CHARS = env_int("DOC_BODY_MAX_CHARS", 1_000_000)
 DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
 DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
+# The fleet config versions one user's configs hold together (every save of a changed scenario is one).
+USER_FLEET_VERSIONS_MAX = env_int("USER_FLEET_VERSIONS_MAX", 2_000)
 # The revision diff: characters of each revision compared, the longest stretch with
 # no shared sentence searched for matches, findings placed on the two sides.
 DIFF_MAX_CHARS = env_int("DIFF_MAX_CHARS", 1_000_000)
