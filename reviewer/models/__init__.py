@@ -23,6 +23,8 @@ from reviewer.models.review import (
     SessionStatus,
     Severity,
     TraceHop,
+    TraceUpload,
+    TraceUploadStatus,
 )
 from reviewer.models.runs import (
     CommandKind,
@@ -55,6 +57,8 @@ __all__ = [
     "FindingStatus",
     "FleetConfig",
     "FleetConfigVersion",
+    "TraceUpload",
+    "TraceUploadStatus",
     "ReviewPass",
     "ReviewSession",
     "SessionStatus",
