@@ -285,7 +285,8 @@ DOCS_QUEUE = "docs"
 CELERY_TASK_ROUTES = {"reviewer.reanchor_revision": {"queue": DOCS_QUEUE},
                       "reviewer.break_advice": {"queue": DOCS_QUEUE},
                       "reviewer.fleet_analysis": {"queue": DOCS_QUEUE},
-                      "reviewer.placement_answer": {"queue": DOCS_QUEUE}}
+                      "reviewer.placement_answer": {"queue": DOCS_QUEUE},
+                      "reviewer.trace_upload": {"queue": DOCS_QUEUE}}
 REANCHOR_IN_BACKGROUND = env_bool("REANCHOR_IN_BACKGROUND", True)
 BREAK_ADVICE_IN_BACKGROUND = env_bool("BREAK_ADVICE_IN_BACKGROUND", True)
 # A fleet config version's analysis (the numbers pass, the placement answer) too,
@@ -397,6 +398,8 @@ GLOBAL_REQUEST_BUDGET = env_int("GLOBAL_REQUEST_BUDGET", 10 * RUN_REQUEST_BUDGET
 DOC_BODY_MAX_CHARS = env_int("DOC_BODY_MAX_CHARS", 1_000_000)
 DOC_REVISIONS_MAX = env_int("DOC_REVISIONS_MAX", 200)
 DOC_FINDINGS_MAX = env_int("DOC_FINDINGS_MAX", 2_000)
+# The fleet config versions one user's configs hold together (every save of a changed scenario is one).
+USER_FLEET_VERSIONS_MAX = env_int("USER_FLEET_VERSIONS_MAX", 2_000)
 # The revision diff: characters of each revision compared, the longest stretch with
 # no shared sentence searched for matches, findings placed on the two sides.
 DIFF_MAX_CHARS = env_int("DIFF_MAX_CHARS", 1_000_000)
@@ -415,6 +418,9 @@ RUN_COMMANDS_MAX = env_int("RUN_COMMANDS_MAX", 50)
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 64 * 1024 * 1024)
 # The traces stored for one user's fleet configs together (every version's file counts).
 USER_TRACE_STORAGE_MAX_BYTES = env_int("USER_TRACE_STORAGE_MAX_BYTES", 1024 * 1024 * 1024)
+# Uploads up to this size are checked in the web request; bigger ones by a docs worker
+# (the request answers 202 with a status URL the page asks).
+TRACE_PARSE_INLINE_MAX_BYTES = env_int("TRACE_PARSE_INLINE_MAX_BYTES", 1024 * 1024)
 TRACE_UPLOAD_DIR = Path(env_str("TRACE_UPLOAD_DIR", str(DATA_DIR / "traces"))).resolve()
 
 # /metrics answers staff and scrapers sending Authorization: Bearer METRICS_TOKEN.

@@ -128,6 +128,16 @@ def placement_answer(version_id: int, hosts: int) -> bool:
         return False
 
 
+@shared_task(name="reviewer.trace_upload", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(OperationalError,), retry_backoff=2, max_retries=5,
+             soft_time_limit=600, time_limit=630)
+def trace_upload(upload_id: int) -> str:
+    """Check an uploaded trace and make the fleet config version that replays it; the upload's status."""
+    from reviewer.fleets.traces import trace_upload_process
+
+    return str(trace_upload_process(upload_id=upload_id).status)
+
+
 @shared_task(name="reviewer.reap_stalled", soft_time_limit=30, time_limit=60)
 def reap_stalled() -> dict[str, list[int]]:
     """Fail runs whose worker stopped beating, re-queue queued runs whose task was lost, finish lost sweeps.

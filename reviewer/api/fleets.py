@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import JSONField, OuterRef, ProtectedError, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import permissions as drf_permissions
-from rest_framework import viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
@@ -25,7 +26,7 @@ from reviewer.api.serializers import (
 from reviewer.errors import Conflict
 from reviewer.fleets import traces as trace_services
 from reviewer.fleets.editor import scenario_check
-from reviewer.models.review import FleetConfig, FleetConfigVersion
+from reviewer.models.review import FleetConfig, FleetConfigVersion, TraceUpload
 from reviewer.review import services
 
 
@@ -113,6 +114,8 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
         request={"multipart/form-data": TraceUploadSerializer},
         responses={
             200: FleetConfigSerializer,
+            202: OpenApiResponse(description="A trace over TRACE_PARSE_INLINE_MAX_BYTES, stored and waiting for its "
+                                             'check by a worker: {"status": "pending", "status_url": ...}'),
             400: OpenApiResponse(description='A bad trace: {"trace": ["<file> line <n>: <field> ...; <fix>"]}'),
             413: OpenApiResponse(description='Over UPLOAD_MAX_BYTES: {"detail": "...", "setting": "UPLOAD_MAX_BYTES"}'),
         },
@@ -124,13 +127,28 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
             url_path="trace", url_name="trace")
     def upload_trace(self, request: Request, pk: Any = None) -> Response:
         """Upload a request trace for the config to replay: a new version whose
-        ``traffic.trace`` is the stored file. A bad trace is refused with the line
-        and field at fault, and nothing is saved."""
+        ``traffic.trace`` is the stored file. A small trace is checked at once (200, the
+        config); a bigger one is stored and checked by a worker (202, its status URL,
+        which then says ``done`` with the version, or ``failed`` with the field and
+        error). A bad trace is refused with the line and field at fault, and nothing is saved."""
         config = self.get_object()
         upload = TraceUploadSerializer(data=request.data)
         upload.is_valid(raise_exception=True)
-        trace_services.fleet_config_trace_upload(
-            config=config, author=request.user, upload=upload.validated_data["file"]
-        )
+        file = upload.validated_data["file"]
+        if not trace_services.trace_parsed_in_request(file):
+            pending = trace_services.trace_upload_start(config=config, author=request.user, upload=file)
+            body = trace_services.trace_upload_representation(pending)
+            return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["status_url"]})
+        trace_services.fleet_config_trace_upload(config=config, author=request.user, upload=file)
         fresh = self.get_queryset().get(pk=config.pk)
         return Response(FleetConfigSerializer(fresh, context=self.get_serializer_context()).data)
+
+    @extend_schema(responses={200: OpenApiResponse(
+        description='{"status": "pending" | "done" | "failed", "field": ..., "error": ..., "version": ...}')})
+    @action(detail=True, methods=["get"], url_path=r"trace/(?P<upload_id>[0-9]+)", serializer_class=None)
+    def trace_status(self, request: Request, pk: Any = None, upload_id: Any = None) -> Response:
+        """Where an uploaded trace's check by a worker stands: pending, done (the version
+        that replays it) or failed (the field at fault and the error naming the fix)."""
+        config = self.get_object()
+        pending = get_object_or_404(TraceUpload.objects.select_related("version"), config=config, pk=upload_id)
+        return Response(trace_services.trace_upload_representation(pending))

@@ -24,6 +24,8 @@ from reviewer.models.review import (
     SessionStatus,
     Severity,
     TraceHop,
+    TraceUpload,
+    TraceUploadStatus,
 )
 from reviewer.models.runs import (
     CommandKind,
@@ -57,6 +59,8 @@ __all__ = [
     "FleetConfig",
     "FleetConfigVersion",
     "PlacementAnswer",
+    "TraceUpload",
+    "TraceUploadStatus",
     "ReviewPass",
     "ReviewSession",
     "SessionStatus",

@@ -247,6 +247,40 @@ class PlacementAnswer(models.Model):
         return f"{self.version} on {self.hosts} hosts"
 
 
+class TraceUploadStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+
+
+class TraceUpload(models.Model):
+    """A request trace uploaded for a fleet config, stored as it came and checked by a
+    docs worker (reviewer.fleets.traces), which then makes the version that replays it."""
+
+    config = models.ForeignKey(FleetConfig, on_delete=models.CASCADE, related_name="trace_uploads")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    name = models.CharField(max_length=255)
+    #: The stored file, absolute, under TRACE_UPLOAD_DIR (kept while pending and once done).
+    path = models.CharField(max_length=1024)
+    size = models.BigIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=TraceUploadStatus.choices, default=TraceUploadStatus.PENDING)
+    #: When refused: the field at fault and the one-line error naming the fix.
+    error_field = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    version = models.ForeignKey(FleetConfigVersion, on_delete=models.SET_NULL, null=True, blank=True,
+                                related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} for {self.config_id} ({self.status})"
+
+
 class ReviewSession(models.Model):
     """A review of one doc (optionally with a fleet config) by an owner and reviewers."""
 

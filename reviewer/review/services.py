@@ -98,6 +98,21 @@ def _carried(provenance: dict[str, dict[str, str]], scenario: dict[str, Any],
             if p in figures or any(k.startswith(f"{p}[") or k.startswith(f"{p}.") for k in figures)}
 
 
+def check_fleet_versions_quota(owner: User) -> None:
+    """Refuse a new fleet config version that would take ``owner``'s versions over
+    USER_FLEET_VERSIONS_MAX (all their configs' versions together)."""
+    limit = settings.USER_FLEET_VERSIONS_MAX
+    used = FleetConfigVersion.objects.filter(config__owner=owner).count()
+    if used >= limit:
+        raise OverLimit(
+            "USER_FLEET_VERSIONS_MAX",
+            f"your fleet configs hold {used:,} versions, the most one user may keep "
+            f"({limit:,}, USER_FLEET_VERSIONS_MAX); delete fleet configs you no longer need "
+            "(their versions go with them) or ask for a higher limit",
+        )
+
+
+@transaction.atomic
 def fleet_config_create(
     *, owner: User, name: str, toml: str, doc: DesignDoc | None = None, provenance: Any = None
 ) -> FleetConfig:
@@ -106,6 +121,7 @@ def fleet_config_create(
     config = FleetConfig(owner=owner, name=name, toml=toml, doc=doc)
     config.clean()
     marks = _clean_provenance(provenance, config) if provenance is not None else {}
+    check_fleet_versions_quota(owner)
     config.save()
     FleetConfigVersion.objects.create(config=config, number=1, toml=config.toml, author=owner, provenance=marks)
     return config
@@ -141,6 +157,8 @@ def fleet_config_save(
     else:
         marks = _carried(latest.provenance if latest else {}, config.scenario, tomllib.loads(config.toml))
     new_version = latest is None or config.toml != latest.toml or marks != latest.provenance
+    if new_version:
+        check_fleet_versions_quota(config.owner)
     config.save()
     if new_version:
         number = (latest.number if latest else 0) + 1

@@ -25,9 +25,18 @@ def fleet_trace_upload(request: HttpRequest, fleet_id: int) -> HttpResponse:
         messages.error(request, "trace: choose a trace file to upload.")
     else:
         try:
-            traces.fleet_config_trace_upload(config=config, author=request.user, upload=upload)
+            if traces.trace_parsed_in_request(upload):
+                traces.fleet_config_trace_upload(config=config, author=request.user, upload=upload)
+            else:
+                # A big trace takes seconds to read: a docs worker checks it (the page's
+                # script follows its status URL; without it, the home page lists it pending).
+                traces.trace_upload_start(config=config, author=request.user, upload=upload)
         except ServiceError as exc:
             messages.error(request, exc.message)
         else:
-            messages.success(request, f"{config.name}: a new version replays {upload.name}.")
+            if traces.trace_parsed_in_request(upload):
+                messages.success(request, f"{config.name}: a new version replays {upload.name}.")
+            else:
+                messages.info(request, f"{config.name}: {upload.name} is stored and being checked; "
+                                       "a new version replays it once it passes (reload to see).")
     return redirect("home")

@@ -124,3 +124,27 @@ def test_it_refuses_to_save_a_config_no_run_could_start(api_as, review_doc, sett
     )
     assert saved.status_code == 400
     assert "run budget of 100" in saved.content.decode()
+
+
+def test_it_refuses_a_version_past_the_owners_fleet_versions_quota_naming_the_setting(
+        api_as, review_fleet, settings):
+    from reviewer.models import FleetConfig, FleetConfigVersion
+
+    settings.USER_FLEET_VERSIONS_MAX = 3
+    client = api_as("owner")
+    url = f"/api/fleets/{review_fleet.pk}/"
+    assert client.patch(url, {"toml": SMALL_SCENARIO.replace("qps = 40\n", "qps = 20\n", 1)},
+                        format="json").json()["version"] == 2
+    assert client.post("/api/fleets/", {"name": "third", "toml": SMALL_SCENARIO}, format="json").status_code == 201
+    configs, versions = FleetConfig.objects.count(), FleetConfigVersion.objects.count()
+    edit = client.patch(url, {"toml": SMALL_SCENARIO.replace("qps = 40\n", "qps = 10\n", 1)}, format="json")
+    create = client.post("/api/fleets/", {"name": "fourth", "toml": SMALL_SCENARIO}, format="json")
+    for response in (edit, create):
+        assert response.status_code == 429, response.content
+        assert response.json()["setting"] == "USER_FLEET_VERSIONS_MAX"
+        assert "USER_FLEET_VERSIONS_MAX" in response.json()["detail"]
+    # Nothing saved: no config, no version, the config's scenario as it was.
+    assert (FleetConfig.objects.count(), FleetConfigVersion.objects.count()) == (configs, versions)
+    assert client.get(url).json()["scenario"]["traffic"]["qps"] == 20
+    # A rename is no new version and still goes through.
+    assert client.patch(url, {"name": "renamed"}, format="json").status_code == 200

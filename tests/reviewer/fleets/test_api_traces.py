@@ -267,3 +267,56 @@ def test_it_refuses_an_upload_past_the_owners_trace_storage_quota_naming_the_set
     assert "USER_TRACE_STORAGE_MAX_BYTES" in response.json()["detail"]
     assert _stored_files(trace_dir) == stored  # nothing half-saved
     assert api_as("owner").get(f"/api/fleets/{review_fleet.pk}/").json()["version"] == 2
+
+
+def test_a_big_upload_is_stored_unparsed_answered_202_and_a_worker_makes_the_version(
+        api_as, review_fleet, trace_dir, settings, monkeypatch):
+    import emulator.scenario.traces as reader
+    from reviewer.tasks import trace_upload
+
+    settings.TRACE_PARSE_INLINE_MAX_BYTES = 100  # GOOD_CSV is bigger
+    real = reader.read_trace
+
+    def not_in_the_web_request(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the web request parsed the trace")
+
+    monkeypatch.setattr(reader, "read_trace", not_in_the_web_request)
+    client = api_as("owner")
+    response = _upload(client, review_fleet, "azure.csv", GOOD_CSV)
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "pending" and body["name"] == "azure.csv" and body["version"] is None
+    assert response["Location"] == body["status_url"] == f"/api/fleets/{review_fleet.pk}/trace/{body['id']}/"
+    assert [p.read_text() for p in _stored_files(trace_dir)] == [GOOD_CSV]  # stored as it came
+    assert review_fleet.versions.count() == 1
+    assert client.get(body["status_url"]).json()["status"] == "pending"
+
+    monkeypatch.setattr(reader, "read_trace", real)
+    assert trace_upload.apply(args=[body["id"]]).get() == "done"  # what the docs worker runs (eager)
+    done = client.get(body["status_url"]).json()
+    assert done["status"] == "done" and done["version"] == 2 and done["error"] is None
+    fleet = client.get(f"/api/fleets/{review_fleet.pk}/").json()
+    assert fleet["version"] == 2 and fleet["trace"] == "azure.csv"
+    assert Path(fleet["scenario"]["traffic"]["trace"]).read_text() == GOOD_CSV
+    # Sent again (a redelivered task), it does nothing more.
+    assert trace_upload.apply(args=[body["id"]]).get() == "done"
+    assert review_fleet.versions.count() == 2
+
+
+def test_a_bad_big_traces_error_is_reported_on_its_status_url_and_nothing_is_kept(
+        api_as, review_fleet, trace_dir, settings):
+    from reviewer.tasks import trace_upload
+
+    settings.TRACE_PARSE_INLINE_MAX_BYTES = 10
+    client = api_as("owner")
+    bad = GOOD_JSONL.replace('"prompt_tokens": 100', '"prompt_tokens": "many"', 1)
+    response = _upload(client, review_fleet, "t.jsonl", bad)
+    assert response.status_code == 202, response.content
+    url = response.json()["status_url"]
+    assert trace_upload.apply(args=[response.json()["id"]]).get() == "failed"
+    failed = client.get(url).json()
+    assert failed["status"] == "failed" and failed["field"] == "trace" and failed["version"] is None
+    assert failed["error"].startswith("trace: ") and "t.jsonl line 1" in failed["error"], failed
+    assert "prompt_tokens" in failed["error"]
+    assert review_fleet.versions.count() == 1 and _stored_files(trace_dir) == []
+    assert api_as("outsider").get(url).status_code == 404

@@ -126,3 +126,20 @@ def test_an_outsider_gets_404_and_a_reviewer_may_not_upload(people, open_review,
     response = _client(people["reviewer"]).post(f"/fleets/{review_fleet.pk}/trace", data, follow=True)
     assert "only its owner may upload a trace" in response.content.decode()
     assert review_fleet.versions.count() == 1
+
+
+def test_a_big_trace_from_the_home_page_is_stored_for_a_worker_not_parsed_in_the_request(
+        people, review_fleet, settings, tmp_path, monkeypatch):
+    import emulator.scenario.traces as reader
+    from reviewer.models import TraceUpload
+
+    settings.TRACE_UPLOAD_DIR = tmp_path
+    settings.TRACE_PARSE_INLINE_MAX_BYTES = 10
+    monkeypatch.setattr(reader, "read_trace", lambda *a, **k: pytest.fail("the web request parsed the trace"))
+    trace = b'{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 5}\n'
+    response = _client(people["owner"]).post(f"/fleets/{review_fleet.pk}/trace",
+                                             {"file": SimpleUploadedFile("t.jsonl", trace)}, follow=True)
+    assert "t.jsonl is stored and being checked" in response.content.decode()
+    assert review_fleet.versions.count() == 1
+    assert list(TraceUpload.objects.values_list("name", "status")) == [("t.jsonl", "pending")]
+    assert [p.read_bytes() for p in Path(tmp_path).rglob("t.jsonl")] == [trace]
