@@ -75,12 +75,16 @@ def sweep_finish(sweep_id: int) -> str:
     soft_time_limit=1800,
     time_limit=1830,
 )
-def reanchor_revision(revision_id: int) -> dict[str, Any]:
-    """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state."""
+def reanchor_revision(revision_id: int, dispatch: int | None = None) -> dict[str, Any]:
+    """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state.
+
+    ``dispatch`` is the hand-over number the task was sent with; a copy sent
+    before the latest hand-over returns at once.
+    """
     from reviewer.review.services import reanchor_revision as reanchor
     from reviewer.review.services import reanchoring_representation
 
-    return reanchoring_representation(reanchor(revision_id=revision_id).revision)
+    return reanchoring_representation(reanchor(revision_id=revision_id, dispatch=dispatch).revision)
 
 
 @shared_task(name="reviewer.break_advice", acks_late=True, reject_on_worker_lost=True,

@@ -215,3 +215,64 @@ def test_a_docs_queue_worker_moves_the_findings_after_the_edit_returned(
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
+
+
+@pytest.mark.django_db
+def test_a_stale_copy_of_the_task_returns_at_once_and_the_live_one_stops_when_handed_over(
+        open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch,
+        django_capture_on_commit_callbacks: Any) -> None:
+    sent: list[list[Any]] = []
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+                        lambda name, args, what, retried_by: sent.append(args))
+    _file(open_review, people["reviewer"], 3)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+    DocRevision.objects.filter(pk=revision.pk).update(
+        reanchor_beat_at=timezone.now() - timedelta(seconds=services.REANCHOR_STALLED_AFTER_S + 1))
+    assert services.reanchors_resume() == [revision.pk]
+    assert sent == [[revision.pk, 1], [revision.pk, 2]]  # each hand-over has its own number
+
+    assert reanchor_revision(revision.pk, 1) == {"status": "pending", "done": 0, "total": 3}  # the stale copy
+    assert Finding.objects.filter(revision=revision).count() == 0
+
+    # The live copy is handed over again while it works (its worker seemed lost): it stops at its next beat.
+    monkeypatch.setattr(services, "REANCHOR_HEARTBEAT_S", 0.0)
+    real_placement = services._placement
+
+    def handed_over_meanwhile(finding: Finding, rev: DocRevision) -> Any:
+        DocRevision.objects.filter(pk=rev.pk).update(reanchor_dispatch=3)
+        return real_placement(finding, rev)
+
+    monkeypatch.setattr(services, "_placement", handed_over_meanwhile)
+    assert reanchor_revision(revision.pk, 2)["status"] == "pending"
+    assert Finding.objects.filter(revision=revision).count() == 0
+    monkeypatch.setattr(services, "_placement", real_placement)
+    assert reanchor_revision(revision.pk, 3) == {"status": "done", "done": 3, "total": 3}
+    assert Finding.objects.filter(revision=revision).count() == 3
+
+
+@pytest.mark.django_db
+def test_the_watchdog_does_not_hand_over_a_task_that_beats_while_it_works(
+        open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch slower than the stall allowance: the live task's beats keep the watchdog off it."""
+    sent: list[list[Any]] = []
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+                        lambda name, args, what, retried_by: sent.append(args))
+    monkeypatch.setattr(services, "REANCHOR_HEARTBEAT_S", 0.1, raising=False)
+    stalled_after_s = 0.8
+    _file(open_review, people["reviewer"], 6)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+    assert len(sent) == 1
+    real_placement = services._placement
+    resent: list[list[int]] = []
+
+    def slow(finding: Finding, rev: DocRevision) -> Any:
+        time.sleep(0.25)  # six findings: 1.5 s in one batch, before any progress is recorded
+        resent.append(services.reanchors_resume(stalled_after_s=stalled_after_s))
+        return real_placement(finding, rev)
+
+    monkeypatch.setattr(services, "_placement", slow)
+    assert reanchor_revision(revision.pk) == {"status": "done", "done": 6, "total": 6}
+    assert resent == [[]] * 6
+    assert len(sent) == 1  # never handed over again
