@@ -271,13 +271,27 @@ class ReanchorLeaseLost(Exception):
     """The re-anchoring was handed to a worker again: this copy of the task stops."""
 
 
+class ReanchorSliceOver(Exception):
+    """The task used its time slice: the rest goes to the back of the docs queue."""
+
+
 class _Lease:
     """A re-anchoring task's hold on its revision: dispatch number ``dispatch`` (None: any)."""
 
     def __init__(self, revision_id: int, dispatch: int | None) -> None:
+        import time
+
         self.revision_id = revision_id
         self.dispatch = dispatch
         self.beaten_at = 0.0
+        self.started_at = time.monotonic()
+
+    def next_batch(self, first: bool) -> None:
+        """Before each batch but the first: raise ReanchorSliceOver once REANCHOR_SLICE_S is spent."""
+        import time
+
+        if not first and time.monotonic() - self.started_at >= settings.REANCHOR_SLICE_S:
+            raise ReanchorSliceOver(self.revision_id)
 
     def beat(self, *, force: bool = False) -> None:
         """Renew the lease (at most every REANCHOR_HEARTBEAT_S); raise ReanchorLeaseLost if it is lost."""
@@ -326,6 +340,12 @@ def reanchor_revision(*, revision_id: int, dispatch: int | None = None) -> Revis
     except ReanchorLeaseLost:
         log.info("re-anchoring of revision %s: handed to a worker again meanwhile; copy %s stops",
                  revision_id, dispatch)
+        return result
+    except ReanchorSliceOver:
+        if dispatch is None:  # run in the caller's process, not from the queue: carry on here
+            return reanchor_revision(revision_id=revision_id)
+        # Fair share of the docs worker: the rest waits behind the jobs queued meanwhile.
+        _send_reanchor_task(revision_id)
         return result
     status = ReanchorStatus.SUPERSEDED if _superseded(revision) else ReanchorStatus.DONE
     with transaction.atomic():
@@ -442,7 +462,8 @@ def _reanchor(revision: DocRevision, result: ReviseResult, lease: _Lease) -> Non
     ids = list(_older_open_findings(revision).exclude(anchor_exact="").order_by("pk").values_list("pk", flat=True))
     # Findings without a quote need no search; on a retry, the ones moved already are gone from ids.
     done = max(0, revision.reanchor_total - len(ids))
-    for batch in _batches(ids):
+    for index, batch in enumerate(_batches(ids)):
+        lease.next_batch(index == 0)
         if _superseded(revision):
             return
         findings = list(_older_open_findings(revision).filter(pk__in=batch).select_related("revision"))
@@ -517,7 +538,8 @@ def _move_unchanged(revision: DocRevision, result: ReviseResult, lease: _Lease) 
     """Only the title changed: open, placed findings move without searching, a batch at a time."""
     ids = list(_older_open_findings(revision).filter(orphaned=False).order_by("pk").values_list("pk", flat=True))
     done = max(0, revision.reanchor_total - len(ids))
-    for batch in _batches(ids):
+    for index, batch in enumerate(_batches(ids)):
+        lease.next_batch(index == 0)
         lease.beat()
         with transaction.atomic():
             if _superseded(revision):

@@ -276,3 +276,46 @@ def test_the_watchdog_does_not_hand_over_a_task_that_beats_while_it_works(
     assert reanchor_revision(revision.pk) == {"status": "done", "done": 6, "total": 6}
     assert resent == [[]] * 6
     assert len(sent) == 1  # never handed over again
+
+
+@pytest.mark.django_db
+def test_a_big_re_anchoring_goes_to_the_back_of_the_docs_queue_after_its_slice(
+        open_review: Any, people: Any, in_background: None, settings: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs queue, worked in order: another user's job queued behind a big re-anchoring runs after its
+    first slice, not after the whole job."""
+    from reviewer import tasks
+
+    settings.REANCHOR_SLICE_S = 0  # one batch per slice
+    monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
+    queue: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+                        lambda name, args, what, retried_by: queue.append((name, args)))
+    ran: list[str] = []
+    real_progress = services._progress
+
+    def progress(rev: DocRevision, done: int) -> None:
+        ran.append(f"re-anchoring {done} of {rev.reanchor_total}")
+        real_progress(rev, done)
+
+    monkeypatch.setattr(services, "_progress", progress)
+    monkeypatch.setattr("reviewer.fleets.break_advice.break_advice_compute",
+                        lambda *, version_id: ran.append(f"break advice {version_id}") or {})
+    _file(open_review, people["reviewer"], 6)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+    queue.append(("break_advice", [77]))  # another user's job, queued behind the big one
+    while queue:
+        name, args = queue.pop(0)
+        getattr(tasks, name)(*args)
+    assert ran == ["re-anchoring 2 of 6", "break advice 77", "re-anchoring 4 of 6", "re-anchoring 6 of 6"]
+    revision.refresh_from_db()
+    assert (revision.reanchor_status, revision.reanchor_done) == ("done", 6)
+    assert Finding.objects.filter(revision=revision).count() == 6
+
+
+def test_the_re_anchoring_task_has_time_limits_from_the_settings() -> None:
+    from django.conf import settings
+
+    assert (reanchor_revision.soft_time_limit, reanchor_revision.time_limit) == (
+        settings.REANCHOR_SOFT_TIME_LIMIT_S, settings.REANCHOR_TIME_LIMIT_S) == (120, 150)
