@@ -319,3 +319,36 @@ def test_the_re_anchoring_task_has_time_limits_from_the_settings() -> None:
 
     assert (reanchor_revision.soft_time_limit, reanchor_revision.time_limit) == (
         settings.REANCHOR_SOFT_TIME_LIMIT_S, settings.REANCHOR_TIME_LIMIT_S) == (120, 150)
+
+
+@pytest.mark.django_db
+def test_the_doc_reanchoring_event_says_how_many_findings_of_how_many_are_placed(
+        client: Any, open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the session page's re-anchoring line reads: the page's starting state, then each event."""
+    import json
+    import re
+
+    monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit", lambda *args: None)
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr("reviewer.realtime.groups.session_event",
+                        lambda sid, event, data: sent.append({"type": event, **data}))
+    _file(open_review, people["reviewer"], 3)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+
+    client.force_login(people["reviewer"])
+    page = client.get(f"/sessions/{open_review.pk}/").content.decode()
+    assert 'id="reanchoring"' in page
+    config = json.loads(re.search(r'<script id="page-config" type="application/json">(.*?)</script>', page,
+                                  re.S).group(1))
+    assert config["reanchoring"] == {"revision": 2, "status": "pending", "done": 0, "total": 3}
+
+    services.reanchor_revision(revision_id=revision.pk)
+    events = [e for e in sent if e["type"] == "doc.reanchoring"]
+    assert events == [
+        {"type": "doc.reanchoring", "doc": doc.pk, "revision": 2, "status": "pending", "done": 2, "total": 3},
+        {"type": "doc.reanchoring", "doc": doc.pk, "revision": 2, "status": "pending", "done": 3, "total": 3},
+        {"type": "doc.reanchoring", "doc": doc.pk, "revision": 2, "status": "done", "done": 3, "total": 3},
+    ]
+    assert revision.number == 2
