@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 from celery import bootsteps, shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from reviewer.celery import app
@@ -72,15 +73,19 @@ def sweep_finish(sweep_id: int) -> str:
     autoretry_for=(OperationalError,),
     retry_backoff=2,
     max_retries=5,
-    soft_time_limit=1800,
-    time_limit=1830,
+    soft_time_limit=settings.REANCHOR_SOFT_TIME_LIMIT_S,
+    time_limit=settings.REANCHOR_TIME_LIMIT_S,
 )
-def reanchor_revision(revision_id: int) -> dict[str, Any]:
-    """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state."""
+def reanchor_revision(revision_id: int, dispatch: int | None = None) -> dict[str, Any]:
+    """Move a doc's open findings onto its new revision (idempotent); the revision's re-anchoring state.
+
+    ``dispatch`` is the hand-over number the task was sent with; a copy sent
+    before the latest hand-over returns at once.
+    """
     from reviewer.review.services import reanchor_revision as reanchor
     from reviewer.review.services import reanchoring_representation
 
-    return reanchoring_representation(reanchor(revision_id=revision_id).revision)
+    return reanchoring_representation(reanchor(revision_id=revision_id, dispatch=dispatch).revision)
 
 
 @shared_task(name="reviewer.break_advice", acks_late=True, reject_on_worker_lost=True,

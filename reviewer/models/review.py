@@ -124,6 +124,8 @@ class DocRevision(models.Model):
     reanchor_total = models.PositiveIntegerField(default=0, help_text="Open findings to move onto this revision.")
     reanchor_done = models.PositiveIntegerField(default=0, help_text="Of those, the ones handled so far.")
     reanchor_beat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the re-anchoring.")
+    reanchor_dispatch = models.PositiveIntegerField(
+        default=0, help_text="How many times the re-anchoring was handed to a worker; only the latest copy works.")
 
     class Meta:
         ordering = ["doc", "number"]

@@ -21,7 +21,7 @@ from typing import Any, Final
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from reviewer import permissions, selectors
@@ -266,32 +266,108 @@ def reanchor_in_background() -> bool:
 
 
 def _send_reanchor_task(revision_id: int) -> None:
-    """Hand the re-anchoring to a worker once the current transaction commits, off the request path."""
+    """Hand the re-anchoring to a worker once the current transaction commits, off the request path.
+
+    Each hand-over takes the next dispatch number and starts the lease afresh:
+    a copy sent earlier (still queued, or redelivered) finds its number behind
+    and returns at once, and a live copy superseded so stops at its next beat.
+    """
     from reviewer.runs.services import send_task_after_commit
 
+    with transaction.atomic():
+        DocRevision.objects.filter(pk=revision_id).update(
+            reanchor_dispatch=F("reanchor_dispatch") + 1, reanchor_beat_at=timezone.now())
+        dispatch = DocRevision.objects.values_list("reanchor_dispatch", flat=True).get(pk=revision_id)
     # The revision stays pending meanwhile.
-    send_task_after_commit("reanchor_revision", [revision_id], f"the re-anchoring of revision {revision_id}",
-                           "reanchors_resume")
+    send_task_after_commit("reanchor_revision", [revision_id, dispatch],
+                           f"the re-anchoring of revision {revision_id}", "reanchors_resume")
 
 
-def reanchor_revision(*, revision_id: int) -> ReviseResult:
+# How often a working re-anchoring task renews its lease (the watchdog allows
+# REANCHOR_STALLED_AFTER_S without one before it hands the task over again).
+REANCHOR_HEARTBEAT_S = 5.0
+
+
+class ReanchorLeaseLost(Exception):
+    """The re-anchoring was handed to a worker again: this copy of the task stops."""
+
+
+class ReanchorSliceOver(Exception):
+    """The task used its time slice: the rest goes to the back of the docs queue."""
+
+
+class _Lease:
+    """A re-anchoring task's hold on its revision: dispatch number ``dispatch`` (None: any)."""
+
+    def __init__(self, revision_id: int, dispatch: int | None) -> None:
+        import time
+
+        self.revision_id = revision_id
+        self.dispatch = dispatch
+        self.beaten_at = 0.0
+        self.started_at = time.monotonic()
+
+    def next_batch(self, first: bool) -> None:
+        """Before each batch but the first: raise ReanchorSliceOver once REANCHOR_SLICE_S is spent."""
+        import time
+
+        if not first and time.monotonic() - self.started_at >= settings.REANCHOR_SLICE_S:
+            raise ReanchorSliceOver(self.revision_id)
+
+    def beat(self, *, force: bool = False) -> None:
+        """Renew the lease (at most every REANCHOR_HEARTBEAT_S); raise ReanchorLeaseLost if it is lost."""
+        import time
+
+        now = time.monotonic()
+        if not force and now - self.beaten_at < REANCHOR_HEARTBEAT_S:
+            return
+        rows = DocRevision.objects.filter(pk=self.revision_id, reanchor_status=ReanchorStatus.PENDING)
+        if self.dispatch is not None:
+            rows = rows.filter(reanchor_dispatch=self.dispatch)
+        if not rows.update(reanchor_beat_at=timezone.now()):
+            raise ReanchorLeaseLost(f"revision {self.revision_id}: dispatch {self.dispatch} is no longer the live one")
+        self.beaten_at = now
+
+
+def reanchor_revision(*, revision_id: int, dispatch: int | None = None) -> ReviseResult:
     """Move the doc's open findings onto revision ``revision_id``; idempotent.
 
     Findings already on it (an earlier attempt moved them) are left alone, so
     a task retried after its worker died carries on where it stopped. Progress
     is stored on the revision and published to the doc's sessions after each
     batch; a newer revision saved meanwhile takes the rest over.
+
+    ``dispatch`` is the hand-over number the task was sent with: a copy whose
+    number is not the revision's latest returns at once, and the live copy
+    renews its lease as it works, so the watchdog leaves it alone.
     """
     revision = DocRevision.objects.get(pk=revision_id)
     result = ReviseResult(revision=revision)
     if revision.reanchor_status != ReanchorStatus.PENDING:
         return result
+    if dispatch is not None and dispatch != revision.reanchor_dispatch:
+        log.info("re-anchoring of revision %s: copy %s is stale (latest %s); skipped",
+                 revision_id, dispatch, revision.reanchor_dispatch)
+        return result
+    lease = _Lease(revision_id, dispatch)
     previous = DocRevision.objects.filter(doc_id=revision.doc_id, number__lt=revision.number).order_by(
         "-number").first()
-    if previous is None or revision.body == previous.body:
-        _move_unchanged(revision, result)
-    else:
-        _reanchor(revision, result)
+    try:
+        lease.beat(force=True)
+        if previous is None or revision.body == previous.body:
+            _move_unchanged(revision, result, lease)
+        else:
+            _reanchor(revision, result, lease)
+    except ReanchorLeaseLost:
+        log.info("re-anchoring of revision %s: handed to a worker again meanwhile; copy %s stops",
+                 revision_id, dispatch)
+        return result
+    except ReanchorSliceOver:
+        if dispatch is None:  # run in the caller's process, not from the queue: carry on here
+            return reanchor_revision(revision_id=revision_id)
+        # Fair share of the docs worker: the rest waits behind the jobs queued meanwhile.
+        _send_reanchor_task(revision_id)
+        return result
     status = ReanchorStatus.SUPERSEDED if _superseded(revision) else ReanchorStatus.DONE
     with transaction.atomic():
         DocRevision.objects.filter(pk=revision.pk, reanchor_status=ReanchorStatus.PENDING).update(
@@ -340,8 +416,7 @@ def reanchors_resume(*, stalled_after_s: float = REANCHOR_STALLED_AFTER_S) -> li
         Q(reanchor_beat_at__lt=cutoff) | Q(reanchor_beat_at__isnull=True, created_at__lt=cutoff)
     ).values_list("pk", flat=True))
     for revision_id in stalled:
-        DocRevision.objects.filter(pk=revision_id).update(reanchor_beat_at=timezone.now())
-        _send_reanchor_task(revision_id)
+        _send_reanchor_task(revision_id)  # a new dispatch number: the lost copy, should it wake, stops
     if stalled:
         log.warning("re-anchoring of revisions %s made no progress; handed to a worker again", stalled)
     return stalled
@@ -396,7 +471,7 @@ def _older_open_findings(revision: DocRevision) -> QuerySet[Finding]:
     )
 
 
-def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
+def _reanchor(revision: DocRevision, result: ReviseResult, lease: _Lease) -> None:
     """Place each open finding's quote in the new text, a batch at a time.
 
     The search (the slow part) runs outside any transaction; each batch's
@@ -408,11 +483,15 @@ def _reanchor(revision: DocRevision, result: ReviseResult) -> None:
     ids = list(_older_open_findings(revision).exclude(anchor_exact="").order_by("pk").values_list("pk", flat=True))
     # Findings without a quote need no search; on a retry, the ones moved already are gone from ids.
     done = max(0, revision.reanchor_total - len(ids))
-    for batch in _batches(ids):
+    for index, batch in enumerate(_batches(ids)):
+        lease.next_batch(index == 0)
         if _superseded(revision):
             return
         findings = list(_older_open_findings(revision).filter(pk__in=batch).select_related("revision"))
-        placements = [(finding, _placement(finding, revision)) for finding in findings]
+        placements = []
+        for finding in findings:
+            lease.beat()
+            placements.append((finding, _placement(finding, revision)))
         with transaction.atomic():
             if _superseded(revision):
                 return
@@ -476,11 +555,13 @@ def _publish_updated(findings: list[Finding]) -> None:
         realtime.session_event(finding.session_id, "finding.updated", {"finding": dict(data)})
 
 
-def _move_unchanged(revision: DocRevision, result: ReviseResult) -> None:
+def _move_unchanged(revision: DocRevision, result: ReviseResult, lease: _Lease) -> None:
     """Only the title changed: open, placed findings move without searching, a batch at a time."""
     ids = list(_older_open_findings(revision).filter(orphaned=False).order_by("pk").values_list("pk", flat=True))
     done = max(0, revision.reanchor_total - len(ids))
-    for batch in _batches(ids):
+    for index, batch in enumerate(_batches(ids)):
+        lease.next_batch(index == 0)
+        lease.beat()
         with transaction.atomic():
             if _superseded(revision):
                 return

@@ -114,6 +114,9 @@ def _page_config(
         "canManage": permissions.can_manage_session(request.user, session),
         "canPublish": permissions.can_add_finding(request.user, session),
         "isAuthor": session.is_author(request.user),
+        # How far moving the findings onto the latest revision got; the socket's
+        # doc.reanchoring events carry it on.
+        "reanchoring": {"revision": revision.number if revision else 0, **selectors.doc_reanchoring(session.doc)},
         "fileDirectly": session.file_directly,
         # Highlights are drawn through the server's map from the source to the
         # rendered text; the page never searches the text for a quote itself.

@@ -51,6 +51,8 @@ export function connectSession(ctx, handlers) {
         ctx.events.dispatchEvent(new CustomEvent("pass-changed", { detail: msg.pass }));
       } else if (msg.type === "document.updated") {
         ctx.events.dispatchEvent(new CustomEvent("document-updated", { detail: msg.document }));
+      } else if (msg.type === "doc.reanchoring") {
+        ctx.events.dispatchEvent(new CustomEvent("doc-reanchoring", { detail: msg }));
       } else if (msg.type === "presence") {
         renderPresence(ctx, msg.viewers);
       }

@@ -11,6 +11,7 @@ import { initPasses } from "./passes.js";
 import { connectSession } from "./presence.js";
 import { initReviewDocument } from "./review_document.js";
 import { initPublish } from "./publish.js";
+import { initReanchoring } from "./reanchoring.js";
 
 const store = new FindingStore();
 const docBody = document.getElementById("doc-body");
@@ -365,6 +366,7 @@ async function loadFindings() {
 ctx.reloadFindings = loadFindings;
 initPasses(ctx);
 initReviewDocument(ctx);
+initReanchoring(ctx, document.getElementById("reanchoring"));
 initKeyboard(ctx);
 initPublish(ctx);
 connectSession(ctx, {

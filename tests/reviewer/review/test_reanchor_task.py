@@ -215,3 +215,140 @@ def test_a_docs_queue_worker_moves_the_findings_after_the_edit_returned(
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
+
+
+@pytest.mark.django_db
+def test_a_stale_copy_of_the_task_returns_at_once_and_the_live_one_stops_when_handed_over(
+        open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch,
+        django_capture_on_commit_callbacks: Any) -> None:
+    sent: list[list[Any]] = []
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+                        lambda name, args, what, retried_by: sent.append(args))
+    _file(open_review, people["reviewer"], 3)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+    DocRevision.objects.filter(pk=revision.pk).update(
+        reanchor_beat_at=timezone.now() - timedelta(seconds=services.REANCHOR_STALLED_AFTER_S + 1))
+    assert services.reanchors_resume() == [revision.pk]
+    assert sent == [[revision.pk, 1], [revision.pk, 2]]  # each hand-over has its own number
+
+    assert reanchor_revision(revision.pk, 1) == {"status": "pending", "done": 0, "total": 3}  # the stale copy
+    assert Finding.objects.filter(revision=revision).count() == 0
+
+    # The live copy is handed over again while it works (its worker seemed lost): it stops at its next beat.
+    monkeypatch.setattr(services, "REANCHOR_HEARTBEAT_S", 0.0)
+    real_placement = services._placement
+
+    def handed_over_meanwhile(finding: Finding, rev: DocRevision) -> Any:
+        DocRevision.objects.filter(pk=rev.pk).update(reanchor_dispatch=3)
+        return real_placement(finding, rev)
+
+    monkeypatch.setattr(services, "_placement", handed_over_meanwhile)
+    assert reanchor_revision(revision.pk, 2)["status"] == "pending"
+    assert Finding.objects.filter(revision=revision).count() == 0
+    monkeypatch.setattr(services, "_placement", real_placement)
+    assert reanchor_revision(revision.pk, 3) == {"status": "done", "done": 3, "total": 3}
+    assert Finding.objects.filter(revision=revision).count() == 3
+
+
+@pytest.mark.django_db
+def test_the_watchdog_does_not_hand_over_a_task_that_beats_while_it_works(
+        open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch slower than the stall allowance: the live task's beats keep the watchdog off it."""
+    sent: list[list[Any]] = []
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+                        lambda name, args, what, retried_by: sent.append(args))
+    monkeypatch.setattr(services, "REANCHOR_HEARTBEAT_S", 0.1, raising=False)
+    stalled_after_s = 0.8
+    _file(open_review, people["reviewer"], 6)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+    assert len(sent) == 1
+    real_placement = services._placement
+    resent: list[list[int]] = []
+
+    def slow(finding: Finding, rev: DocRevision) -> Any:
+        time.sleep(0.25)  # six findings: 1.5 s in one batch, before any progress is recorded
+        resent.append(services.reanchors_resume(stalled_after_s=stalled_after_s))
+        return real_placement(finding, rev)
+
+    monkeypatch.setattr(services, "_placement", slow)
+    assert reanchor_revision(revision.pk) == {"status": "done", "done": 6, "total": 6}
+    assert resent == [[]] * 6
+    assert len(sent) == 1  # never handed over again
+
+
+@pytest.mark.django_db
+def test_a_big_re_anchoring_goes_to_the_back_of_the_docs_queue_after_its_slice(
+        open_review: Any, people: Any, in_background: None, settings: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs queue, worked in order: another user's job queued behind a big re-anchoring runs after its
+    first slice, not after the whole job."""
+    from reviewer import tasks
+
+    settings.REANCHOR_SLICE_S = 0  # one batch per slice
+    monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
+    queue: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+                        lambda name, args, what, retried_by: queue.append((name, args)))
+    ran: list[str] = []
+    real_progress = services._progress
+
+    def progress(rev: DocRevision, done: int) -> None:
+        ran.append(f"re-anchoring {done} of {rev.reanchor_total}")
+        real_progress(rev, done)
+
+    monkeypatch.setattr(services, "_progress", progress)
+    monkeypatch.setattr("reviewer.fleets.break_advice.break_advice_compute",
+                        lambda *, version_id: ran.append(f"break advice {version_id}") or {})
+    _file(open_review, people["reviewer"], 6)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+    queue.append(("break_advice", [77]))  # another user's job, queued behind the big one
+    while queue:
+        name, args = queue.pop(0)
+        getattr(tasks, name)(*args)
+    assert ran == ["re-anchoring 2 of 6", "break advice 77", "re-anchoring 4 of 6", "re-anchoring 6 of 6"]
+    revision.refresh_from_db()
+    assert (revision.reanchor_status, revision.reanchor_done) == ("done", 6)
+    assert Finding.objects.filter(revision=revision).count() == 6
+
+
+def test_the_re_anchoring_task_has_time_limits_from_the_settings() -> None:
+    from django.conf import settings
+
+    assert (reanchor_revision.soft_time_limit, reanchor_revision.time_limit) == (
+        settings.REANCHOR_SOFT_TIME_LIMIT_S, settings.REANCHOR_TIME_LIMIT_S) == (120, 150)
+
+
+@pytest.mark.django_db
+def test_the_doc_reanchoring_event_says_how_many_findings_of_how_many_are_placed(
+        client: Any, open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the session page's re-anchoring line reads: the page's starting state, then each event."""
+    import json
+    import re
+
+    monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
+    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit", lambda *args: None)
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr("reviewer.realtime.groups.session_event",
+                        lambda sid, event, data: sent.append({"type": event, **data}))
+    _file(open_review, people["reviewer"], 3)
+    doc = open_review.doc
+    revision = services.doc_revise(doc=doc, author=people["owner"], body="Intro.\n\n" + doc.body).revision
+
+    client.force_login(people["reviewer"])
+    page = client.get(f"/sessions/{open_review.pk}/").content.decode()
+    assert 'id="reanchoring"' in page
+    config = json.loads(re.search(r'<script id="page-config" type="application/json">(.*?)</script>', page,
+                                  re.S).group(1))
+    assert config["reanchoring"] == {"revision": 2, "status": "pending", "done": 0, "total": 3}
+
+    services.reanchor_revision(revision_id=revision.pk)
+    events = [e for e in sent if e["type"] == "doc.reanchoring"]
+    assert events == [
+        {"type": "doc.reanchoring", "doc": doc.pk, "revision": 2, "status": "pending", "done": 2, "total": 3},
+        {"type": "doc.reanchoring", "doc": doc.pk, "revision": 2, "status": "pending", "done": 3, "total": 3},
+        {"type": "doc.reanchoring", "doc": doc.pk, "revision": 2, "status": "done", "done": 3, "total": 3},
+    ]
+    assert revision.number == 2
