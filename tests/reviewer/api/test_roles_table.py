@@ -121,6 +121,8 @@ ROWS.update({
     # A body that is no trace: those who may upload get 400, the others are stopped first.
     "api-fleet-trace": ("post", "/api/fleets/{fleet}/trace/", {"file": "not a file"},
                         _all(403, owner=400, staff=400, removed=404, outsider=404, anonymous=401)),
+    # Where a big trace's check by the docs worker stands: for those who read the config.
+    "api-fleet-trace-status": ("get", "/api/fleets/{fleet}/trace/{upload}/", None, READ),
     "api-session-list": ("get", "/api/sessions/", None, _all(200, anonymous=401)),
     "api-session-list POST": ("post", "/api/sessions/", {"doc": "doc", "title": "Another review"},
                               _all(403, owner=201, staff=201, removed=400, outsider=400, anonymous=401)),
@@ -137,7 +139,7 @@ def test_every_api_route_has_a_row() -> None:
 
 @pytest.fixture
 def ids(team: dict[str, Any], drafting_review: Any, monkeypatch: Any) -> dict[str, int]:
-    from reviewer.models import EmulatorRun
+    from reviewer.models import EmulatorRun, TraceUpload
     from reviewer.review import notifications
     from reviewer.runs import services as run_services
     from reviewer.runs import sweeps
@@ -160,8 +162,11 @@ def ids(team: dict[str, Any], drafting_review: Any, monkeypatch: Any) -> dict[st
                                scenario=TINY_SCENARIO, session=drafting_review)
     note = notifications.notify(recipient=team["owner"], kind="reply", session=drafting_review, text="Hello")
     assert note is not None
+    upload = TraceUpload.objects.create(config=fleet, author=team["owner"], name="t.jsonl", path="/nonexistent",
+                                        size=10)
     return {"session": drafting_review.pk, "run": run.pk, "finding": finding.pk, "owner_finding": owner_finding.pk,
-            "doc": drafting_review.doc.pk, "fleet": fleet.pk, "sweep": sweep.pk, "notification": note.pk}
+            "doc": drafting_review.doc.pk, "fleet": fleet.pk, "sweep": sweep.pk, "notification": note.pk,
+            "upload": upload.pk}
 
 
 @pytest.mark.parametrize("route", sorted(ROWS))
