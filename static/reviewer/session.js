@@ -336,19 +336,33 @@ for (const button of document.querySelectorAll("button.new-finding")) {
   button.addEventListener("click", () => openFindingForm({ pass: button.dataset.pass }));
 }
 
+/** Open the form on a quote picked in the doc. An open form keeps what it holds
+ * (the finding it edits, its evidence, pass and text): only its quote changes. */
+function quoteInForm(picked) {
+  if (form.hidden) {
+    openFindingForm({ selection: picked });
+    return;
+  }
+  openFindingForm({
+    selection: picked, editing: editingFinding, evidence: formEvidence,
+    pass: fields.pass.value, hop: fields.hop.value, title: fields.title.value,
+    body: fields.body.value, severity: fields.severity.value,
+  });
+}
+
 // A finished selection inside the doc opens the form with the quote.
 docBody.addEventListener("mousedown", () => { mouseDownInDoc = true; });
 document.addEventListener("mouseup", () => {
   if (!mouseDownInDoc) return;
   mouseDownInDoc = false;
   const picked = selectionIn(docBody);
-  if (picked) openFindingForm({ selection: picked });
+  if (picked) quoteInForm(picked);
 });
 // Keyboard selections (caret browsing, shift+arrows) are offered on Enter.
 docBody.addEventListener("keyup", (e) => {
   if (e.key !== "Enter") return;
   const picked = selectionIn(docBody);
-  if (picked) openFindingForm({ selection: picked });
+  if (picked) quoteInForm(picked);
 });
 document.getElementById("apply-new").addEventListener("click", applyPending);
 
