@@ -131,6 +131,7 @@ export function initRuns(ctx) {
     if (overlay.checked) drawOverlay(overlayBox, left, right);
   });
   left.onDrawn = sync;
+  left.partner = () => right;
   compare.addEventListener("click", () => {
     if (right) {
       right.closeSocket();
@@ -149,6 +150,7 @@ export function initRuns(ctx) {
     right.seed.value = left.seed.value;
     right.speed.value = left.speed.value;
     right.onDrawn = sync;
+    right.partner = () => left;
     if (suggested) right.overrides.value = right.changes.apply(suggested.overrides).join("; ");
     side.append(right.node);
     side.classList.add("two");

@@ -236,7 +236,7 @@ function openFindingFormFor({ selection = null, pass = null, hop = "", evidence 
   if (severity) fields.severity.value = severity;
   fields.evidence.hidden = !evidence;
   fields.evidence.textContent = evidence
-    ? `Evidence: run ${evidence.evidence_run_id}, ${evidence.evidence_t_from_s.toFixed(0)}–${evidence.evidence_t_to_s.toFixed(0)} s, ${evidence.evidence_metric}` : "";
+    ? `Evidence: ${evidence.note || `run ${evidence.evidence_run_id}`}, ${evidence.evidence_t_from_s.toFixed(0)}–${evidence.evidence_t_to_s.toFixed(0)} s, ${evidence.evidence_metric}` : "";
   fields.error.textContent = "";
   form.hidden = false;
   form.scrollIntoView({ block: "nearest" });
@@ -264,6 +264,13 @@ function closeForm() {
   if (pending.length && !selectionInProgress()) applyPending();
 }
 
+/** The finding's evidence fields of the form's evidence (without the text it shows). */
+function evidenceFields(evidence) {
+  if (!evidence) return {};
+  const { note: _note, ...fieldsOnly } = evidence;
+  return fieldsOnly;
+}
+
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
   if (!fields.title.value.trim()) {
@@ -282,7 +289,7 @@ form.addEventListener("submit", async (event) => {
     body: fields.body.value,
     trace_hop: fields.hop.value,
     ...(selection ? { selection } : {}),
-    ...(formEvidence || {}),
+    ...evidenceFields(formEvidence),
   };
   fields.submit.disabled = true;
   if (editingFinding) {
