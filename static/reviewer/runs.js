@@ -193,6 +193,12 @@ export function initRuns(ctx) {
     if (f.evidence_run_id == null) return;
     left.pendingWindow = f.evidence_t_from_s != null ? [f.evidence_t_from_s, f.evidence_t_to_s] : null;
     left.open(f.evidence_run_id);
+    // A comparison opens its second run beside the first, over the same window.
+    if (f.evidence_compare_run_id != null) {
+      if (!right) compare.click();
+      right.pendingWindow = left.pendingWindow;
+      right.open(f.evidence_compare_run_id);
+    }
     left.node.scrollIntoView({ block: "start" });
   });
 }

@@ -83,3 +83,9 @@ def test_a_comparison_of_two_runs_with_their_changed_keys_is_a_findings_evidence
     assert f"against run {run_b.pk}" in item.inner_text()
     finding = Finding.objects.get(title="Pull keeps the tail short where round robin does not")
     assert finding.evidence_run_id == run_a.pk and finding.evidence_compare_run_id == run_b.pk
+
+    # "show" on it opens both runs again, side by side, after run B was closed.
+    page.click("#runs-panel button:has-text('Close the second run')")
+    item.query_selector(".evidence button").click()
+    page.wait_for_selector(f".run-view .title:has-text('Run B: run {run_b.pk}')", timeout=20000)
+    assert page.inner_text(".run-view >> nth=0 >> .title") == f"Run A: run {run_a.pk}"
