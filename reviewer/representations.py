@@ -159,6 +159,10 @@ class FindingSerializer(serializers.ModelSerializer):
     evidence_run_id = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=2**63 - 1
     )
+    evidence_compare_run_id = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=2**63 - 1,
+        help_text="A second run the evidence compares evidence_run_id with, or null.",
+    )
     evidence_t_from_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
     evidence_t_to_s = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1e9)
     selection = SelectionSerializer(write_only=True, required=False,
@@ -174,7 +178,7 @@ class FindingSerializer(serializers.ModelSerializer):
             "id", "session", "author", "title", "body", "body_html", "severity", "position",
             "status", "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start",
             "anchor_end", "revision", "orphaned", "trace_hop", "evidence_run_id",
-            "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "reply_count",
+            "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "evidence_compare_run_id", "reply_count",
             "created_at", "updated_at", "version", "selection", "anchor_pending",
             "merged_into", "duplicates",
             "draft", "published_at", "publication", "verdict", "state", "state_reason", "fixed_revision",

@@ -63,6 +63,8 @@ CONTEXT_TERMS: dict[str, Any] = {
     "duplicates": {"@id": "review:duplicates", "@type": "@id", "@container": "@set"},
     "runLabel": {"@id": "review:runLabel"},
     "measured": {"@id": "review:measured"},
+    "comparedRun": {"@id": "review:comparedRun", "@type": "http://www.w3.org/2001/XMLSchema#integer"},
+    "comparedRunLabel": {"@id": "review:comparedRunLabel"},
     "published": {"@id": "review:published", "@type": "http://www.w3.org/2001/XMLSchema#dateTime"},
     "verdict": {"@id": "review:verdict"},
     "state": {"@id": "review:state"},
@@ -74,7 +76,7 @@ CSV_COLUMNS = [
     "id", "rank", "pass", "severity", "position", "status", "title", "body", "author",
     "anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end", "revision",
     "orphaned", "trace_hop", "evidence_run_id", "evidence_t_from_s", "evidence_t_to_s",
-    "evidence_metric", "created_at", "updated_at", "version",
+    "evidence_metric", "evidence_compare_run_id", "created_at", "updated_at", "version",
     "merged_into", "duplicates", "evidence_measured",
     "draft", "published_at", "verdict", "state", "state_reason", "fixed_revision",
 ]
@@ -308,6 +310,8 @@ def _evidence_line(finding: Finding) -> str | None:
         parts.append(f"{start} to {end}")
     if finding.evidence_metric:
         parts.append(f"metric `{finding.evidence_metric}`")
+    if finding.evidence_compare_run_id is not None:
+        parts.append(f"compared with emulator run {finding.evidence_compare_run_id}")
     return "Evidence: " + ", ".join(parts) + "."
 
 
@@ -570,6 +574,11 @@ def _annotation(finding: Finding, rank: int | None, url: UrlBuilder) -> dict[str
             evidence["toSeconds"] = finding.evidence_t_to_s
         if finding.evidence_metric:
             evidence["metric"] = finding.evidence_metric
+        if finding.evidence_compare_run_id is not None:
+            evidence["comparedRun"] = finding.evidence_compare_run_id
+            compared = (measured or {}).get("compared")
+            if compared and not compared.get("missing"):
+                evidence["comparedRunLabel"] = compared["label"]
         annotation["evidence"] = evidence
     return annotation
 

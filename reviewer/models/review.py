@@ -390,6 +390,9 @@ class Finding(models.Model):
     evidence_t_from_s = models.FloatField(null=True, blank=True)
     evidence_t_to_s = models.FloatField(null=True, blank=True)
     evidence_metric = models.CharField(max_length=64, blank=True)
+    # A second run the evidence compares the first with (the same window of both; their
+    # changed keys tell them apart), or None for a single run.
+    evidence_compare_run_id = models.BigIntegerField(null=True, blank=True)
 
     # A draft (unset) is seen by its author alone until their review is published.
     published_at = models.DateTimeField(null=True, blank=True)

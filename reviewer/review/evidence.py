@@ -103,21 +103,30 @@ def evidence_details(findings: Iterable[Finding]) -> dict[int, dict[str, Any]]:
     Each evidence holds the run's id and label (or ``missing`` for a run since
     deleted), the window, the metric, the figures measured in the window, the
     faults applied during the run, the whole run's outcome, and ``text``: all
-    of it in one line.
+    of it in one line. Evidence comparing two runs also holds ``compared``, the
+    same for the second run over the same window (its label names the keys it
+    changed), and its ``text`` tells both.
     """
     with_runs = [f for f in findings if f.evidence_run_id is not None]
     if not with_runs:
         return {}
-    run_ids = {f.evidence_run_id for f in with_runs}
+    # Each piece of evidence is one run's window: the evidence run, and for a
+    # comparison the compared run over the same window.
+    pieces: list[tuple[int, float | None, float | None]] = []
+    for f in with_runs:
+        for run_id in (f.evidence_run_id, f.evidence_compare_run_id):
+            if run_id is not None:
+                pieces.append((run_id, f.evidence_t_from_s, f.evidence_t_to_s))
+    run_ids = {run_id for run_id, _start, _end in pieces}
     runs = {r.pk: r for r in EmulatorRun.objects.filter(pk__in=run_ids)}
     # One query for the frames of every window (a missing end means the run's end).
     windows = Q()
-    for f in with_runs:
-        cond = Q(run_id=f.evidence_run_id)
-        if f.evidence_t_from_s is not None:
-            cond &= Q(t_s__gte=f.evidence_t_from_s)
-        if f.evidence_t_to_s is not None:
-            cond &= Q(t_s__lte=f.evidence_t_to_s)
+    for run_id, start, end in pieces:
+        cond = Q(run_id=run_id)
+        if start is not None:
+            cond &= Q(t_s__gte=start)
+        if end is not None:
+            cond &= Q(t_s__lte=end)
         windows |= cond
     frames_by_run: dict[int, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
     for run_id, t_s, data in RunFrame.objects.filter(windows).order_by("run_id", "i").values_list(
@@ -143,23 +152,19 @@ def evidence_details(findings: Iterable[Finding]) -> dict[int, dict[str, Any]]:
         at = shown_at.get((command.run_id, command.applied_after_frame or 0), command.applied_at_s or 0.0)
         faults[command.run_id].append(f"{command.command} at {at:.0f} s (injected)")
 
-    details: dict[int, dict[str, Any]] = {}
-    for f in with_runs:
-        run = runs.get(f.evidence_run_id or 0)
-        start, end = f.evidence_t_from_s, f.evidence_t_to_s
+    def describe(run_id: int, start: float | None, end: float | None, metric: str) -> dict[str, Any]:
         window = f"{'start' if start is None else f'{start:g} s'} to {'end' if end is None else f'{end:g} s'}"
+        run = runs.get(run_id)
         if run is None:
-            details[f.pk] = {"run": f.evidence_run_id, "missing": True, "window": [start, end],
-                             "metric": f.evidence_metric, "figures": [],
-                             "text": f"run {f.evidence_run_id} (since deleted), {window}"}
-            continue
+            return {"run": run_id, "missing": True, "window": [start, end], "metric": metric,
+                    "figures": [], "text": f"run {run_id} (since deleted), {window}"}
         frames = [d for t, d in frames_by_run.get(run.pk, [])
                   if (start is None or t >= start) and (end is None or t <= end)]
-        figures = _window_figures(f.evidence_metric, frames)
+        figures = _window_figures(metric, frames)
         summary = _summary_text(run.summary)
         pieces = [run_label(run), window]
-        if f.evidence_metric:
-            pieces.append(f"metric `{f.evidence_metric}`")
+        if metric:
+            pieces.append(f"metric `{metric}`")
         text = ", ".join(pieces)
         if figures:
             text += ": " + "; ".join(fig["text"] for fig in figures)
@@ -169,16 +174,27 @@ def evidence_details(findings: Iterable[Finding]) -> dict[int, dict[str, Any]]:
             text += ". Faults: " + ", ".join(faults[run.pk])
         if summary:
             text += f". Whole run ({run.status}): {summary}"
-        details[f.pk] = {
+        return {
             "run": run.pk,
             "label": run_label(run),
             "status": run.status,
             "window": [start, end],
-            "metric": f.evidence_metric,
+            "metric": metric,
             "frames": len(frames),
             "figures": figures,
             "faults": faults.get(run.pk, []),
             "summary": {k: run.summary.get(k) for k in SUMMARY_KEYS} if run.summary else None,
             "text": text + ".",
         }
+
+    details: dict[int, dict[str, Any]] = {}
+    for f in with_runs:
+        start, end = f.evidence_t_from_s, f.evidence_t_to_s
+        detail = describe(f.evidence_run_id or 0, start, end, f.evidence_metric)
+        if f.evidence_compare_run_id is not None:
+            # A comparison: the second run over the same window, named with its changed keys.
+            compared = describe(f.evidence_compare_run_id, start, end, f.evidence_metric)
+            detail = {**detail, "compared": compared,
+                      "text": f"{detail['text']} Compared with {compared['text']}"}
+        details[f.pk] = detail
     return details

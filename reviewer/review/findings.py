@@ -42,7 +42,9 @@ from reviewer.text.anchoring import (
 from reviewer.text.markdown import rendered_text
 
 
-def _check_evidence_run(session: ReviewSession, author_id: int, run_id: int | None) -> None:
+def _check_evidence_run(
+    session: ReviewSession, author_id: int, run_id: int | None, field: str = "evidence_run_id"
+) -> None:
     """Evidence must name a run of this session, or a session-less run the finding's author started.
 
     One message answers a run that does not exist and one the author may not
@@ -55,7 +57,7 @@ def _check_evidence_run(session: ReviewSession, author_id: int, run_id: int | No
     )
     if not usable.exists():
         raise Invalid(
-            "evidence_run_id",
+            field,
             f"Run {run_id} is not one of this session's runs or of your own runs; pick one of those.",
         )
 
@@ -129,6 +131,17 @@ def resolve_anchor(
     return found
 
 
+def _check_compared_run(session: ReviewSession, author_id: int, run_id: int | None, compare_id: int | None) -> None:
+    """A compared run needs a first run, differs from it, and is one the author may use."""
+    if compare_id is None:
+        return
+    if run_id is None:
+        raise Invalid("evidence_compare_run_id", "A compared run needs evidence_run_id, the run it is compared with.")
+    if compare_id == run_id:
+        raise Invalid("evidence_compare_run_id", "The compared run is the evidence run itself; pick another run or leave it out.")
+    _check_evidence_run(session, author_id, compare_id, "evidence_compare_run_id")
+
+
 FINDING_FIELDS = (
     "review_pass",
     "title",
@@ -140,6 +153,7 @@ FINDING_FIELDS = (
     "evidence_t_from_s",
     "evidence_t_to_s",
     "evidence_metric",
+    "evidence_compare_run_id",
 )
 ANCHOR_FIELDS = ("anchor_exact", "anchor_prefix", "anchor_suffix", "anchor_start", "anchor_end")
 
@@ -166,6 +180,7 @@ def finding_create(
     evidence_t_from_s: float | None = None,
     evidence_t_to_s: float | None = None,
     evidence_metric: str = "",
+    evidence_compare_run_id: int | None = None,
 ) -> Finding:
     """Record a finding; a quote (or a reader's selection) is anchored on the doc's latest revision.
 
@@ -176,6 +191,7 @@ def finding_create(
     if not session.is_open:
         raise Invalid("session", "The session is closed; reopen it to add findings.")
     _check_evidence_run(session, author.pk, evidence_run_id)
+    _check_compared_run(session, author.pk, evidence_run_id, evidence_compare_run_id)
     on_doc = Finding.objects.filter(session__doc_id=session.doc_id).count()
     if on_doc >= settings.DOC_FINDINGS_MAX:
         raise OverLimit("DOC_FINDINGS_MAX", f"the doc has {on_doc:,} findings, the most a doc takes "
@@ -193,6 +209,7 @@ def finding_create(
         evidence_t_from_s=evidence_t_from_s,
         evidence_t_to_s=evidence_t_to_s,
         evidence_metric=evidence_metric,
+        evidence_compare_run_id=evidence_compare_run_id,
         published_at=timezone.now() if session.file_directly else None,
     )
     # The doc's row lock orders this against doc_revise, which takes it too: a
@@ -244,6 +261,12 @@ def finding_update(*, finding: Finding, version: int, **changes: Any) -> Finding
         raise Invalid(names[0], f"{', '.join(names)}: cannot be changed; leave them out.")
     if "evidence_run_id" in changes and changes["evidence_run_id"] != finding.evidence_run_id:
         _check_evidence_run(finding.session, finding.author_id, changes["evidence_run_id"])
+    if "evidence_run_id" in changes or "evidence_compare_run_id" in changes:
+        _check_compared_run(
+            finding.session, finding.author_id,
+            changes.get("evidence_run_id", finding.evidence_run_id),
+            changes.get("evidence_compare_run_id", finding.evidence_compare_run_id),
+        )
     old_severity = finding.severity
     for name in FINDING_FIELDS:
         if name in changes:

@@ -14,7 +14,9 @@ from reviewer.errors import Conflict, Invalid
 from reviewer.models.review import Finding, FindingReply
 from reviewer.review.findings import publish_finding
 
-EVIDENCE_FIELDS = ("evidence_run_id", "evidence_t_from_s", "evidence_t_to_s", "evidence_metric")
+EVIDENCE_FIELDS = (
+    "evidence_run_id", "evidence_t_from_s", "evidence_t_to_s", "evidence_metric", "evidence_compare_run_id",
+)
 
 
 @transaction.atomic

@@ -170,6 +170,7 @@ export function findingItem(f, { onAction, username }) {
   const evidence = f.evidence_run_id != null
     ? el("p", { class: "evidence" },
       `Evidence: run ${f.evidence_run_id}`,
+      f.evidence_compare_run_id != null ? ` against run ${f.evidence_compare_run_id}` : "",
       f.evidence_t_from_s != null ? `, ${Number(f.evidence_t_from_s).toFixed(0)}–${Number(f.evidence_t_to_s).toFixed(0)} s` : "",
       f.evidence_metric ? `, ${f.evidence_metric} ` : " ",
       el("button", { type: "button", class: "link", onclick: () => onAction("show-evidence", f) }, "show"))

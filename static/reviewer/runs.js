@@ -131,6 +131,7 @@ export function initRuns(ctx) {
     if (overlay.checked) drawOverlay(overlayBox, left, right);
   });
   left.onDrawn = sync;
+  left.partner = () => right;
   compare.addEventListener("click", () => {
     if (right) {
       right.closeSocket();
@@ -149,6 +150,7 @@ export function initRuns(ctx) {
     right.seed.value = left.seed.value;
     right.speed.value = left.speed.value;
     right.onDrawn = sync;
+    right.partner = () => left;
     if (suggested) right.overrides.value = right.changes.apply(suggested.overrides).join("; ");
     side.append(right.node);
     side.classList.add("two");
@@ -191,6 +193,12 @@ export function initRuns(ctx) {
     if (f.evidence_run_id == null) return;
     left.pendingWindow = f.evidence_t_from_s != null ? [f.evidence_t_from_s, f.evidence_t_to_s] : null;
     left.open(f.evidence_run_id);
+    // A comparison opens its second run beside the first, over the same window.
+    if (f.evidence_compare_run_id != null) {
+      if (!right) compare.click();
+      right.pendingWindow = left.pendingWindow;
+      right.open(f.evidence_compare_run_id);
+    }
     left.node.scrollIntoView({ block: "start" });
   });
 }

@@ -80,6 +80,8 @@ export class RunView {
     this.queue = [];
     this.layout = null;
     this.run = null;
+    // The run view beside this one in compare mode (a function returning it, or null).
+    this.partner = null;
     this.closed = true;
     this.node = this.build();
     keepChartsFitted(this.node);
@@ -531,17 +533,26 @@ export class RunView {
       evidence_t_from_s: Math.round(from * 10) / 10,
       evidence_t_to_s: Math.round(Math.max(from, to) * 10) / 10,
       evidence_metric: this.metric.value,
+      // In compare mode the evidence is the comparison: the same window of the run beside.
+      evidence_compare_run_id: null,
     };
+    const other = this.partner ? this.partner() : null;
+    let note = `run ${this.runId}`;
+    if (other && other.runId !== null && other.runId !== this.runId) {
+      evidence.evidence_compare_run_id = other.runId;
+      const keys = (view) => changedKeysText(view.run ? view.run.overrides : []);
+      note = `run ${this.runId} (${keys(this)}) against run ${other.runId} (${keys(other)})`;
+    }
     const id = this.target.value;
     if (!id) {
-      this.ctx.openFindingForm({ pass: config.pass.BREAK, evidence });
+      this.ctx.openFindingForm({ pass: config.pass.BREAK, evidence: { ...evidence, note } });
       return;
     }
     const f = this.ctx.store.get(id);
     try {
       const updated = await api(fill(this.ctx.config.urls.finding, id), { method: "PATCH", body: { ...evidence, version: f.version } });
       this.ctx.updateFinding(updated);
-      this.say(`Attached ${evidence.evidence_metric}, ${evidence.evidence_t_from_s}–${evidence.evidence_t_to_s} s to "${updated.title}".`);
+      this.say(`Attached ${note}, ${evidence.evidence_metric}, ${evidence.evidence_t_from_s}–${evidence.evidence_t_to_s} s to "${updated.title}".`);
     } catch (err) {
       if (err.status === 409) {
         // Someone changed the finding since this page read it: take theirs, ask again.

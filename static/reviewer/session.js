@@ -237,7 +237,7 @@ function openFindingFormFor({ selection = null, pass = null, hop = "", evidence 
   if (severity) fields.severity.value = severity;
   fields.evidence.hidden = !evidence;
   fields.evidence.textContent = evidence
-    ? `Evidence: run ${evidence.evidence_run_id}, ${evidence.evidence_t_from_s.toFixed(0)}–${evidence.evidence_t_to_s.toFixed(0)} s, ${evidence.evidence_metric}` : "";
+    ? `Evidence: ${evidence.note || `run ${evidence.evidence_run_id}`}, ${evidence.evidence_t_from_s.toFixed(0)}–${evidence.evidence_t_to_s.toFixed(0)} s, ${evidence.evidence_metric}` : "";
   fields.error.textContent = "";
   form.hidden = false;
   form.scrollIntoView({ block: "nearest" });
@@ -265,6 +265,13 @@ function closeForm() {
   if (pending.length && !selectionInProgress()) applyPending();
 }
 
+/** The finding's evidence fields of the form's evidence (without the text it shows). */
+function evidenceFields(evidence) {
+  if (!evidence) return {};
+  const { note: _note, ...fieldsOnly } = evidence;
+  return fieldsOnly;
+}
+
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
   if (!fields.title.value.trim()) {
@@ -283,7 +290,7 @@ form.addEventListener("submit", async (event) => {
     body: fields.body.value,
     trace_hop: fields.hop.value,
     ...(selection ? { selection } : {}),
-    ...(formEvidence || {}),
+    ...evidenceFields(formEvidence),
   };
   fields.submit.disabled = true;
   if (editingFinding) {
@@ -337,19 +344,33 @@ for (const button of document.querySelectorAll("button.new-finding")) {
   button.addEventListener("click", () => openFindingForm({ pass: button.dataset.pass }));
 }
 
+/** Open the form on a quote picked in the doc. An open form keeps what it holds
+ * (the finding it edits, its evidence, pass and text): only its quote changes. */
+function quoteInForm(picked) {
+  if (form.hidden) {
+    openFindingForm({ selection: picked });
+    return;
+  }
+  openFindingForm({
+    selection: picked, editing: editingFinding, evidence: formEvidence,
+    pass: fields.pass.value, hop: fields.hop.value, title: fields.title.value,
+    body: fields.body.value, severity: fields.severity.value,
+  });
+}
+
 // A finished selection inside the doc opens the form with the quote.
 docBody.addEventListener("mousedown", () => { mouseDownInDoc = true; });
 document.addEventListener("mouseup", () => {
   if (!mouseDownInDoc) return;
   mouseDownInDoc = false;
   const picked = selectionIn(docBody);
-  if (picked) openFindingForm({ selection: picked });
+  if (picked) quoteInForm(picked);
 });
 // Keyboard selections (caret browsing, shift+arrows) are offered on Enter.
 docBody.addEventListener("keyup", (e) => {
   if (e.key !== "Enter") return;
   const picked = selectionIn(docBody);
-  if (picked) openFindingForm({ selection: picked });
+  if (picked) quoteInForm(picked);
 });
 document.getElementById("apply-new").addEventListener("click", applyPending);
 

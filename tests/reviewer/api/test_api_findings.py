@@ -310,3 +310,27 @@ def test_it_refuses_evidence_from_someone_elses_private_run_like_a_missing_one(a
     assert refused.json()["evidence_run_id"][0].replace(str(private.pk), "N") == \
         missing.json()["evidence_run_id"][0].replace(str(private.pk + own.pk + 100), "N")
     assert _new(api_as, open_review, evidence_run_id=own.pk, **window).status_code == 201
+
+
+def test_evidence_compares_two_runs_the_author_may_use(api_as, people, open_review, review_doc):
+    from reviewer.models import EmulatorRun
+
+    first = EmulatorRun.objects.create(session=open_review, started_by=people["reviewer"], scenario={}, seed=1)
+    second = EmulatorRun.objects.create(session=open_review, started_by=people["reviewer"], scenario={}, seed=1,
+                                        overrides=["dispatcher.policy=pull"])
+    elsewhere = services.session_create(owner=people["owner"], doc=review_doc, reviewers=[people["outsider"]])
+    theirs = EmulatorRun.objects.create(session=elsewhere, started_by=people["outsider"], scenario={}, seed=1)
+    window = {"evidence_t_from_s": 10, "evidence_t_to_s": 20, "evidence_metric": "queue_depth"}
+    ok = _new(api_as, open_review, evidence_run_id=first.pk, evidence_compare_run_id=second.pk, **window)
+    assert ok.status_code == 201, ok.content
+    assert ok.json()["evidence_compare_run_id"] == second.pk
+    same = _new(api_as, open_review, evidence_run_id=first.pk, evidence_compare_run_id=first.pk, **window)
+    assert same.status_code == 400 and "evidence run itself" in same.json()["evidence_compare_run_id"][0]
+    alone = _new(api_as, open_review, evidence_compare_run_id=second.pk, **window)
+    assert alone.status_code == 400 and "needs evidence_run_id" in alone.json()["evidence_compare_run_id"][0]
+    other = _new(api_as, open_review, evidence_run_id=first.pk, evidence_compare_run_id=theirs.pk, **window)
+    assert other.status_code == 400 and "not one of this session's runs" in other.json()["evidence_compare_run_id"][0]
+    patched = api_as("reviewer").patch(
+        f"/api/findings/{ok.json()['id']}/", {"evidence_compare_run_id": theirs.pk, "version": 1}, format="json"
+    )
+    assert patched.status_code == 400 and "evidence_compare_run_id" in patched.json()

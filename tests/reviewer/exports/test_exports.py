@@ -354,3 +354,36 @@ def test_evidence_quotes_units_and_the_fault_times_the_run_page_shows(api_as, re
     assert "queue_depth peaked at 42 requests, mean 41 requests (small)" in texts["queue_depth"]
     assert "goodput peaked at 50%" in texts["goodput"]
     assert "Faults: kill host:0 at 30 s (scheduled), kill host:1 at 3 s (injected)" in texts["goodput"]
+
+
+def test_evidence_comparing_two_runs_names_both_with_their_changed_keys(api_as, reviewed, people):
+    from reviewer.models import RunFrame
+    from reviewer.review.evidence import evidence_details
+
+    scenario = reviewed.fleet_config.scenario
+    runs = [EmulatorRun.objects.create(session=reviewed, started_by=people["reviewer"], scenario=scenario, seed=1,
+                                       overrides=overrides)
+            for overrides in ([], ["dispatcher.policy=pull"])]
+    for depth, run in zip((40, 7), runs, strict=True):
+        for i in range(3):
+            RunFrame.objects.create(run=run, i=i, t_s=float(i + 1), data={
+                "i": i, "t_s": float(i + 1), "models": ["small"], "m": {"queue_depth": [depth + i]}})
+    finding = services.finding_create(
+        session=reviewed, author=people["reviewer"], review_pass="break", severity="fix_now",
+        title="Pull keeps the queue short", evidence_run_id=runs[0].pk, evidence_compare_run_id=runs[1].pk,
+        evidence_t_from_s=0.0, evidence_t_to_s=3.0, evidence_metric="queue_depth")
+    detail = evidence_details([finding])[finding.pk]
+    assert detail["compared"]["run"] == runs[1].pk
+    first, _, second = detail["text"].partition(" Compared with ")
+    assert f"run {runs[0].pk}" in first and "queue_depth peaked at 42 requests" in first
+    assert f"run {runs[1].pk}" in second and "with dispatcher.policy=pull" in second
+    assert "queue_depth peaked at 9 requests" in second
+
+    report = api_as("reviewer").get(f"/api/sessions/{reviewed.pk}/export.md").content.decode()
+    assert f"Compared with run {runs[1].pk}" in report and "with dispatcher.policy=pull" in report
+    annotations = json.loads(api_as("reviewer").get(f"/api/sessions/{reviewed.pk}/export.jsonld").content)
+    evidence = next(a["evidence"] for a in annotations["first"]["items"]
+                    if a["id"].endswith(f"/api/findings/{finding.pk}/"))
+    assert evidence["comparedRun"] == runs[1].pk and "dispatcher.policy=pull" in evidence["comparedRunLabel"]
+    rows = list(csv.DictReader(io.StringIO(api_as("reviewer").get(f"/api/sessions/{reviewed.pk}/export.csv").content.decode())))
+    assert next(r for r in rows if r["title"] == "Pull keeps the queue short")["evidence_compare_run_id"] == str(runs[1].pk)
