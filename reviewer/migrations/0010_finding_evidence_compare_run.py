@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviewer', '0006_fleetconfigversion_analysis'),
+        ('reviewer', '0009_reanchor_dispatch'),
     ]
 
     operations = [
