@@ -114,6 +114,7 @@ def _page_config(
         "canManage": permissions.can_manage_session(request.user, session),
         "canPublish": permissions.can_add_finding(request.user, session),
         "isAuthor": session.is_author(request.user),
+        "canResolve": permissions.can_set_finding_state(request.user, session),
         "fileDirectly": session.file_directly,
         # Highlights are drawn through the server's map from the source to the
         # rendered text; the page never searches the text for a quote itself.

@@ -45,6 +45,9 @@ ROWS: dict[str, tuple[str, str, Any, dict[str, int]]] = {
     # A run of the session is running: deleting it answers 409 to those who may delete it.
     "api-session-detail DELETE": ("delete", "/api/sessions/{session}/", None,
                                   _all(403, owner=409, staff=409, removed=404, outsider=404, anonymous=401)),
+    # Resolving a thread, as on a code review: the session's reviewers and the doc's authors.
+    "api-finding-state": ("post", "/api/findings/{finding}/state/", {"state": "fixed"},
+                          _all(200, removed=404, outsider=404, anonymous=401)),
     "run-cancel": ("post", "/api/runs/{run}/cancel/", None,
                    _all(202, author=403, removed=404, outsider=404, anonymous=401)),
 }
@@ -54,7 +57,7 @@ WITHOUT_ROW_YET = frozenset({
     "api-session-export-csv", "api-session-export-md", "api-session-export-jsonld", "api-session-document",
     "api-session-diff", "api-session-findings-duplicates", "api-finding-merge", "api-finding",
     "api-finding-replies", "run-list", "sweep-create", "sweep-detail", "sweep-cancel", "api-session-reviews",
-    "api-finding-state", "api-notifications", "api-notifications-unread", "api-notifications-read-all",
+    "api-notifications", "api-notifications-unread", "api-notifications-read-all",
     "api-notification-settings", "api-notification-read", "api-doc-list", "api-doc-detail",
     "api-doc-revision", "api-doc-revisions", "api-fleet-list", "api-fleet-check", "api-fleet-detail",
     "api-fleet-accept-figure", "api-fleet-trace", "api-fleet-versions", "api-session-list",
