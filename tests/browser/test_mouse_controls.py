@@ -121,3 +121,32 @@ def test_a_reviewer_resolves_and_reopens_a_thread_someone_else_filed(
     bob.wait_for_selector(f"{item} .badge.state-reopened", timeout=5000)
     wait_for(lambda: Finding.objects.get(pk=finding.pk).state == "reopened", what="the finding to be reopened")
 
+
+def test_bringing_everyone_to_a_pass_moves_every_open_tab(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any, django_user_model: Any
+) -> None:
+    from browser_helpers import PASSWORD
+
+    from reviewer.models import ReviewSession
+
+    carol = django_user_model.objects.create_user("carol", password=PASSWORD)
+    ReviewSession.objects.get(pk=example_review.session_id).authors.add(carol)
+    alice = signed_in("alice")
+    bob = signed_in("bob")
+    author = signed_in("carol", width=800)
+    for page in (alice, bob, author):
+        _open(page, dashboard, example_review)
+    # Neither bob nor the author is on the session's pass: both went their own way.
+    bob.click("#tab-numbers")
+    author.click("#tab-break")
+    for page in (alice, bob, author):
+        page.wait_for_selector("#presence .viewer:has-text('carol')", timeout=5000)
+    alice.click("#tab-trace")
+    alice.click("#share-pass")
+    for page in (bob, author):
+        page.wait_for_selector("#tab-trace[aria-selected=true]", timeout=5000)
+        page.wait_for_selector("#panel-trace:not([hidden])")
+        assert page.inner_text("[data-shared-for=trace]") == "session is here"
+    wait_for(lambda: ReviewSession.objects.get(pk=example_review.session_id).current_pass == "trace",
+             what="the session's pass to be saved")
+    screenshot(bob, "brought-to-trace-1280")
