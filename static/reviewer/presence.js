@@ -49,6 +49,8 @@ export function connectSession(ctx, handlers) {
         handlers.onReview?.(msg.review, msg.findings || []);
       } else if (msg.type === "pass.brought") {
         ctx.events.dispatchEvent(new CustomEvent("pass-brought", { detail: { pass: msg.pass, by: msg.by } }));
+      } else if (msg.type === "turn.changed") {
+        ctx.events.dispatchEvent(new CustomEvent("turn-changed"));
       } else if (msg.type === "error") {
         ctx.say(msg.error);
       } else if (msg.type === "pass.changed") {

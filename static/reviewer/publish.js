@@ -157,6 +157,8 @@ export function initPublish(ctx) {
     renderReviews();
     loadTurn();
   });
+  // Another reviewer's drafts, or an author's state change, change whose turn it is.
+  ctx.events.addEventListener("turn-changed", refreshTurnSoon);
   ctx.events.addEventListener("findings", renderDrafts);
   renderDrafts();
   loadReviews();

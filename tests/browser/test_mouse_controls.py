@@ -150,3 +150,21 @@ def test_bringing_everyone_to_a_pass_moves_every_open_tab(
     wait_for(lambda: ReviewSession.objects.get(pk=example_review.session_id).current_pass == "trace",
              what="the session's pass to be saved")
     screenshot(bob, "brought-to-trace-1280")
+
+
+def test_whose_turn_follows_another_reviewers_drafts_without_a_reload(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    alice = signed_in("alice")
+    bob = signed_in("bob")
+    for page in (alice, bob):
+        _open(page, dashboard, example_review)
+    alice.wait_for_selector("#turn:has-text('Whose turn')")
+    assert "bob" not in alice.inner_text("#turn")
+    _file(bob, SENTENCE, "Who closes a batch?")
+    # bob's draft reaches nobody, but alice's "whose turn" names him at once.
+    alice.wait_for_selector("#turn:has-text('reviewers with unpublished drafts: bob')", timeout=5000)
+    screenshot(alice, "turn-live-1280")
+    bob.once("dialog", lambda dialog: dialog.accept())
+    bob.locator("#panel-restate .finding-item:has-text('Who closes a batch?') button:has-text('Delete')").click()
+    alice.wait_for_function("() => !document.getElementById('turn').textContent.includes('bob')", timeout=5000)
