@@ -33,6 +33,12 @@ def can_reply(user: Any, session: ReviewSession) -> bool:
     return bool(user.is_staff or session.is_participant(user) or session.is_author(user))
 
 
+def can_set_finding_state(user: Any, session: ReviewSession) -> bool:
+    """Resolve or reopen a published finding's thread: as on a code review, the
+    session's reviewers (its owner included) and the doc's authors (staff too)."""
+    return bool(user.is_staff or session.is_participant(user) or session.is_author(user))
+
+
 def can_edit_finding(user: Any, finding: Finding) -> bool:
     """Only a finding's author changes it (and staff)."""
     return bool(user.is_staff or finding.author_id == user.pk)

@@ -17,7 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from reviewer import selectors
 from reviewer.api.errors import ws_reply
-from reviewer.errors import Invalid, OverLimit
+from reviewer.errors import Invalid, OverLimit, ServiceError
 from reviewer.models.runs import FINAL_STATUSES
 from reviewer.realtime import fanout, presence
 from reviewer.realtime import groups as realtime
@@ -312,6 +312,15 @@ def _presence_pass(content: Any) -> str:
     return review_pass
 
 
+@database_sync_to_async
+def _bring_everyone(session_id: int, user: Any, review_pass: Any) -> None:
+    """Move the session, and every tab open on it, to ``review_pass``."""
+    from reviewer.review import services
+
+    session = selectors.sessions_visible_to(user).get(pk=session_id)
+    services.session_bring_everyone(session=session, user=user, review_pass=str(review_pass))
+
+
 class SessionConsumer(GuardedJsonConsumer):
     """``/ws/sessions/<id>/``: findings, the current pass and presence, live.
 
@@ -350,7 +359,14 @@ class SessionConsumer(GuardedJsonConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """``{"type": "presence", "pass": "numbers"}`` says which pass this viewer is on."""
+        """``{"type": "presence", "pass": "numbers"}`` says which pass this viewer is on;
+        ``{"type": "bring", "pass": "numbers"}`` (the owner) moves every viewer there."""
+        if isinstance(content, dict) and content.get("type") == "bring":
+            try:
+                await _bring_everyone(self.session_id, self.user, content.get("pass"))
+            except ServiceError as exc:
+                await self.send_json(ws_reply(exc))
+            return
         try:
             review_pass = _presence_pass(content)
         except Invalid as exc:

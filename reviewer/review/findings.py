@@ -324,7 +324,8 @@ def finding_delete(*, finding: Finding, version: int | None = None) -> None:
         )
     session_id, finding_id, draft = finding.session_id, finding.pk, finding.is_draft
     finding.delete()
-    if draft:  # nobody else ever heard of it
+    if draft:  # nobody else ever heard of it; whose turn it is may have changed
+        realtime.session_event(session_id, "turn.changed", {})
         return
     realtime.session_event(session_id, "finding.deleted", {"finding": {"id": finding_id, "session": session_id}})
 
@@ -386,15 +387,19 @@ def reply_create(*, finding: Finding, author: User, body: str) -> FindingReply:
     if direct:
         notifications.notify_mentions(session=session, actor=author, finding=finding, reply=reply, text=body)
         publish_finding(finding, "finding.updated")
+    else:
+        realtime.session_event(session.pk, "turn.changed", {})
     return reply
 
 
 def publish_finding(finding: Finding, event: str) -> None:
     """Tell the session's viewers that ``finding`` was created or updated (after commit).
 
-    Drafts are nobody else's business: their changes are not announced, and
-    the review that publishes them announces them all at once.
+    Drafts are nobody else's business: their changes are not announced (only
+    ``turn.changed``, with nothing in it, since who holds drafts is shown as
+    whose turn it is), and the review that publishes them announces them all at once.
     """
     if finding.is_draft:
+        realtime.session_event(finding.session_id, "turn.changed", {})
         return
     realtime.session_event(finding.session_id, event, {"finding": finding_representation(finding)})

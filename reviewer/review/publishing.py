@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from reviewer import permissions
 from reviewer.errors import Forbidden, Invalid
 from reviewer.models.collaboration import FindingState, NotificationKind, Review, Verdict
 from reviewer.models.review import DocRevision, Finding, FindingReply, ReviewSession
@@ -87,7 +88,7 @@ def review_publish(*, session: ReviewSession, reviewer: User, verdict: str, summ
     return review
 
 
-# Who may move a finding to which state: the doc's authors answer, the reviewer reopens.
+# The states an author's answer or a reviewer's resolve sets; "reopened" undoes one.
 AUTHOR_STATES = (FindingState.OPEN, FindingState.FIXED, FindingState.WONT_FIX)
 REASON_MAX_CHARS = 5_000
 
@@ -98,9 +99,10 @@ def finding_set_state(
 ) -> Finding:
     """Set a published finding's state.
 
-    The session's authors set ``open``, ``fixed`` (optionally naming the doc
-    revision that fixes it) and ``wont_fix`` (with a reason); the finding's
-    reviewer sets ``reopened`` on one fixed or dropped. The reviewer is
+    As on a code review, the session's reviewers (its owner included) and the
+    doc's authors resolve a thread: ``open``, ``fixed`` (optionally naming the
+    doc revision that fixes it) and ``wont_fix`` (with a reason); any of them
+    sets ``reopened`` on one fixed or dropped. The finding's reviewer is
     notified of a change made by someone else.
     """
     finding = Finding.objects.select_for_update().select_related("session", "author").get(pk=finding.pk)
@@ -109,14 +111,11 @@ def finding_set_state(
         raise Invalid("state", f"state: use one of {', '.join(FindingState.values)}.")
     if finding.is_draft:
         raise Invalid("state", "state: the finding is a draft; publish your review first.")
-    is_author = session.is_author(user)
-    if state == FindingState.REOPENED:
-        if finding.author_id != user.pk and not user.is_staff:
-            raise Forbidden("Only the finding's reviewer reopens it.", field="state")
-        if finding.state not in (FindingState.FIXED, FindingState.WONT_FIX):
-            raise Invalid("state", "state: only a fixed or won't-fix finding can be reopened.")
-    elif not (is_author or user.is_staff):
-        raise Forbidden("Only the doc's authors mark a finding open, fixed or won't fix.", field="state")
+    if not permissions.can_set_finding_state(user, session):
+        raise Forbidden("Only the session's reviewers and the doc's authors resolve or reopen a finding.",
+                        field="state")
+    if state == FindingState.REOPENED and finding.state not in (FindingState.FIXED, FindingState.WONT_FIX):
+        raise Invalid("state", "state: only a fixed or won't-fix finding can be reopened.")
     reason = (reason or "").strip()
     if len(reason) > REASON_MAX_CHARS:
         raise Invalid("reason", f"reason: at most {REASON_MAX_CHARS:,} characters; shorten it.")

@@ -646,6 +646,24 @@ def session_update(
 
 
 @transaction.atomic
+def session_bring_everyone(*, session: ReviewSession, user: Any, review_pass: str) -> ReviewSession:
+    """Make ``review_pass`` the session's pass and move every open tab of it there.
+
+    Unlike a plain pass change (which moves only the viewers who were on the
+    session's pass), every viewer hears ``pass.brought`` and shows the pass,
+    even when the session was already on it.
+    """
+    if review_pass not in ReviewPass.values:
+        raise Invalid("pass", f"pass: use one of {', '.join(ReviewPass.values)}")
+    if not permissions.can_manage_session(user, session):
+        raise Forbidden("Only the session's owner brings everyone to a pass.", field="pass")
+    session.current_pass = review_pass
+    session.save(update_fields=["current_pass", "updated_at"])
+    realtime.session_event(session.pk, "pass.brought", {"pass": review_pass, "by": user.get_username()})
+    return session
+
+
+@transaction.atomic
 def session_delete(*, session: ReviewSession) -> None:
     """Delete a session with its findings and its finished runs.
 
@@ -697,6 +715,7 @@ __all__ = [
     "scenario_dict_to_toml",
     "session_create",
     "session_delete",
+    "session_bring_everyone",
     "session_update",
     "validate_scenario_toml",
 ]

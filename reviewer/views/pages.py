@@ -117,6 +117,7 @@ def _page_config(
         # How far moving the findings onto the latest revision got; the socket's
         # doc.reanchoring events carry it on.
         "reanchoring": {"revision": revision.number if revision else 0, **selectors.doc_reanchoring(session.doc)},
+        "canResolve": permissions.can_set_finding_state(request.user, session),
         "fileDirectly": session.file_directly,
         # Highlights are drawn through the server's map from the source to the
         # rendered text; the page never searches the text for a quote itself.

@@ -109,10 +109,12 @@ function thread(f, onError, onReplied) {
   return el("div", { class: "thread" }, list, text, send);
 }
 
-/** The author's side: state controls for the doc's authors, "reopen" for the finding's reviewer. */
-function stateControls(f, { onAction, mine }) {
+/** A thread's state, as on a code review: the session's reviewers and the doc's
+ * authors resolve it (fixed, won't fix) and reopen it; authors also name the
+ * revision that fixes it. */
+function stateControls(f, { onAction }) {
   const S = config.findingState;
-  if (f.draft) return null;
+  if (f.draft || !config.canResolve) return null;
   const url = config.urls.findingState.replace("{id}", f.id);
   async function send(body) {
     try {
@@ -121,32 +123,29 @@ function stateControls(f, { onAction, mine }) {
       onAction("error", f, `Could not change the state: ${err.message}`);
     }
   }
-  if (config.isAuthor) {
-    const choice = el("select", { "aria-label": `State of ${f.title}` },
-      config.findingStates.filter((s) => s.key !== S.REOPENED)
-        .map((s) => el("option", { value: s.key, selected: f.state === s.key }, s.label)));
-    const revision = el("input", { type: "number", min: 1, placeholder: "revision",
-      "aria-label": `Revision that fixes ${f.title}`, value: f.fixed_revision ?? "" });
-    const reason = el("input", { type: "text", placeholder: "reason", "aria-label": `Why ${f.title} will not be fixed`,
-      value: f.state_reason || "" });
-    const sync = () => {
-      revision.hidden = choice.value !== S.FIXED;
-      reason.hidden = choice.value !== S.WONT_FIX;
-    };
-    choice.addEventListener("change", sync);
-    sync();
-    const save = el("button", { type: "button", onclick: () => send({
-      state: choice.value,
-      ...(choice.value === S.FIXED && revision.value ? { fixed_revision: Number(revision.value) } : {}),
-      ...(choice.value === S.WONT_FIX ? { reason: reason.value } : {}),
-    }) }, "Set state");
-    return el("div", { class: "state-box" }, choice, revision, reason, save);
-  }
-  if (mine && (f.state === S.FIXED || f.state === S.WONT_FIX)) {
-    return el("div", { class: "state-box" },
-      el("button", { type: "button", onclick: () => send({ state: S.REOPENED }) }, "Reopen"));
-  }
-  return null;
+  const resolved = f.state === S.FIXED || f.state === S.WONT_FIX;
+  const quick = resolved
+    ? el("button", { type: "button", class: "resolve", onclick: () => send({ state: S.REOPENED }) }, "Reopen")
+    : el("button", { type: "button", class: "resolve", onclick: () => send({ state: S.FIXED }) }, "Resolve");
+  const choice = el("select", { "aria-label": `State of ${f.title}` },
+    config.findingStates.filter((s) => s.key !== S.REOPENED)
+      .map((s) => el("option", { value: s.key, selected: f.state === s.key }, s.label)));
+  const revision = el("input", { type: "number", min: 1, placeholder: "revision",
+    "aria-label": `Revision that fixes ${f.title}`, value: f.fixed_revision ?? "" });
+  const reason = el("input", { type: "text", placeholder: "reason", "aria-label": `Why ${f.title} will not be fixed`,
+    value: f.state_reason || "" });
+  const sync = () => {
+    revision.hidden = choice.value !== S.FIXED;
+    reason.hidden = choice.value !== S.WONT_FIX;
+  };
+  choice.addEventListener("change", sync);
+  sync();
+  const save = el("button", { type: "button", onclick: () => send({
+    state: choice.value,
+    ...(choice.value === S.FIXED && revision.value ? { fixed_revision: Number(revision.value) } : {}),
+    ...(choice.value === S.WONT_FIX ? { reason: reason.value } : {}),
+  }) }, "Set state");
+  return el("div", { class: "state-box" }, quick, choice, revision, reason, save);
 }
 
 function stateBadge(f) {
@@ -201,6 +200,9 @@ export function findingItem(f, { onAction, username }) {
   const actions = el("div", { class: "row" },
     f.anchor_exact && !f.orphaned ? el("button", { type: "button", onclick: () => onAction("show", f) }, "Show in doc") : null,
     toggle, status, ...merges,
+    mine && f.merged_into == null
+      ? el("button", { type: "button", class: "edit", "aria-label": `Edit ${f.title}`, onclick: () => onAction("edit", f) }, "Edit")
+      : null,
     mine ? el("button", { type: "button", class: "danger", onclick: () => onAction("delete", f) }, "Delete") : null);
   return el("li", { class: `finding-item${f.draft ? " draft" : ""}${f.merged_into != null ? " merged" : ""}`, dataset: { findingId: f.id } },
     el("div", { class: "meta" },
@@ -220,5 +222,5 @@ export function findingItem(f, { onAction, username }) {
       f.merged_into != null ? el("span", {}, `merged into #${f.merged_into}`) : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
-    body, evidence, actions, stateControls(f, { onAction, mine }), threadBox);
+    body, evidence, actions, stateControls(f, { onAction }), threadBox);
 }

@@ -142,6 +142,18 @@ export function initKeyboard(ctx) {
     action();
   });
 
+  // A click on a finding (outside its controls) selects it, as j and k do, so
+  // the keys that act on the selection act on the finding the mouse chose.
+  document.addEventListener("click", (e) => {
+    if (!(e.target instanceof Element)) return;
+    if (e.target.closest("button, a, input, select, textarea, label, summary")) return;
+    const item = e.target.closest(".pass-panel .finding-item[data-finding-id]");
+    if (!item) return;
+    selectedId = Number(item.dataset.findingId);
+    for (const node of document.querySelectorAll("[aria-current]")) node.removeAttribute("aria-current");
+    mark();
+  });
+
   // Lists are redrawn whenever findings change; the selection is drawn again.
   ctx.events.addEventListener("findings", mark);
   ctx.events.addEventListener("pass-viewed", () => { selectedId = null; mark(); });

@@ -76,8 +76,11 @@ export function initPasses(ctx) {
     });
   }
 
+  // "Bring everyone": on the session's socket, every open tab (other
+  // reviewers' and authors' too) hears it and moves; over HTTP when the socket is down.
   document.getElementById("share-pass")?.addEventListener("click", async () => {
     const key = ctx.currentView;
+    if (ctx.sendSession?.({ type: "bring", pass: key })) return;
     try {
       await api(config.urls.session, { method: "PATCH", body: { current_pass: key } });
       markShared(key);
@@ -94,6 +97,14 @@ export function initPasses(ctx) {
     markShared(key);
     ctx.say(`The session moved to the ${key} pass.`);
     if (following) showPass(key);
+  });
+
+  ctx.events.addEventListener("pass-brought", (e) => {
+    const { pass: key, by } = e.detail;
+    markShared(key);
+    if (ctx.currentView !== key) showPass(key);
+    ctx.say(by === config.user.username ? `Everyone in the session is now on the ${key} pass.`
+      : `${by} brought everyone to the ${key} pass.`);
   });
 
   window.addEventListener("hashchange", () => showPass(location.hash.slice(1), { fromHash: true }));

@@ -47,6 +47,12 @@ export function connectSession(ctx, handlers) {
         handlers.onFinding(msg.type.slice("finding.".length), msg.finding);
       } else if (msg.type === "review.published") {
         handlers.onReview?.(msg.review, msg.findings || []);
+      } else if (msg.type === "pass.brought") {
+        ctx.events.dispatchEvent(new CustomEvent("pass-brought", { detail: { pass: msg.pass, by: msg.by } }));
+      } else if (msg.type === "turn.changed") {
+        ctx.events.dispatchEvent(new CustomEvent("turn-changed"));
+      } else if (msg.type === "error") {
+        ctx.say(msg.error);
       } else if (msg.type === "pass.changed") {
         ctx.events.dispatchEvent(new CustomEvent("pass-changed", { detail: msg.pass }));
       } else if (msg.type === "document.updated") {
@@ -70,6 +76,12 @@ export function connectSession(ctx, handlers) {
     });
   }
 
+  // Sends a message on the session's socket; false when it is not open.
+  ctx.sendSession = (message) => {
+    if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify(message));
+    return true;
+  };
   ctx.events.addEventListener("pass-viewed", sendPresence);
   open();
   return { sendPresence };

@@ -47,6 +47,17 @@ export function initPublish(ctx) {
     draftCount.textContent = mine ? `${mine} draft finding${mine === 1 ? "" : "s"}` : "No draft findings";
   }
 
+  // What publishing will send, asked before it is sent.
+  function publishQuestion() {
+    const findings = store.all().filter((f) => f.draft && authorName(f) === me).length;
+    const verdict = document.getElementById("publish-verdict");
+    const label = verdict.options[verdict.selectedIndex]?.text || verdict.value;
+    const what = findings
+      ? `${findings} draft finding${findings === 1 ? "" : "s"}`
+      : "no draft findings (only your verdict and any draft replies)";
+    return `Publish your review with the verdict "${label}" and ${what}? Everyone in the session will see them.`;
+  }
+
   async function loadTurn() {
     try {
       const t = await api(config.urls.turn);
@@ -83,8 +94,8 @@ export function initPublish(ctx) {
 
   // The keyboard's "x": the doc's authors mark the selected finding fixed.
   ctx.markFixed = async (f) => {
-    if (!config.isAuthor) {
-      ctx.say("Only the doc's authors mark findings fixed; a finding's reviewer may reopen it.");
+    if (!config.canResolve) {
+      ctx.say("Only the session's reviewers and the doc's authors mark findings fixed.");
       return;
     }
     if (f.draft) return;
@@ -102,6 +113,10 @@ export function initPublish(ctx) {
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       errorLine.textContent = "";
+      if (!window.confirm(publishQuestion())) {
+        ctx.say("Not published: your drafts stay drafts.");
+        return;
+      }
       const button = document.getElementById("publish-review");
       button.disabled = true;
       try {
@@ -142,6 +157,8 @@ export function initPublish(ctx) {
     renderReviews();
     loadTurn();
   });
+  // Another reviewer's drafts, or an author's state change, change whose turn it is.
+  ctx.events.addEventListener("turn-changed", refreshTurnSoon);
   ctx.events.addEventListener("findings", renderDrafts);
   renderDrafts();
   loadReviews();

@@ -108,6 +108,7 @@ function activate(id) {
 
 async function onAction(action, f, value) {
   if (action === "show") markActive(f.id);
+  else if (action === "edit") editFinding(f);
   else if (action === "replace") store.upsert(value);
   else if (action === "error") ctx.say(value);
   else if (action === "merge") {

@@ -65,6 +65,7 @@ def test_a_reviewers_drafts_arrive_together_with_the_verdict_when_published(
 
     bob.select_option("#publish-verdict", "needs_changes")
     bob.fill("#publish-summary", "Two gaps in how a batch is formed and admitted.")
+    bob.once("dialog", lambda dialog: dialog.accept())
     bob.click("#publish-review")
     bob.wait_for_selector("#draft-count:has-text('No draft findings')")
 

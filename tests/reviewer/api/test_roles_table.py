@@ -45,6 +45,9 @@ ROWS: dict[str, tuple[str, str, Any, dict[str, int]]] = {
     # A run of the session is running: deleting it answers 409 to those who may delete it.
     "api-session-detail DELETE": ("delete", "/api/sessions/{session}/", None,
                                   _all(403, owner=409, staff=409, removed=404, outsider=404, anonymous=401)),
+    # Resolving a thread, as on a code review: the session's reviewers and the doc's authors.
+    "api-finding-state": ("post", "/api/findings/{finding}/state/", {"state": "fixed"},
+                          _all(200, removed=404, outsider=404, anonymous=401)),
     "run-cancel": ("post", "/api/runs/{run}/cancel/", None,
                    _all(202, author=403, removed=404, outsider=404, anonymous=401)),
 }
@@ -76,9 +79,6 @@ ROWS.update({
     "api-finding-replies": ("get", "/api/findings/{finding}/replies/", None, READ),
     "api-finding-replies POST": ("post", "/api/findings/{finding}/replies/", {"body": "Agreed"},
                                  _all(201, removed=404, outsider=404, anonymous=401)),
-    # Staff may do what any participant may, as in the table's staff column.
-    "api-finding-state": ("post", "/api/findings/{finding}/state/", {"state": "fixed"},
-                          _all(403, author=200, staff=200, removed=404, outsider=404, anonymous=401)),
     "api-session-reviews": ("get", "/api/sessions/{session}/reviews/", None, READ),
     "api-session-reviews POST": ("post", "/api/sessions/{session}/reviews/", {"verdict": "needs_changes"},
                                  _all(201, author=403, removed=404, outsider=404, anonymous=401)),

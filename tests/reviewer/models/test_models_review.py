@@ -141,6 +141,19 @@ def test_a_pass_change_is_announced(open_review, events):
     assert events == [(open_review.pk, "pass.changed", {"pass": "numbers"})]
 
 
+def test_bringing_everyone_is_announced_even_on_the_current_pass_and_only_by_the_owner(open_review, people, events):
+    from reviewer.errors import Forbidden, Invalid
+
+    services.session_bring_everyone(session=open_review, user=people["owner"], review_pass=open_review.current_pass)
+    assert events == [(open_review.pk, "pass.brought", {"pass": open_review.current_pass, "by": "owner"})]
+    with pytest.raises(Forbidden):
+        services.session_bring_everyone(session=open_review, user=people["reviewer"], review_pass="trace")
+    with pytest.raises(Invalid):
+        services.session_bring_everyone(session=open_review, user=people["owner"], review_pass="nowhere")
+    open_review.refresh_from_db()
+    assert len(events) == 1 and open_review.current_pass != "trace"
+
+
 def test_events_are_sent_only_after_commit(open_review, people, monkeypatch, django_capture_on_commit_callbacks):
     sent: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr("reviewer.realtime.groups.publish_now", lambda group, message: sent.append((group, message)))

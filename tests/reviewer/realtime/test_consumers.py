@@ -202,6 +202,34 @@ async def test_it_shows_who_views_which_pass(run_users: dict, review_session: An
     await owner.disconnect()
 
 
+async def _next_not_presence(client: Any) -> dict[str, Any]:
+    while (got := await client.receive_json_from(timeout=5))["type"] == "presence":
+        pass
+    return got
+
+
+async def test_the_owner_brings_every_viewer_to_a_pass(run_users: dict, review_session: Any) -> None:
+    from reviewer.models import ReviewSession
+
+    await _clear_presence(review_session.pk)
+    path = f"/ws/sessions/{review_session.pk}/"
+    owner, _, _ = await ws_connect(path, run_users["owner"])
+    reviewer, _, _ = await ws_connect(path, run_users["reviewer"])
+
+    await reviewer.send_json_to({"type": "bring", "pass": "trace"})
+    error = await _next_not_presence(reviewer)
+    assert error["type"] == "error" and (error["field"], error["status"]) == ("pass", 403)
+
+    await owner.send_json_to({"type": "bring", "pass": "trace"})
+    brought = {"type": "pass.brought", "pass": "trace", "by": "owner"}
+    assert await _next_not_presence(owner) == brought
+    assert await _next_not_presence(reviewer) == brought
+    session = await sync_to_async(ReviewSession.objects.get)(pk=review_session.pk)
+    assert session.current_pass == "trace"
+    await reviewer.disconnect()
+    await owner.disconnect()
+
+
 def test_it_drops_viewers_whose_entry_was_not_refreshed(redis_url: str) -> None:
     import json
     import time
@@ -348,7 +376,10 @@ async def test_drafts_stay_off_the_socket_and_arrive_together_on_publish(run_use
     assert ok
     assert (await owner.receive_json_from())["type"] == "presence"
     await sync_to_async(_draft_two_findings)(review_session, run_users["reviewer"])
-    assert await owner.receive_nothing(timeout=0.5)
+    # Only that whose turn it is changed, with nothing of the drafts in it.
+    assert await owner.receive_json_from(timeout=5) == {"type": "turn.changed"}
+    while not await owner.receive_nothing(timeout=0.5):
+        assert await owner.receive_json_from() == {"type": "turn.changed"}
     await sync_to_async(_publish_review)(review_session, run_users["reviewer"])
     event = await owner.receive_json_from(timeout=5)
     assert event["type"] == "review.published"

@@ -70,15 +70,16 @@ def test_it_answers_a_bad_state_with_the_field(team_api, published, body, field)
     assert field in response.json(), response.json()
 
 
-def test_only_the_reviewer_reopens_and_only_authors_answer(team_api, published):
-    assert _state(team_api("reviewer"), published, state="fixed").status_code == 403
-    assert _state(team_api("reviewer2"), published, state="fixed").status_code == 403
-    assert _state(team_api("author"), published, state="reopened").status_code == 403
+def test_reviewers_and_authors_resolve_and_reopen_as_on_a_code_review(team_api, published):
     # An open finding has nothing to reopen.
     assert _state(team_api("reviewer"), published, state="reopened").status_code == 400
-    assert _state(team_api("author"), published, state="fixed").status_code == 200
-    assert _state(team_api("reviewer2"), published, state="reopened").status_code == 403
-    response = _state(team_api("reviewer"), published, state="reopened")
+    # A co-reviewer resolves the finding, the author reopens it, its reviewer resolves it again.
+    assert _state(team_api("reviewer2"), published, state="fixed").status_code == 200
+    response = _state(team_api("author"), published, state="reopened")
+    assert response.status_code == 200 and response.json()["state"] == "reopened"
+    response = _state(team_api("reviewer"), published, state="wont_fix", reason="Out of scope")
+    assert response.status_code == 200 and response.json()["state"] == "wont_fix"
+    response = _state(team_api("reviewer2"), published, state="reopened")
     assert response.status_code == 200 and response.json()["state"] == "reopened"
 
 
