@@ -441,7 +441,7 @@ async def test_viewers_of_one_run_in_one_process_share_one_group_membership(run_
         rest = await read_until_final(viewer, timeout_s=10)
         assert frame_indexes(rest) == [2]
         assert [m.get("created") for m in rest if m["type"] == "frame"] == [5.0]
-        assert rest[-1] == {"type": "summary", "summary": {"ok": 3}}
+        assert rest[-1] == {"type": "summary", "summary": {"ok": 3}, "shares": outcome_shares({"ok": 3})}
     # The last viewer out takes the process out of the group.
     await viewers[0].disconnect()
     assert await _group_members(run.pk) == 1
