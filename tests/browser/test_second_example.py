@@ -30,7 +30,7 @@ def test_it_renders_every_pass_of_the_second_example_and_saves_each(
     for key in PASSES:
         open_pass(page, key)
         if key == "numbers":
-            table = page.inner_text(".numbers-table")
+            table = page.inner_text(".numbers-table:not(.doc-figures-table)")
             assert "Decode step floor" in table and "KV capacity per worker" in table
             assert "TPOT goal is under" in page.inner_text("#numbers-panel")
             # Headline first: the TPOT floor over the 8 ms goal, and what one host's loss leaves.
@@ -41,10 +41,11 @@ def test_it_renders_every_pass_of_the_second_example_and_saves_each(
             assert page.locator(".suggestion[data-assumed=yes]").count() > 0
             screenshot(page, "second-example-numbers-top")
         elif key == "trace":
-            # The path is the fleet's own: no dispatcher queue (the seed's hop), the
-            # router, and the replicas as one pool of workers with their KV.
+            # The path is the fleet's own: no gateway (its config has none), no dispatcher
+            # queue (the seed's hop), the router, and the replicas as one pool of workers
+            # with their KV.
             hops = page.evaluate("[...document.querySelectorAll('.trace-svg .hop')].map((g) => g.dataset.hop)")
-            assert hops == ["client", "gateway", "routing", "worker", "response_path"]
+            assert hops == ["client", "routing", "worker", "response_path"]
             assert "dispatcher" not in hops
             workers = page.text_content(".trace-svg .hop[data-hop=worker]") or ""
             assert "chat: 8 × 4 units" in workers and "tokens a worker" in workers, workers
