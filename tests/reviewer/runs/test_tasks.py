@@ -205,19 +205,25 @@ def test_it_hands_a_queued_run_whose_task_was_lost_to_the_broker_again(
     assert EmulatorRun.objects.get(pk=fresh.pk).dispatches == 0
 
 
-def test_it_leaves_queued_runs_alone_while_their_tasks_wait_in_the_broker(run_users: dict,
-                                                                        tiny_scenario: str) -> None:
+def test_it_leaves_queued_runs_alone_while_their_tasks_wait_in_the_broker(run_users: dict, tiny_scenario: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
     from reviewer.celery import app
     from reviewer.runs.services import REQUEUE_AFTER_S, runs_requeue_lost
 
-    _purged_broker()
+    # A default queue of this test's own, so that no worker another test left on the
+    # broker takes the waiting task before it is counted.
+    queue = f"waiting-{uuid.uuid4().hex}"
+    monkeypatch.setitem(app.conf, "task_default_queue", queue)
     run = _run(run_users["owner"], tiny_scenario,
                enqueued_at=timezone.now() - timedelta(seconds=REQUEUE_AFTER_S + 1))
-    app.send_task("reviewer.reap_stalled")  # a task waiting, as a queued run's would
+    app.send_task("reviewer.reap_stalled", queue=queue)  # a task waiting, as a queued run's would
     try:
         assert runs_requeue_lost() == {"requeued": [], "failed": []}
     finally:
-        _purged_broker()
+        with app.connection_for_write() as connection:
+            connection.default_channel.queue_purge(queue)
     assert EmulatorRun.objects.get(pk=run.pk).dispatches == 0
 
 
