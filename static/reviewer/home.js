@@ -84,10 +84,11 @@ for (const upload of document.querySelectorAll("form.upload-form[data-fleet]")) 
         fail(err.message);
         return;
       }
-      if (state.status === "done") {
+      // Done: the version it made; refused: the field and the error naming the fix.
+      if (state.version != null) {
         status.textContent = `Version ${state.version} replays ${state.name}.`;
         window.location.reload();
-      } else if (state.status === "failed") {
+      } else if (state.error || state.field || state.finished_at) {
         fail(state.error || `${state.field}: the trace was refused.`);
       } else {
         const seconds = Math.round((Date.now() - started) / 1000);
