@@ -17,12 +17,12 @@ answer says so (``truncated``).
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
+
+from reviewer.text.sentence_diff import unique_anchors
 
 # Segments of each side compared at most, after the shared start and end are set aside.
 MAX_SEGMENTS = 4000
@@ -281,29 +281,7 @@ def _anchors(old: list[str], new: list[str]) -> list[tuple[int, int]]:
     comparison into short stretches between them, so a few edits in a long doc
     cost little whatever its length.
     """
-    old_count = Counter(old)
-    new_count = Counter(new)
-    new_at = {text: j for j, text in enumerate(new) if new_count[text] == 1}
-    pairs = [(i, new_at[text]) for i, text in enumerate(old) if old_count[text] == 1 and text in new_at]
-    # Longest increasing subsequence of the new positions, O(n log n).
-    tails: list[int] = []  # smallest last new-position of a run of each length
-    tail_at: list[int] = []  # index into pairs of that run's last pair
-    back: list[int] = [-1] * len(pairs)
-    for k, (_, j) in enumerate(pairs):
-        length = bisect.bisect_left(tails, j)
-        if length == len(tails):
-            tails.append(j)
-            tail_at.append(k)
-        else:
-            tails[length] = j
-            tail_at[length] = k
-        back[k] = tail_at[length - 1] if length else -1
-    run: list[tuple[int, int]] = []
-    k = tail_at[-1] if tail_at else -1
-    while k >= 0:
-        run.append(pairs[k])
-        k = back[k]
-    return run[::-1]
+    return unique_anchors(old, new, 0, len(old), 0, len(new))
 
 
 def _stretch_rows(olds: list[Segment], news: list[Segment]) -> list[Row]:

@@ -99,7 +99,7 @@ def _match_middle(old: list[str], new: list[str], alo: int, ahi: int, blo: int, 
         matcher = SequenceMatcher(None, old[alo:ahi], new[blo:bhi], autojunk=False)
         out.extend((alo + m.a, blo + m.b, m.size) for m in matcher.get_matching_blocks() if m.size)
         return
-    anchors = _unique_anchors(old, new, alo, ahi, blo, bhi) if depth < MAX_DEPTH else []
+    anchors = unique_anchors(old, new, alo, ahi, blo, bhi) if depth < MAX_DEPTH else []
     if not anchors:
         return  # nothing to hold on to: the stretch counts as replaced
     i, j = alo, blo
@@ -112,7 +112,7 @@ def _match_middle(old: list[str], new: list[str], alo: int, ahi: int, blo: int, 
         _match(old, new, i, ahi, j, bhi, depth + 1, out)
 
 
-def _unique_anchors(old: list[str], new: list[str], alo: int, ahi: int, blo: int,
+def unique_anchors(old: list[str], new: list[str], alo: int, ahi: int, blo: int,
                     bhi: int) -> list[tuple[int, int]]:
     """Segments found once in each stretch, in the longest order both agree on (patience sorting)."""
     old_count = Counter(old[alo:ahi])
