@@ -11,66 +11,16 @@ import re
 from typing import Any
 
 import pytest
-from browser_helpers import LiveServer, assert_fits, screenshot, screenshot_path, wait_for_page
+from browser_helpers import (
+    CONTINUOUS_TOML,
+    LiveServer,
+    assert_fits,
+    screenshot,
+    screenshot_path,
+    wait_for_page,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-# A chat model on three hosts (two groups), continuously batched; no [gateway] table.
-CHAT_TOML = """
-name = "chat-continuous"
-duration_s = 60
-seed = 1
-sample_s = 1.0
-
-[traffic]
-qps = 40
-
-[models.chat]
-share = 1.0
-worker_units = 4
-tokens = 1000
-tokens_cv = 1.0
-output_tokens = 250
-output_tokens_cv = 1.0
-
-[dispatcher]
-policy = "round_robin"
-
-[worker]
-batching = "continuous"
-max_num_seqs = 256
-max_batched_tokens = 8192
-kv_cache_tokens = 200000
-step_base_s = 0.006
-prefill_token_s = 2.5e-5
-decode_seq_s = 1.2e-4
-kv_token_s = 2e-8
-
-[client]
-timeout_s = 60
-
-[slo]
-ttft_s = 2.0
-tpot_s = 0.1
-
-[[hosts]]
-count = 2
-units = 8
-workers = ["chat@0", "chat@4"]
-
-[[hosts]]
-count = 1
-units = 8
-workers = ["chat@0"]
-
-[[faults]]
-at_s = 20.5
-kill = "host:1"
-
-[[faults]]
-at_s = 40.5
-restore = "host:1"
-"""
 
 
 @pytest.fixture
@@ -85,7 +35,7 @@ def chat_session(owner: Any) -> str:
     from reviewer.review import services
 
     doc = services.doc_create(owner=owner, title="Chat serving", body="A chat model on four-GPU workers.")
-    fleet = services.fleet_config_create(owner=owner, name="chat fleet", toml=CHAT_TOML, doc=doc)
+    fleet = services.fleet_config_create(owner=owner, name="chat fleet", toml=CONTINUOUS_TOML, doc=doc)
     session = services.session_create(owner=owner, doc=doc, fleet_config=fleet)
     return f"/sessions/{session.pk}/"
 
