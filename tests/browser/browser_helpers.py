@@ -59,7 +59,29 @@ class ExampleReview:
 
 def select_text(page: Any, text: str, occurrence: int = 0) -> None:
     """Select ``text`` (its ``occurrence``-th appearance, from 0) in the rendered doc with
-    the mouse, as a reader would."""
+    the mouse, as a reader would.
+
+    The text's position is read just before the drag; if the page moved under the
+    mouse meanwhile (a late layout change, a re-render), the selection made is not
+    the text asked for, and the drag is made again from a fresh position."""
+    for _attempt in range(4):
+        # The page may move the focus once the mouse is up (the finding form opens), which
+        # clears the selection: read it as the button is released, before the page's own
+        # handlers run.
+        page.evaluate(
+            """() => window.addEventListener('mouseup', () => {
+                window.__pickedByMouse = window.getSelection().toString();
+            }, {capture: true, once: true})"""
+        )
+        _drag_over(page, text, occurrence)
+        picked = page.evaluate("() => window.__pickedByMouse || ''")
+        if " ".join(picked.split()) == " ".join(text.split()):
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"could not select {text!r} with the mouse; the page selected {picked[:200]!r}")
+
+
+def _drag_over(page: Any, text: str, occurrence: int) -> None:
     box = page.evaluate(
         """([text, occurrence]) => {
             const root = document.getElementById('doc-body');
