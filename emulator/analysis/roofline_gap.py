@@ -5,11 +5,14 @@ its roofline floor: a prompt point is one prefill step that reads the weights an
 KV of its batch x prompt tokens and computes those tokens; a token point is one decode
 step of ``batch`` sequences at context prompt + output / 2. The floor is physics at full
 bandwidth and full FLOPs, so the ratio measured / floor says how much of the machine a
-real engine leaves unused: it is never a prediction.
+real engine leaves unused: it is never a prediction. The floor leaves the tensor-parallel
+communication out (the GPU's link is not given to it): the collectives' latency is a
+measured figure, not physics.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 from emulator.analysis.calibration import Group, Point
@@ -33,7 +36,7 @@ def roofline_for(group: Group, dtype_bytes: int = 2) -> Roofline | None:
     if gpu is None or shape is None:
         return None
     return Roofline(
-        gpu=gpu,
+        gpu=replace(gpu, link_gb_s=None, collective_us=None),
         shape=shape,
         units=group.tp,
         dtype_bytes=Fraction(dtype_bytes),

@@ -250,6 +250,17 @@ def _physical_figures(add: Adder, scenario: Scenario, name: str) -> None:
         f"{show(roof.weight_bytes / 10**9, '')} GB of weights / ({roof.units} x {show(gpu.hbm_tb_s, '')} TB/s "
         f"{gpu.name}): every decode step reads every weight once; a physical lower bound whatever mbu is "
         "assumed, not a prediction", hw)
+    if roof.communicates:
+        layers, link = roof.shape.layers, gpu.link_gb_s
+        add("tp_step_latency_s", "Tensor-parallel collectives' latency per step", name, roof.collectives
+            * (gpu.collective_us or Fraction(0)) / 10**6, "s",
+            f"2 all-reduces x {layers} layers x {show(gpu.collective_us, '')} us ({gpu.name}'s collective "
+            "latency): paid by every step on more than one GPU", (*hw, "hardware.collective_us"))
+        add("tp_comm_per_token_s", "Tensor-parallel communication per token in a step", name,
+            roof.comm_token_s, "s",
+            f"{roof.collectives} all-reduces x 2 ({roof.units} - 1) / {roof.units} x {s.hidden} hidden x "
+            f"{show(roof.dtype_bytes, '')} bytes / {show(link, '')} GB/s link each way",
+            (*hw, "hardware.link_gb_s"))
 
 
 def _floor(roof: Roofline) -> Fraction:

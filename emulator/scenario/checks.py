@@ -484,6 +484,7 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "step_model": t.choice("step_model", STEP_MODELS, base.step_model),
         "mbu": _efficiency(t, "mbu", base.mbu),
         "mfu": _efficiency(t, "mfu", base.mfu),
+        "step_overhead_s": t.number("step_overhead_s", base.step_overhead_s, low=0.0),
         **prefix_checks.worker_keys(t, base),
     }
 
@@ -539,7 +540,11 @@ def _hardware(raw: Any) -> HardwareSpec:
             t.key("gpu_memory_utilization"), f"{_show(util)} is more than 1",
             "it is the share of each GPU's memory the engine may take, e.g. 0.9",
         )
-    return HardwareSpec(gpu=gpu, gpu_memory_utilization=util, **numbers)
+    link = {
+        name: t.number(name, positive=True) if t.has(name) else None
+        for name in ("link_gb_s", "collective_us")
+    }
+    return HardwareSpec(gpu=gpu, gpu_memory_utilization=util, **numbers, **link)
 
 
 def _arch(raw: Any, path: str) -> ArchSpec:
@@ -558,7 +563,7 @@ def _arch(raw: Any, path: str) -> ArchSpec:
     for name in ("params_b", "active_params_b"):
         if t.has(name):
             values[name] = t.number(name, positive=True)
-    for name in ("layers", "kv_heads", "head_dim"):
+    for name in ("layers", "kv_heads", "head_dim", "hidden_size"):
         if t.has(name):
             values[name] = t.integer(name, low=1)
     if model is None:

@@ -9,7 +9,16 @@ arithmetic; the engine takes floats of them.
 
 Units: memory in GB of 10^9 bytes (as data sheets count), bandwidth in TB/s of 10^12
 bytes a second, compute in dense BF16 TFLOPS (10^12 a second; data sheets often lead
-with the figure "with sparsity", which is twice the dense one), parameters in billions.
+with the figure "with sparsity", which is twice the dense one), parameters in billions,
+the GPU-to-GPU link in GB/s each way and a collective's latency in microseconds.
+
+Tensor parallelism over ``units`` GPUs costs two all-reduces a layer of the step's
+tokens x hidden size x bytes per value; a ring all-reduce moves 2 (units - 1) / units of
+that over each GPU's link, and each collective has a fixed latency. The catalog's link
+figures are the data sheets' (NVLink, or PCIe for the PCIe parts); the latency is read
+off a profile of a 4-GPU H100 all-reduce of one token's activations (9.8 ms for the 160
+all-reduces of a 70B model's decode step of one sequence, 61 us each), so a part whose
+collectives are not profiled is given the same figure: set ``collective_us`` to replace it.
 """
 
 from __future__ import annotations
@@ -32,12 +41,16 @@ _BILLION = 10**9
 
 @dataclass(frozen=True)
 class Accelerator:
-    """One GPU: its memory, HBM bandwidth and dense BF16 compute."""
+    """One GPU: its memory, HBM bandwidth and dense BF16 compute, and (when known) its
+    link to the GPUs it shares a tensor-parallel worker with: bandwidth each way and the
+    latency of one collective."""
 
     name: str
     memory_gb: Fraction
     hbm_tb_s: Fraction
     bf16_tflops: Fraction
+    link_gb_s: Fraction | None = None
+    collective_us: Fraction | None = None
 
     @property
     def memory_bytes(self) -> Fraction:
@@ -54,11 +67,16 @@ class Accelerator:
         """Dense BF16 floating-point operations a second."""
         return self.bf16_tflops * _TB
 
+    @property
+    def link_bytes_per_s(self) -> Fraction | None:
+        """The GPU-to-GPU link in bytes a second each way (None: not known)."""
+        return None if self.link_gb_s is None else self.link_gb_s * _GB
+
 
 @dataclass(frozen=True)
 class ModelShape:
     """One model's shape: parameters (all, and active per token for a mixture of
-    experts), layers, KV heads and head dimension."""
+    experts), layers, KV heads, head dimension and (when known) hidden size."""
 
     name: str
     params_b: Fraction
@@ -66,10 +84,17 @@ class ModelShape:
     layers: int
     kv_heads: int
     head_dim: int
+    hidden: int | None = None
 
 
-def _gpu(name: str, memory_gb: str, hbm_tb_s: str, bf16_tflops: str) -> Accelerator:
-    return Accelerator(name, Fraction(memory_gb), Fraction(hbm_tb_s), Fraction(bf16_tflops))
+#: Latency of one all-reduce of a step's activations, in microseconds (see the module
+#: docstring for its source).
+COLLECTIVE_US = "61.25"
+
+
+def _gpu(name: str, memory_gb: str, hbm_tb_s: str, bf16_tflops: str, link_gb_s: str) -> Accelerator:
+    return Accelerator(name, Fraction(memory_gb), Fraction(hbm_tb_s), Fraction(bf16_tflops),
+                       Fraction(link_gb_s), Fraction(COLLECTIVE_US))
 
 
 #: Vendor data-sheet figures, per GPU; compute is dense BF16 (half the "with sparsity" figure).
@@ -77,61 +102,64 @@ GPUS: dict[str, Accelerator] = {
     g.name: g
     for g in (
         # NVIDIA A100 Tensor Core GPU data sheet (SXM): 40GB HBM2, 1,555 GB/s; BF16 312 TFLOPS
-        # (624 with sparsity).
-        _gpu("A100-40GB", "40", "1.555", "312"),
+        # (624 with sparsity). NVLink 3: 600 GB/s in both directions, 300 each way.
+        _gpu("A100-40GB", "40", "1.555", "312", "300"),
         # Same data sheet, 80GB HBM2e SXM: 2,039 GB/s; BF16 312 TFLOPS dense.
-        _gpu("A100-80GB", "80", "2.039", "312"),
+        _gpu("A100-80GB", "80", "2.039", "312", "300"),
         # NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: 80GB, 3.35 TB/s; BF16 1,979 TFLOPS
         # with sparsity, so 989.4 dense (the H100 architecture white paper's dense figure).
-        _gpu("H100-SXM-80GB", "80", "3.35", "989.4"),
+        # NVLink 4: 900 GB/s in both directions, 450 each way.
+        _gpu("H100-SXM-80GB", "80", "3.35", "989.4", "450"),
         # NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: 141GB HBM3e, 4.8 TB/s; BF16 1,979
-        # TFLOPS with sparsity (the H100's silicon), 989.4 dense.
-        _gpu("H200-141GB", "141", "4.8", "989.4"),
+        # TFLOPS with sparsity (the H100's silicon), 989.4 dense; NVLink 4 as the H100.
+        _gpu("H200-141GB", "141", "4.8", "989.4", "450"),
         # NVIDIA DGX B200 / HGX B200 data sheets: 8 GPUs with 1,440 GB of HBM3e (180 GB each),
         # 8 TB/s each; FP16/BF16 Tensor Core 36 PFLOPS for 8 GPUs with sparsity, so 2.25
-        # PFLOPS dense per GPU (B200 at 1,000 W). The launch figure was 192 GB.
-        _gpu("B200", "180", "8", "2250"),
+        # PFLOPS dense per GPU (B200 at 1,000 W). The launch figure was 192 GB. NVLink 5:
+        # 1.8 TB/s in both directions, 900 GB/s each way.
+        _gpu("B200", "180", "8", "2250", "900"),
         # NVIDIA L40S data sheet: 48GB GDDR6, 864 GB/s; BF16 Tensor Core 362.05 TFLOPS
-        # (733 with sparsity).
-        _gpu("L40S", "48", "0.864", "362.05"),
+        # (733 with sparsity). No NVLink: PCIe Gen4 x16, 64 GB/s in both directions.
+        _gpu("L40S", "48", "0.864", "362.05", "32"),
         # AMD Instinct MI300X data sheet: 192 GB HBM3, 5.3 TB/s peak; peak BF16 1,307.4 TFLOPS
-        # dense (2,614.9 with sparsity).
-        _gpu("MI300X", "192", "5.3", "1307.4"),
+        # dense (2,614.9 with sparsity). Infinity Fabric: 896 GB/s peer to peer in both
+        # directions, 448 each way.
+        _gpu("MI300X", "192", "5.3", "1307.4", "448"),
     )
 }
 
 
-def _shape(name: str, params_b: str, layers: int, kv_heads: int, head_dim: int,
+def _shape(name: str, params_b: str, layers: int, kv_heads: int, head_dim: int, hidden: int,
            active_params_b: str | None = None) -> ModelShape:
     params = Fraction(params_b)
     active = params if active_params_b is None else Fraction(active_params_b)
-    return ModelShape(name, params, active, layers, kv_heads, head_dim)
+    return ModelShape(name, params, active, layers, kv_heads, head_dim, hidden)
 
 
 #: Shapes from each model's published config (num_hidden_layers, num_key_value_heads,
-#: hidden_size / num_attention_heads) and its parameter count (the model card, or the
+#: hidden_size / num_attention_heads, hidden_size) and its parameter count (the model card, or the
 #: count of the released weights), rounded to 10 million parameters.
 MODEL_SHAPES: dict[str, ModelShape] = {
     s.name: s
     for s in (
         # meta-llama/Llama-2-7b-hf config: 32 layers, 32 heads (no GQA), hidden 4096;
         # 6.74B parameters in the released weights.
-        _shape("Llama-2-7B", "6.74", 32, 32, 128),
+        _shape("Llama-2-7B", "6.74", 32, 32, 128, 4096),
         # meta-llama/Llama-2-70b-hf config: 80 layers, 64 heads, 8 KV heads, hidden 8192;
         # 68.98B parameters in the released weights.
-        _shape("Llama-2-70B", "68.98", 80, 8, 128),
+        _shape("Llama-2-70B", "68.98", 80, 8, 128, 8192),
         # meta-llama/Meta-Llama-3-8B config: 32 layers, 32 heads, 8 KV heads, hidden 4096;
         # 8.03B parameters.
-        _shape("Llama-3-8B", "8.03", 32, 8, 128),
+        _shape("Llama-3-8B", "8.03", 32, 8, 128, 4096),
         # meta-llama/Meta-Llama-3-70B config: 80 layers, 64 heads, 8 KV heads, hidden 8192;
         # 70.55B parameters.
-        _shape("Llama-3-70B", "70.55", 80, 8, 128),
+        _shape("Llama-3-70B", "70.55", 80, 8, 128, 8192),
         # mistralai/Mixtral-8x7B-v0.1 config: 32 layers, 32 heads, 8 KV heads, hidden 4096,
         # 8 experts, 2 per token; 46.7B parameters, 12.9B active per token (Mixtral paper).
-        _shape("Mixtral-8x7B", "46.7", 32, 8, 128, active_params_b="12.9"),
+        _shape("Mixtral-8x7B", "46.7", 32, 8, 128, 4096, active_params_b="12.9"),
         # bigscience/bloom config: 70 layers, 112 heads (no GQA), hidden 14336; 176.2B
         # parameters (the model card's 176,247,271,424).
-        _shape("BLOOM-176B", "176.25", 70, 112, 128),
+        _shape("BLOOM-176B", "176.25", 70, 112, 128, 14336),
     )
 }
 
@@ -140,9 +168,13 @@ MODEL_SHAPES: dict[str, ModelShape] = {
 class Roofline:
     """One model on ``units`` GPUs of one kind: its bytes, and the roofline step model.
 
-    A step lasts max(memory time, compute time): memory = (weights + KV bytes read) /
-    (units x bandwidth x mbu), compute = 2 x active parameters x tokens in the step /
-    (units x FLOPs x mfu). With mbu = mfu = 1 it is a physical floor, not a prediction.
+    A step lasts max(memory time, compute time) plus its fixed costs and its
+    communication: memory = (weights + KV bytes read) / (units x bandwidth x mbu),
+    compute = 2 x active parameters x tokens in the step / (units x FLOPs x mfu); each
+    step pays ``step_overhead_s`` (launching its kernels) and, on more than one GPU, two
+    all-reduces a layer: their latency, and 2 (units - 1) / units x tokens x hidden size
+    x bytes per value over the link. With mbu = mfu = 1 and no overhead the memory and
+    compute terms are a physical floor, not a prediction.
     """
 
     gpu: Accelerator
@@ -152,6 +184,7 @@ class Roofline:
     memory_utilization: Fraction
     mbu: Fraction = Fraction(1)
     mfu: Fraction = Fraction(1)
+    step_overhead_s: Fraction = Fraction(0)
 
     @property
     def kv_bytes_per_token(self) -> Fraction:
@@ -190,7 +223,37 @@ class Roofline:
         """Compute time of one token (2 FLOPs per active parameter), at this mfu."""
         return 2 * self.shape.active_params_b * _BILLION / (self.units * self.gpu.flops * self.mfu)
 
+    @property
+    def communicates(self) -> bool:
+        """Whether the steps pay tensor-parallel communication: more than one GPU, with
+        the link and the hidden size known."""
+        return (self.units > 1 and self.gpu.link_bytes_per_s is not None
+                and self.gpu.collective_us is not None and self.shape.hidden is not None)
+
+    @property
+    def collectives(self) -> int:
+        """All-reduces a step: two a layer (after attention and after the MLP) on more
+        than one GPU, none on one."""
+        return 2 * self.shape.layers if self.communicates else 0
+
+    @property
+    def fixed_step_s(self) -> Fraction:
+        """What every step pays whatever it holds: the launch overhead and the latency
+        of its collectives."""
+        latency = self.gpu.collective_us or Fraction(0)
+        return self.step_overhead_s + self.collectives * latency / 10**6
+
+    @property
+    def comm_token_s(self) -> Fraction:
+        """Link time of one token in a step: 2 (units - 1) / units x hidden size x bytes
+        per value for each collective, over the link each way."""
+        if not self.communicates:
+            return Fraction(0)
+        assert self.shape.hidden is not None and self.gpu.link_bytes_per_s is not None
+        ring = Fraction(2 * (self.units - 1), self.units)
+        return self.collectives * ring * self.shape.hidden * self.dtype_bytes / self.gpu.link_bytes_per_s
+
     def step_s(self, kv_tokens_read: int | Fraction, tokens: int | Fraction) -> Fraction:
         """A step that reads ``kv_tokens_read`` tokens of KV and computes ``tokens`` tokens."""
         memory = self.weights_read_s + self.kv_token_read_s * kv_tokens_read
-        return max(memory, self.token_compute_s * tokens)
+        return max(memory, self.token_compute_s * tokens) + self.fixed_step_s + self.comm_token_s * tokens

@@ -144,6 +144,8 @@ class HardwareSpec:
     hbm_tb_s: float | None = None
     bf16_tflops: float | None = None
     gpu_memory_utilization: float = 0.9  # the share of memory the engine may take
+    link_gb_s: float | None = None  # GPU-to-GPU link each way (tensor parallelism)
+    collective_us: float | None = None  # latency of one all-reduce
 
     def accelerator(self) -> Accelerator:
         """The accelerator, catalog values overridden by the numbers given."""
@@ -156,8 +158,15 @@ class HardwareSpec:
             assert base is not None, "validation requires gpu or every number"
             return Fraction(getattr(base, name))
 
+        def maybe(name: str) -> Fraction | None:
+            given = getattr(self, name)
+            if given is not None:
+                return _decimal(given)
+            return None if base is None else getattr(base, name)
+
         return Accelerator(
-            self.gpu or "custom", pick("memory_gb"), pick("hbm_tb_s"), pick("bf16_tflops")
+            self.gpu or "custom", pick("memory_gb"), pick("hbm_tb_s"), pick("bf16_tflops"),
+            maybe("link_gb_s"), maybe("collective_us"),
         )
 
 
@@ -174,6 +183,7 @@ class ArchSpec:
     kv_heads: int | None = None
     head_dim: int | None = None
     dtype_bytes: float = 2
+    hidden_size: int | None = None  # tensor-parallel communication needs it
 
     def shape(self) -> ModelShape:
         """The model shape, catalog values overridden by the numbers given."""
@@ -193,9 +203,11 @@ class ArchSpec:
             active = base.active_params_b
         else:
             active = params
+        hidden = self.hidden_size if self.hidden_size is not None else (
+            None if base is None else base.hidden)
         return ModelShape(
             self.model or "custom", params, active, pick("layers"), pick("kv_heads"),
-            pick("head_dim"),
+            pick("head_dim"), hidden,
         )
 
 
@@ -301,6 +313,7 @@ class WorkerSpec:
     step_model: str = "linear"  # "linear" (the formula above) | "roofline"
     mbu: float = 1.0  # memory-bandwidth utilisation the roofline assumes (1: a floor)
     mfu: float = 1.0  # FLOPs utilisation the roofline assumes (1: a floor)
+    step_overhead_s: float = 0.0  # roofline: launching one step's kernels, whatever it holds
     #: Keep the KV blocks of shared prompt prefixes after use (continuous batching):
     #: a request whose prefix is cached skips prefilling it. ``block_tokens`` is the
     #: size of a KV block; only whole blocks are cached.
@@ -538,6 +551,7 @@ class Scenario:
             memory_utilization=_decimal(self.hardware.gpu_memory_utilization),
             mbu=_decimal(w.mbu),
             mfu=_decimal(w.mfu),
+            step_overhead_s=_decimal(w.step_overhead_s),
         )
 
     def batching_of(self, model: str) -> str:
@@ -594,6 +608,7 @@ _NEW_WORKER = (
     "step_model",
     "mbu",
     "mfu",
+    "step_overhead_s",
     "prefix_cache",
     "block_tokens",
 )

@@ -169,7 +169,9 @@ def test_a_goal_no_load_meets_is_left_out_of_the_capacity_and_said():
     example = load_scenario("reviewer/review/example/chat-70b-fleet.toml", max_requests=None)
     a = analyse(example)
     assert a.goals_left_out == ("tpot_s",)
-    assert a.capacity_qps > 40  # what the workers serve within the TTFT goal's reach
+    # What the workers serve within the TTFT goal's reach: 8 workers of about 4.7 QPS each,
+    # capped by the KV cache (and not zero for the TPOT goal no step meets).
+    assert 30 < a.capacity_qps < 40
     assert a.offered_capacity_qps < a.capacity_qps  # the trace's busy minutes count
 
 

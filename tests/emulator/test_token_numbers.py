@@ -74,22 +74,30 @@ def test_it_gives_the_roofline_figures_by_hand_arithmetic() -> None:
     flops = 4 * Fraction("989.4") * 10**12
     assert r.value("decode_step_floor_s", "chat") == weights / bandwidth  # about 10.3 ms
     per_token = 2 * Fraction("68.98") * 10**9 / flops
-    # A 1,000-token prefill alone is compute-bound: 1,000 x 2 x params / FLOPs.
-    assert r.value("prefill_s_per_1k_tokens", "chat") == 1000 * per_token
-    assert r.value("ttft_floor_s", "chat") == 1000 * per_token
-    # TPOT alone: the weights and 1,001 tokens of KV read once.
-    assert r.value("tpot_floor_s", "chat") == (weights + 327_680 * 1001) / bandwidth
+    # Tensor parallelism 4: two all-reduces in each of 80 layers, 61.25 us each, and a
+    # ring moves 2 x 3 / 4 of each token's 8,192 BF16 activations over the 450 GB/s link.
+    fixed = 160 * Fraction("61.25") / 10**6
+    comm = 160 * Fraction(3, 2) * 8192 * 2 / (450 * 10**9)
+    assert r.value("tp_step_latency_s", "chat") == fixed  # 9.8 ms
+    assert r.value("tp_comm_per_token_s", "chat") == comm  # about 8.7 us
+    # A 1,000-token prefill alone is compute-bound: 1,000 x 2 x params / FLOPs, plus the
+    # step's collectives.
+    assert r.value("prefill_s_per_1k_tokens", "chat") == 1000 * per_token + fixed + 1000 * comm
+    assert r.value("ttft_floor_s", "chat") == 1000 * per_token + fixed + 1000 * comm
+    # TPOT alone: the weights and 1,001 tokens of KV read once, and one token's collectives.
+    assert r.value("tpot_floor_s", "chat") == (weights + 327_680 * 1001) / bandwidth + fixed + comm
     # Full concurrency: max_num_seqs 256 (the cache holds 416). A running sequence holds
     # its 1,000-token prompt and on average (200 + 1) / 2 generated tokens.
     n, context, out = 256, 1000 + Fraction(201, 2), 200
     kv = Fraction(327_680) / bandwidth
-    step = max(weights / bandwidth + kv * n * context, n * per_token)
+    step = max(weights / bandwidth + kv * n * context, n * per_token) + fixed + comm * n
     assert abs(r.value("decode_step_at_capacity_s", "chat") - step) < Fraction(1, 10**12)
     # A prompt's compute first fills the step's memory time: of Poisson(n / (out - 1))
     # prompts a step, the first costs what it adds beyond the decode step, the others
-    # their whole compute.
-    first = max(weights / bandwidth + kv * (n * context + 1000), per_token * (n + 1000)) - step
-    more = per_token * 1000
+    # their whole compute; each pays its tokens' communication.
+    first = max(weights / bandwidth + kv * (n * context + 1000), per_token * (n + 1000)) + fixed \
+        + comm * (n + 1000) - step
+    more = per_token * 1000 + comm * 1000
     mu = n / (out - 1)
     extra = float(more) + float(first - more) * -math.expm1(-mu) / mu
     wq = 1 / ((out - 1) * float(step) / n + extra)

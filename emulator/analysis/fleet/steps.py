@@ -6,7 +6,8 @@ Linear (``step_model = "linear"``): a step lasts
     (chunk start + chunk) + decode_seq_s x decoders + kv_token_s x their context tokens
 
 Roofline: max(weights + KV read over the bandwidth, tokens computed over the FLOPs),
-each scaled by ``mbu`` and ``mfu`` (``emulator.scenario.Roofline``).
+each scaled by ``mbu`` and ``mfu``, plus a fixed cost a step (launch, collectives'
+latency) and each token's tensor-parallel communication (``emulator.scenario.Roofline``).
 
 What a prompt adds to the step that takes it differs between the two. Under the linear
 model its terms add to the step whatever else is in it. Under the roofline a decode step
@@ -38,6 +39,8 @@ class StepCost:
     w: float = 0.0  # roofline: reading the weights once
     k: float = 0.0  # roofline: reading one KV token
     f: float = 0.0  # roofline: computing one token
+    o: float = 0.0  # roofline: a step's fixed cost (launch, collectives' latency)
+    m: float = 0.0  # roofline: one token's tensor-parallel communication
 
     @property
     def roofline(self) -> bool:
@@ -48,7 +51,7 @@ class StepCost:
         if n <= 0:
             return 0.0
         if self.roof is not None:
-            return max(self.w + self.k * n * context, self.f * n)
+            return max(self.w + self.k * n * context, self.f * n) + self.o + self.m * n
         s = self.spec
         return s.step_base_s + s.decode_seq_s * n + s.kv_token_s * n * context
 
@@ -67,8 +70,8 @@ class StepCost:
             return self.prompt_terms(new, read, attn)
         decode = self.decode(n, context)
         memory = self.w + self.k * (n * context + read)
-        first = max(memory, self.f * (n + new)) - decode
-        more = max(self.f * new, self.k * read)
+        first = max(memory, self.f * (n + new)) + self.o + self.m * (n + new) - decode
+        more = max(self.f * new, self.k * read) + self.m * new
         return more + (first - more) * _first_share(per_step)
 
     def prefill_steps(self, prompt: int, start: int = 0) -> float:
@@ -78,7 +81,7 @@ class StepCost:
         while at < prompt:
             c = min(budget, prompt - at)
             if self.roof is not None:
-                total += max(self.w + self.k * (at + c), self.f * c)
+                total += max(self.w + self.k * (at + c), self.f * c) + self.o + self.m * c
             else:
                 s = self.spec
                 total += s.step_base_s + s.prefill_token_s * c + s.prefill_attn_s * c * (at + c)
@@ -111,7 +114,7 @@ class StepCost:
         tokens: its time per prefill token."""
         budget = self.spec.max_batched_tokens
         if self.roof is not None:
-            return max(self.w + self.k * budget, self.f * budget) / budget
+            return (max(self.w + self.k * budget, self.f * budget) + self.o + self.m * budget) / budget
         s = self.spec
         return (s.step_base_s + s.prefill_token_s * budget) / budget + s.prefill_attn_s * attn_per_token
 
@@ -139,10 +142,18 @@ def step_cost(scenario: Scenario, name: str) -> StepCost:
     if spec.step_model == "roofline":
         roof = scenario.roofline_for(name)
         assert roof is not None, "validation requires arch and hardware for the roofline"
-        inputs = (key("mbu"), key("mfu"), "hardware.gpu", f"models.{name}.arch.model",
+        inputs: tuple[str, ...] = (key("mbu"), key("mfu"), "hardware.gpu", f"models.{name}.arch.model",
                   f"models.{name}.worker_units", key("step_model"))
+        if roof.step_overhead_s:
+            inputs += (key("step_overhead_s"),)
+        if roof.communicates:  # the catalog's link and hidden size stand on hardware.gpu and arch.model
+            hw, arch = scenario.hardware, scenario.models[name].arch
+            inputs += tuple(f"hardware.{k}" for k in ("link_gb_s", "collective_us")
+                            if hw is not None and getattr(hw, k) is not None)
+            if arch is not None and arch.hidden_size is not None:
+                inputs += (f"models.{name}.arch.hidden_size",)
         return StepCost(spec, roof, inputs, float(roof.weights_read_s), float(roof.kv_token_read_s),
-                        float(roof.token_compute_s))
+                        float(roof.token_compute_s), float(roof.fixed_step_s), float(roof.comm_token_s))
     used = ["step_base_s", "prefill_token_s", "decode_seq_s"]
     used += [k for k in ("prefill_attn_s", "kv_token_s") if getattr(spec, k)]
     return StepCost(spec, None, tuple(key(k) for k in used))

@@ -119,7 +119,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         names = list(scenario.models)
         self.timeout = scenario.client.timeout_s
         self.workers: dict[int, Worker] = {}
-        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float] | None]] = {}
+        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None]] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
                 if m not in costs:  # once per model, not per worker: exact arithmetic is not free
@@ -128,7 +128,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 wk = self.workers[w] = Worker(w, m, spec, sim.disp[m])  # type: ignore[arg-type]
                 if roof is not None:
                     wk.roofline = True
-                    wk.r_weights, wk.r_kv, wk.r_token = roof
+                    wk.r_weights, wk.r_kv, wk.r_token, wk.r_fixed, wk.r_comm = roof
                 if spec.prefix_cache:
                     wk.cache = PrefixCache(spec.block_tokens)
         n_models = len(names)
@@ -150,14 +150,17 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         self.handoffs: KvHandoffs | None = None
 
     @staticmethod
-    def _costs(scenario: Scenario, name: str) -> tuple[WorkerSpec, tuple[float, float, float] | None]:
-        """A model's worker spec and, under the roofline, its three step coefficients
-        (weights read, one KV token read, one token computed)."""
+    def _costs(scenario: Scenario, name: str
+               ) -> tuple[WorkerSpec, tuple[float, float, float, float, float] | None]:
+        """A model's worker spec and, under the roofline, its five step coefficients
+        (weights read, one KV token read, one token computed, a step's fixed cost, one
+        token's communication)."""
         spec = scenario.worker_for(name)
         roof = scenario.roofline_for(name) if spec.step_model == "roofline" else None
         if roof is None:
             return spec, None
-        return spec, (float(roof.weights_read_s), float(roof.kv_token_read_s), float(roof.token_compute_s))
+        return spec, (float(roof.weights_read_s), float(roof.kv_token_read_s), float(roof.token_compute_s),
+                      float(roof.fixed_step_s), float(roof.comm_token_s))
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:

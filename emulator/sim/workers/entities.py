@@ -97,11 +97,14 @@ class Worker:
     c: float = 0.0
     steps: int = 0
     # The roofline step model (``step_model = "roofline"``): a step lasts
-    # max(r_weights + r_kv x KV tokens read, r_token x tokens computed).
+    # max(r_weights + r_kv x KV tokens read, r_token x tokens computed) + r_fixed +
+    # r_comm x tokens (the launch overhead and the tensor-parallel collectives).
     roofline: bool = False
     r_weights: float = 0.0
     r_kv: float = 0.0
     r_token: float = 0.0
+    r_fixed: float = 0.0
+    r_comm: float = 0.0
     # Prefix caching (``worker.prefix_cache``): the cache, the tokens its blocks hold,
     # and prefix tokens looked up and found cached at admissions (totals, and at the
     # last frame).

@@ -5,11 +5,13 @@ of chunk * (chunk start + chunk) + decode_seq_s * |D| + kv_token_s * D's context
 
 Roofline (``step_model = "roofline"``): max(memory, compute), the weights plus the KV
 read (D's contexts, and each chunk's start + chunk) over the bandwidth, and 2 x active
-parameters x (|D| + chunks) over the FLOPs.
+parameters x (|D| + chunks) over the FLOPs; plus a fixed cost a step (its launch and
+its collectives' latency) and each token's tensor-parallel communication.
 
 A decode-only step is a line in the decoders' contexts (``decode_line``): under the
-roofline max(W + K (C + n (j - 1)), F n), a rising line and a constant, so the steps
-are compute-bound first and memory-bound after at most one switch.
+roofline max(W + K (C + n (j - 1)), F n) + O + M n, a rising line and a constant (the
+fixed cost and the communication of n tokens add to both), so the steps are
+compute-bound first and memory-bound after at most one switch.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def step_time(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
         for s, c in chunks:
             read += s.progress + c
             tokens += c
-        return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens)
+        return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens) + wk.r_fixed + wk.r_comm * tokens
     spec = wk.spec
     duration = spec.step_base_s + spec.decode_seq_s * n_dec
     for s, c in chunks:
@@ -52,9 +54,10 @@ def decode_line(wk: Worker, n: int) -> tuple[float, float, int]:
     # compute-bound steps come first, so the stretch is one line or the other,
     # ending at the switch.
     compute = wk.r_token * n
+    fixed = wk.r_fixed + wk.r_comm * n
     if wk.r_weights + wk.r_kv * wk.c >= compute:
-        return wk.r_weights, wk.r_kv, 0
+        return wk.r_weights + fixed, wk.r_kv, 0
     # The last j with r_weights + r_kv (C + n (j - 1)) <= compute.
     rise = wk.r_kv * n
     switch = int((compute - wk.r_weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
-    return compute, 0.0, switch
+    return compute + fixed, 0.0, switch

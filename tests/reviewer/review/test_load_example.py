@@ -117,18 +117,21 @@ def test_the_second_examples_problems_show_in_the_emulators_numbers() -> None:
     # and, weighted by how long it runs, what it generated so far): 46 sequences.
     assert figures["kv_concurrent_seqs"] == 46
     titles = " | ".join(f["title"] for f in report["findings"])
-    assert "TPOT goal is under" in titles and "KV cache cannot hold" in titles
+    bodies = " | ".join(f["body"] for f in report["findings"])
+    assert "TPOT goal is under" in titles and "capped by the KV cache" in bodies
 
 
 def test_the_second_examples_runs_show_preemptions_and_round_robins_cost(admin_user) -> None:
     call_command("load_example", verbosity=0)
     session = second_session()
     runs = {tuple(r.overrides): r.summary for r in EmulatorRun.objects.filter(session=session)}
-    as_written, least = runs[()], runs[("dispatcher.policy=least_loaded",)]
+    as_written = runs[()]
     roomy = runs[("hardware.gpu_memory_utilization=0.9",)]
+    roomy_least = runs[("dispatcher.policy=least_loaded", "hardware.gpu_memory_utilization=0.9")]
     assert as_written["preemptions"] > 500 and roomy["preemptions"] < as_written["preemptions"] / 10
     assert as_written["slo_met"] == 0  # no request meets an 8 ms TPOT
-    assert least["ttft_s"]["p50"] < as_written["ttft_s"]["p50"] / 2
+    # With room in the cache, routing on load cuts the tail that round-robin's turns make.
+    assert roomy_least["ttft_s"]["p99"] < roomy["ttft_s"]["p99"] * 0.75
     with_evidence = session.findings.exclude(evidence_run_id=None)
     assert {f.review_pass for f in with_evidence} == {"numbers", "trace"}
     kv = session.findings.get(anchor_exact="The engine is given half of each GPU's memory.")
@@ -149,6 +152,7 @@ def test_the_second_examples_doc_states_its_figures_in_its_own_words(admin_user)
 CLAIMED_FIGURES = {
     "tpot_p50_s": (r"TPOT p50 (?:is )?([0-9.]+) ms", ("tpot_s", "p50"), lambda v: f"{v * 1000:.1f}"),
     "ttft_p50_s": (r"TTFT p50 (?:is )?([0-9.]+) s", ("ttft_s", "p50"), lambda v: f"{v:.2f}"),
+    "ttft_p99_s": (r"TTFT p99 (?:is )?([0-9.]+) s", ("ttft_s", "p99"), lambda v: f"{v:.2f}"),
 }
 
 
