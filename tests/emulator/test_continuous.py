@@ -205,6 +205,44 @@ def test_it_agrees_with_the_reference_under_the_roofline_with_kv_pressure(tmp_pa
     _check_against_reference(summary, reference)
 
 
+#: The same GPUs with their link given (450 GB/s each way, 61.25 us a collective) and the
+#: model's hidden size: the steps pay tensor parallelism's all-reduces.
+LINKED_GPU = {**GPU, "link_gb_s": 450, "collective_us": 61.25}
+LINKED_SHAPE = {**SHAPE, "hidden_size": 8192}
+
+
+def _linked(mbu: float, mfu: float, overhead_s: float = 0.0) -> RooflineParams:
+    return replace(_roofline(4, mbu, mfu), step_overhead_s=overhead_s, layers=80, hidden=8192,
+                   link_bytes_per_s=450e9, collective_s=61.25e-6)
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "pull"])
+def test_it_agrees_with_the_reference_when_steps_pay_communication(tmp_path: Path, policy: str) -> None:
+    # A low mfu again puts the switch between compute- and memory-bound decode steps
+    # inside the run; the collectives add to both sides of it.
+    params = replace(WORKER, kv_cache_tokens=100_000, roofline=_linked(mbu=0.8, mfu=0.3))
+    requests = poisson_requests(qps=15, duration_s=60, prompt=500, output=400, output_cv=0.5, seed=23)
+    summary, reference = both(requests, tmp_path, workers=2, duration_s=60, policy=policy, params=params,
+                              units=4, arch=LINKED_SHAPE, hardware=LINKED_GPU)
+    assert reference.preemptions > 100  # and under KV pressure
+    _check_against_reference(summary, reference)
+
+
+def test_one_request_alone_pays_the_collectives_of_every_step(tmp_path: Path) -> None:
+    trace = write_trace([TokenRequest(0.0, 2000, 20)], tmp_path / "one.jsonl")
+    sc = scenario(workers=1, duration_s=60, trace=trace,
+                  params=replace(WORKER, roofline=_linked(mbu=1.0, mfu=1.0, overhead_s=0.0015)),
+                  units=4, arch=LINKED_SHAPE, hardware=LINKED_GPU)
+    s = Engine(sc).run()
+    # 160 all-reduces a step: 9.8 ms of latency, and per token 1.5 x 8,192 x 2 bytes each
+    # over 450 GB/s; and 1.5 ms to launch each step.
+    fixed, per_token = 0.0015 + 160 * 61.25e-6, 160 * 1.5 * 8192 * 2 / 450e9
+    prefill = 2 * 68.98e9 * 2000 / (4 * 989.4e12) + fixed + 2000 * per_token
+    assert s.ttft_s["mean"] == pytest.approx(prefill)
+    decode = [(68.98e9 * 2 + 327_680 * (2000 + j)) / (4 * 3.35e12) + fixed + per_token for j in range(1, 20)]
+    assert s.tpot_s["mean"] == pytest.approx(sum(decode) / 19)
+
+
 def test_one_request_alone_under_the_roofline_takes_the_physical_floor(tmp_path: Path) -> None:
     trace = write_trace([TokenRequest(0.0, 2000, 20)], tmp_path / "one.jsonl")
     roof = _roofline(4, mbu=1.0, mfu=1.0)

@@ -105,7 +105,9 @@ class TokenRequest:
 class RooflineParams:
     """The roofline step model from physical figures: a step lasts the longer of
     reading the weights and the KV it attends over from memory, and computing
-    2 FLOPs per active parameter for every token in it."""
+    2 FLOPs per active parameter for every token in it; plus a launch overhead, and on
+    more than one GPU two all-reduces a layer (each a latency, and a ring moving
+    2 (units - 1) / units of the step's activations over each GPU's link)."""
 
     weight_bytes: float
     kv_bytes_per_token: float
@@ -115,13 +117,26 @@ class RooflineParams:
     flops: float  # per GPU
     mbu: float = 1.0
     mfu: float = 1.0
+    step_overhead_s: float = 0.0
+    layers: int = 0  # with hidden and link_bytes_per_s: tensor-parallel communication
+    hidden: int = 0
+    dtype_bytes: float = 2.0
+    link_bytes_per_s: float = 0.0  # per GPU, each way
+    collective_s: float = 0.0
 
     def step_s(self, kv_tokens_read: int, tokens: int) -> float:
         memory = (self.weight_bytes + self.kv_bytes_per_token * kv_tokens_read) / (
             self.units * self.bytes_per_s * self.mbu
         )
         compute = 2.0 * self.active_params * tokens / (self.units * self.flops * self.mfu)
-        return max(memory, compute)
+        return max(memory, compute) + self.step_overhead_s + self.communication_s(tokens)
+
+    def communication_s(self, tokens: int) -> float:
+        if self.units == 1 or not (self.layers and self.hidden and self.link_bytes_per_s):
+            return 0.0
+        all_reduces = 2 * self.layers
+        moved = 2 * (self.units - 1) / self.units * tokens * self.hidden * self.dtype_bytes
+        return all_reduces * (self.collective_s + moved / self.link_bytes_per_s)
 
     def bound(self, kv_tokens_read: int, tokens: int) -> str:
         memory = (self.weight_bytes + self.kv_bytes_per_token * kv_tokens_read) / (

@@ -88,6 +88,8 @@ def scenario(
     worker = {k: v for k, v in asdict(params).items() if k != "roofline"}
     if params.roofline is not None:
         worker.update(step_model="roofline", mbu=params.roofline.mbu, mfu=params.roofline.mfu)
+        if params.roofline.step_overhead_s:
+            worker["step_overhead_s"] = params.roofline.step_overhead_s
     model: dict[str, Any] = {
         "share": 1.0, "worker_units": units, "tokens": prompt, "output_tokens": output
     }
