@@ -211,6 +211,13 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         resolved = _resolve_hardware(m, _resolved(worker, m), hardware)
         if batching[m.name] != "static":
             _check_continuous(m, resolved)
+        elif resolved.step_table is not None:
+            where = "worker" if "step_table" not in dict(m.worker_overrides) else f"models.{m.name}.worker"
+            raise ScenarioError(
+                f"{where}.step_table",
+                f"applies to continuous batching, but model {m.name} batches statically",
+                "set batching = \"continuous\" and step_model = \"table\", or remove step_table",
+            )
         elif resolved.step_model != "linear":
             where = "worker" if "step_model" not in dict(m.worker_overrides) else f"models.{m.name}.worker"
             raise ScenarioError(
@@ -485,6 +492,7 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "mbu": _efficiency(t, "mbu", base.mbu),
         "mfu": _efficiency(t, "mfu", base.mfu),
         "step_overhead_s": t.number("step_overhead_s", base.step_overhead_s, low=0.0),
+        "step_table": t.text("step_table") if t.has("step_table") else base.step_table,
         **prefix_checks.worker_keys(t, base),
     }
 
@@ -647,6 +655,7 @@ def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
     def key(name: str) -> str:
         return f"models.{model.name}.worker.{name}" if name in where else f"worker.{name}"
 
+    _check_step_table(w, key)
     if w.max_batched_tokens < w.max_num_seqs:
         raise ScenarioError(
             key("max_batched_tokens"),
@@ -666,6 +675,30 @@ def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
             f"{need:,} tokens)",
             f"use at least {need:,}, or shorten the model's requests",
         )
+
+
+def _check_step_table(w: WorkerSpec, key: Any) -> None:
+    """``step_model = "table"`` names its table, the table reads and fits, and a table
+    is not given to another step model."""
+    from emulator.scenario.step_table import NAMED_TABLES, load_step_table
+
+    if w.step_model == "table" and w.step_table is None:
+        raise ScenarioError(
+            key("step_model"), '"table" needs the table of step times',
+            f'add step_table = "{next(iter(NAMED_TABLES))}" (a named table, a calibration set '
+            'as "NAME#hardware/tp", or a CSV path)',
+        )
+    if w.step_table is not None and w.step_model != "table":
+        raise ScenarioError(
+            key("step_table"), f'applies only with step_model = "table", not "{w.step_model}"',
+            'set step_model = "table", or remove step_table',
+        )
+    if w.step_table is not None:
+        try:
+            load_step_table(w.step_table)
+        except ScenarioError as err:
+            where = "" if err.path == "worker.step_table" else f"{err.path}: "
+            raise ScenarioError(key("step_table"), where + err.message, err.fix) from None
 
 
 def _slo(raw: Any) -> SloSpec:

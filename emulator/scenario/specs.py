@@ -55,7 +55,7 @@ BATCHING = ("static", "continuous")
 STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
-STEP_MODELS = ("linear", "roofline")
+STEP_MODELS = ("linear", "roofline", "table")
 #: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
 #: it uses when none are given: the prefix-cache score counts more than the queue.
 SCORERS = ("prefix", "queue", "kv_free")
@@ -314,6 +314,7 @@ class WorkerSpec:
     mbu: float = 1.0  # memory-bandwidth utilisation the roofline assumes (1: a floor)
     mfu: float = 1.0  # FLOPs utilisation the roofline assumes (1: a floor)
     step_overhead_s: float = 0.0  # roofline: launching one step's kernels, whatever it holds
+    step_table: str | None = None  # table: a named step-time table, a calibration set or a CSV path
     #: Keep the KV blocks of shared prompt prefixes after use (continuous batching):
     #: a request whose prefix is cached skips prefilling it. ``block_tokens`` is the
     #: size of a KV block; only whole blocks are cached.
@@ -609,6 +610,7 @@ _NEW_WORKER = (
     "mbu",
     "mfu",
     "step_overhead_s",
+    "step_table",
     "prefix_cache",
     "block_tokens",
 )

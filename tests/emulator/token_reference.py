@@ -147,6 +147,36 @@ class RooflineParams:
 
 
 @dataclass(frozen=True)
+class TableParams:
+    """A step-time table's fitted pieces: a step lasts a(n) + b(n) x the decoders'
+    contexts + P(prefill tokens) + e x the chunks' attention term, with a and b linear
+    between their knots over decoders and P between its knots over prefill tokens
+    (P(0) = 0), each going on along its end segment."""
+
+    n_knots: tuple[float, ...]
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    p_knots: tuple[float, ...]
+    p: tuple[float, ...]
+    e: float
+
+    def step_s(self, n: int, context: int, prefill: int, attention: int) -> float:
+        duration = _line(self.n_knots, self.a, n) + _line(self.n_knots, self.b, n) * context
+        if prefill:
+            duration += _line(self.p_knots, self.p, prefill)
+        return duration + self.e * attention
+
+
+def _line(knots: tuple[float, ...], values: tuple[float, ...], x: float) -> float:
+    """Piecewise linear through the points, on along the first or last segment outside."""
+    i = 0
+    while i < len(knots) - 2 and x >= knots[i + 1]:
+        i += 1
+    x0, x1, y0, y1 = knots[i], knots[i + 1], values[i], values[i + 1]
+    return y0 + (x - x0) / (x1 - x0) * (y1 - y0)
+
+
+@dataclass(frozen=True)
 class WorkerParams:
     """Scheduler limits and the step-time model of one worker."""
 
@@ -160,6 +190,8 @@ class WorkerParams:
     kv_token_s: float = 0.0
     #: When set, steps follow the roofline and the linear terms above are not used.
     roofline: RooflineParams | None = None
+    #: When set, steps follow the table (and the linear terms are not used).
+    table: TableParams | None = None
 
 
 @dataclass(frozen=True)
@@ -381,6 +413,8 @@ class _Sim:
             computed = len(decoding) + prefill
             duration = p.roofline.step_s(read, computed)
             w.bound = p.roofline.bound(read, computed)
+        elif p.table is not None:
+            duration = p.table.step_s(len(decoding), context, prefill, attention)
         else:
             duration = (
                 p.step_base_s + p.prefill_token_s * prefill + p.prefill_attn_s * attention

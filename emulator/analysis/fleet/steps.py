@@ -9,7 +9,12 @@ Roofline: max(weights + KV read over the bandwidth, tokens computed over the FLO
 each scaled by ``mbu`` and ``mfu``, plus a fixed cost a step (launch, collectives'
 latency) and each token's tensor-parallel communication (``emulator.scenario.Roofline``).
 
-What a prompt adds to the step that takes it differs between the two. Under the linear
+Table: a(decoders) + b(decoders) x their contexts + P(prefill tokens) + e x the
+attention term, fitted to a table of step times (``emulator.scenario.step_table``); a
+prompt adds to a step what P and e say of its tokens, as under the linear model.
+
+What a prompt adds to the step that takes it differs between the linear model and the
+roofline. Under the linear
 model its terms add to the step whatever else is in it. Under the roofline a decode step
 of a large batch is bound by memory, and a prompt's compute first fills the time the
 step spends reading weights: the first prompt of a step costs only what its compute
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from emulator.scenario import Roofline, Scenario, WorkerSpec
+from emulator.scenario.step_table import StepTable, load_step_table
 
 __all__ = ["StepCost", "step_cost"]
 
@@ -41,6 +47,7 @@ class StepCost:
     f: float = 0.0  # roofline: computing one token
     o: float = 0.0  # roofline: a step's fixed cost (launch, collectives' latency)
     m: float = 0.0  # roofline: one token's tensor-parallel communication
+    table: StepTable | None = None  # set when step_model = "table"
 
     @property
     def roofline(self) -> bool:
@@ -52,12 +59,17 @@ class StepCost:
             return 0.0
         if self.roof is not None:
             return max(self.w + self.k * n * context, self.f * n) + self.o + self.m * n
+        if self.table is not None:
+            a, b = self.table.decode_terms(n)
+            return a + b * n * context
         s = self.spec
         return s.step_base_s + s.decode_seq_s * n + s.kv_token_s * n * context
 
     def prompt_terms(self, new: float, read: float, attn: float) -> float:
         """Linear: what one prompt adds to a step, prefilling ``new`` tokens whose
         attention term is ``attn`` (sum of chunk x (start + chunk))."""
+        if self.table is not None:
+            return self.table.prefill(new) + self.table.e * attn
         s = self.spec
         return s.prefill_token_s * new + s.prefill_attn_s * attn
 
@@ -82,6 +94,8 @@ class StepCost:
             c = min(budget, prompt - at)
             if self.roof is not None:
                 total += max(self.w + self.k * (at + c), self.f * c) + self.o + self.m * c
+            elif self.table is not None:
+                total += self.table.step_s(0, 0, c, c * (at + c))
             else:
                 s = self.spec
                 total += s.step_base_s + s.prefill_token_s * c + s.prefill_attn_s * c * (at + c)
@@ -96,6 +110,8 @@ class StepCost:
             c = min(budget, prompt - at)
             if self.roof is not None:
                 total += self.roof.step_s(at + c, c)
+            elif self.table is not None:
+                total += Fraction(self.table.step_s(0, 0, c, c * (at + c)))
             else:
                 s = self.spec
                 total += (_x(s.step_base_s) + _x(s.prefill_token_s) * c + _x(s.prefill_attn_s) * c * (at + c))
@@ -106,6 +122,8 @@ class StepCost:
         """Exactly: a decode step of one sequence of ``context`` tokens (the TPOT floor)."""
         if self.roof is not None:
             return self.roof.step_s(context, 1)
+        if self.table is not None:
+            return Fraction(self.table.step_s(1, context, 0, 0))
         s = self.spec
         return _x(s.step_base_s) + _x(s.decode_seq_s) + _x(s.kv_token_s) * context
 
@@ -115,6 +133,8 @@ class StepCost:
         budget = self.spec.max_batched_tokens
         if self.roof is not None:
             return (max(self.w + self.k * budget, self.f * budget) + self.o + self.m * budget) / budget
+        if self.table is not None:
+            return self.table.step_s(0, 0, budget, 0) / budget + self.table.e * attn_per_token
         s = self.spec
         return (s.step_base_s + s.prefill_token_s * budget) / budget + s.prefill_attn_s * attn_per_token
 
@@ -154,6 +174,9 @@ def step_cost(scenario: Scenario, name: str) -> StepCost:
                 inputs += (f"models.{name}.arch.hidden_size",)
         return StepCost(spec, roof, inputs, float(roof.weights_read_s), float(roof.kv_token_read_s),
                         float(roof.token_compute_s), float(roof.fixed_step_s), float(roof.comm_token_s))
+    if spec.step_model == "table":
+        assert spec.step_table is not None, "validation requires the table"
+        return StepCost(spec, None, (key("step_model"), key("step_table")), table=load_step_table(spec.step_table))
     used = ["step_base_s", "prefill_token_s", "decode_seq_s"]
     used += [k for k in ("prefill_attn_s", "kv_token_s") if getattr(spec, k)]
     return StepCost(spec, None, tuple(key(k) for k in used))

@@ -68,6 +68,7 @@ import heapq
 from typing import TYPE_CHECKING, Any
 
 from emulator.scenario import Scenario, WorkerSpec
+from emulator.scenario.step_table import load_step_table
 from emulator.sim.events import STEP_END
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
@@ -120,6 +121,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         self.timeout = scenario.client.timeout_s
         self.workers: dict[int, Worker] = {}
         costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None]] = {}
+        tables: dict[int, tuple[list[float], list[float], list[float], float]] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
                 if m not in costs:  # once per model, not per worker: exact arithmetic is not free
@@ -129,6 +131,13 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 if roof is not None:
                     wk.roofline = True
                     wk.r_weights, wk.r_kv, wk.r_token, wk.r_fixed, wk.r_comm = roof
+                if spec.step_model == "table":
+                    if m not in tables:
+                        assert spec.step_table is not None, "validation requires the table"
+                        a, b, prefill = load_step_table(spec.step_table).lookups(
+                            spec.max_num_seqs, spec.max_batched_tokens)
+                        tables[m] = (a, b, prefill, load_step_table(spec.step_table).e)
+                    wk.table = tables[m]
                 if spec.prefix_cache:
                     wk.cache = PrefixCache(spec.block_tokens)
         n_models = len(names)

@@ -105,6 +105,9 @@ class Worker:
     r_token: float = 0.0
     r_fixed: float = 0.0
     r_comm: float = 0.0
+    # The table step model (``step_model = "table"``): a(n) and b(n) by decoders, P(p)
+    # by prefill tokens, and the attention coefficient (``emulator.scenario.step_table``).
+    table: tuple[list[float], list[float], list[float], float] | None = None
     # Prefix caching (``worker.prefix_cache``): the cache, the tokens its blocks hold,
     # and prefix tokens looked up and found cached at admissions (totals, and at the
     # last frame).

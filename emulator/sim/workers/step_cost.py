@@ -8,6 +8,10 @@ read (D's contexts, and each chunk's start + chunk) over the bandwidth, and 2 x 
 parameters x (|D| + chunks) over the FLOPs; plus a fixed cost a step (its launch and
 its collectives' latency) and each token's tensor-parallel communication.
 
+Table (``step_model = "table"``): a(|D|) + b(|D|) x D's contexts + P(chunk tokens) + e x
+the chunks' attention term, read from lists the worker model fills once
+(``emulator.scenario.step_table``).
+
 A decode-only step is a line in the decoders' contexts (``decode_line``): under the
 roofline max(W + K (C + n (j - 1)), F n) + O + M n, a rising line and a constant (the
 fixed cost and the communication of n tokens add to both), so the steps are
@@ -34,6 +38,16 @@ def step_time(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
             read += s.progress + c
             tokens += c
         return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens) + wk.r_fixed + wk.r_comm * tokens
+    if wk.table is not None:
+        a, b, prefill, e = wk.table
+        tokens = attn = 0
+        for s, c in chunks:
+            tokens += c
+            attn += c * (s.progress + c)
+        duration = a[n_dec] + prefill[tokens] + e * attn
+        if n_dec:
+            duration += b[n_dec] * (wk.dec_base + n_dec * (wk.clock + 1))
+        return duration
     spec = wk.spec
     duration = spec.step_base_s + spec.decode_seq_s * n_dec
     for s, c in chunks:
@@ -47,6 +61,8 @@ def decode_line(wk: Worker, n: int) -> tuple[float, float, int]:
     """A decode-only step j of ``n`` decoders whose contexts sum to ``wk.c`` in step 1
     lasts a + b (C + n (j - 1)): returns a, b and, under the roofline while compute
     bounds the steps, the last step that stays compute-bound (0: none)."""
+    if wk.table is not None:
+        return wk.table[0][n], wk.table[1][n], 0
     if not wk.roofline:
         spec = wk.spec
         return spec.step_base_s + spec.decode_seq_s * n, spec.kv_token_s, 0
