@@ -28,15 +28,16 @@ HARDWARE = {
 MODELS = {"llama2-70b": "Llama-2-70B", "llama2-7b": "Llama-2-7B"}
 
 
-def roofline_for(group: Group, dtype_bytes: int = 2) -> Roofline | None:
+def roofline_for(group: Group, dtype_bytes: int = 2, *, communication: bool = False) -> Roofline | None:
     """The roofline of the group's model on its tensor-parallel GPUs, or None when the
-    catalog does not know the model or the hardware."""
+    catalog does not know the model or the hardware; the floor's (no communication)
+    unless ``communication``."""
     gpu = GPUS.get(HARDWARE.get(group.hardware, group.hardware))
     shape = MODEL_SHAPES.get(MODELS.get(group.model, group.model))
     if gpu is None or shape is None:
         return None
     return Roofline(
-        gpu=replace(gpu, link_gb_s=None, collective_us=None),
+        gpu=gpu if communication else replace(gpu, link_gb_s=None, collective_us=None),
         shape=shape,
         units=group.tp,
         dtype_bytes=Fraction(dtype_bytes),

@@ -4,8 +4,14 @@ coefficients to measured step times.
 
 Prints, per model / hardware / tensor-parallel group, each point's measured and fitted
 step time and its error, the median and largest error, the outliers left out of the
-fit, and the ``[worker]`` TOML to paste. A file with several groups and no filter has
-each group fitted on its own. A bad file or filter is one line and exit status 2.
+fit, the three step models (linear, roofline, table) side by side, and the ``[worker]``
+TOML to paste. A file with several groups and no filter has each group fitted on its
+own. A bad file or filter is one line and exit status 2.
+
+A step-time table (the columns ``n_dec, sum_ctx, prefill_tokens, sum_chunk_attn, t_ms``,
+such as the shipped ``vidur-llama2-70b-h100-tp4``) is compared the same way; its
+roofline needs the catalog names of what it was measured on: ``--gpu``, ``--arch`` and
+``--tp``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                         help="also fit prefill_attn_s (attention cost of a prompt, per token squared)")
     parser.add_argument("--keep-outliers", action="store_true",
                         help="fit every point, even those a fit without them misses by over 2x")
+    parser.add_argument("--gpu", help="a step-time table's GPU, by its catalog name (for the roofline)")
+    parser.add_argument("--arch", help="a step-time table's model, by its catalog name (for the roofline)")
     parser.add_argument("--json", action="store_true", help="print the fits as JSON")
     parser.set_defaults(func=run)
     return parser
@@ -56,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from emulator.scenario import ScenarioError
 
     try:
+        if _is_step_table(args.measurements):
+            return _run_table(args)
         source = resolve_measurements(args.measurements).name
         groups = select(
             read_groups(args.measurements), model=args.model, hardware=args.hardware, tp=args.tp
@@ -66,6 +76,51 @@ def run(args: argparse.Namespace) -> int:
     fits = [fit(g, attention=args.prefill_attn, keep_outliers=args.keep_outliers) for g in groups]
     data = {"source": source, "note": CAVEAT, "fits": [_with_roofline(f) for f in fits]}
     print(json.dumps(data, indent=2) if args.json else render_text(data))
+    return 0
+
+
+def _is_step_table(name_or_path: str) -> bool:
+    """Whether the source is a step-time table rather than a calibration CSV."""
+    import csv
+    from pathlib import Path
+
+    from emulator.scenario.step_table import NAMED_TABLES, STEP_COLUMNS
+
+    if name_or_path in NAMED_TABLES:
+        return True
+    path = Path(name_or_path).expanduser()
+    if not path.is_file() or path.suffix == ".gz":
+        return False
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        header = [h.strip() for h in next(csv.reader(f), [])]
+    return all(c in header for c in STEP_COLUMNS)
+
+
+def _run_table(args: argparse.Namespace) -> int:
+    """The three step models on a step-time table."""
+    from fractions import Fraction
+
+    from emulator.analysis.step_fits import compare
+    from emulator.scenario import ScenarioError
+    from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Roofline
+    from emulator.scenario.step_table import read_step_rows
+
+    roof = None
+    if args.gpu or args.arch or args.tp:
+        if args.gpu not in GPUS or args.arch not in MODEL_SHAPES or not args.tp:
+            raise ScenarioError(
+                "--gpu, --arch and --tp", "the roofline needs all three, by catalog name",
+                f"GPUs: {', '.join(GPUS)}; models: {', '.join(MODEL_SHAPES)}",
+            )
+        roof = Roofline(GPUS[args.gpu], MODEL_SHAPES[args.arch], args.tp, Fraction(2), Fraction(9, 10))
+    models = compare(read_step_rows(args.measurements), roof, args.measurements)
+    if args.json:
+        print(json.dumps({"source": args.measurements, "models": models}, indent=2))
+        return 0
+    print(f"== {args.measurements}: {models['steps']} steps ==")
+    print("\n".join(_models_text(models)))
+    if roof is None:
+        print("(give --gpu, --arch and --tp for the roofline's column)")
     return 0
 
 
@@ -126,8 +181,31 @@ def _group_text(source: str, f: dict[str, Any]) -> list[str]:
             f"{gap['prompt_median_ratio']:.2f}x, decode {gap['token_median_ratio']:.2f}x); "
             "points under 1x cannot be steps of this model on this hardware"
         )
+    lines.extend(_models_text(f["models"]))
     lines.append("")
     lines.extend(f["worker_toml"].splitlines())
+    return lines
+
+
+def _models_text(models: dict[str, Any]) -> list[str]:
+    """The three step models side by side: their errors and what each was fitted to."""
+    lines = [f"the three step models on these {models['steps']} steps:",
+             f"  {'model':<10}{'median':>8}{'max':>8}  fitted"]
+    linear = models["linear"]
+    lines.append(f"  {'linear':<10}{linear['median_error']:>8.1%}{linear['max_error']:>8.1%}  "
+                 "non-negative least squares, attention included")
+    roof = models["roofline"]
+    if roof is None:
+        lines.append(f"  {'roofline':<10}{'—':>8}{'—':>8}  no catalog GPU and model for these steps")
+    else:
+        comm = (f"with {roof['collectives_ms']:.1f} ms of collectives a step" if roof["communication"]
+                else "no communication")
+        lines.append(f"  {'roofline':<10}{roof['median_error']:>8.1%}{roof['max_error']:>8.1%}  "
+                     f"{roof['model']} on {roof['units']} x {roof['gpu']}, mbu {roof['mbu']:g}, mfu {roof['mfu']:g}, {comm}")
+    table = models["table"]
+    lines.append(f"  {'table':<10}{table['median_error']:>8.1%}{table['max_error']:>8.1%}  "
+                 f"piecewise over decoders and prefill tokens, {table['knots']} knots "
+                 '(step_model = "table")')
     return lines
 
 
@@ -138,7 +216,14 @@ def _with_roofline(f: Fit) -> dict[str, Any]:
 
     from emulator.analysis.roofline_gap import floors, roofline_for
 
+    from emulator.analysis.step_fits import compare
+    from emulator.scenario.step_table import group_rows
+
     out = f.to_dict()
+    models = compare(group_rows(f.group), roofline_for(f.group, communication=True), f.group.name())
+    for point, predicted in zip(out["points"], models.pop("points"), strict=True):
+        point.update(predicted)
+    out["models"] = models
     group_floors = floors(f.group)
     if group_floors is None:
         out["roofline"] = None

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from emulator.scenario.errors import ScenarioError
-from emulator.scenario.measurements import read_groups, resolve_measurements
+from emulator.scenario.measurements import Group, read_groups, resolve_measurements
 
 __all__ = ["NAMED_TABLES", "StepRow", "StepTable", "fit_table", "load_step_table", "read_step_rows"]
 
@@ -61,6 +61,17 @@ class StepRow:
     prefill_tokens: int
     sum_chunk_attn: float
     t_s: float
+    #: The KV the step reads (contexts, and each chunk's prompt so far) when the source
+    #: says; else one chunk a step is assumed (``kv_read_tokens``).
+    kv_read: float | None = None
+
+    @property
+    def kv_read_tokens(self) -> float:
+        """Tokens of KV the step reads: given, or the decoders' contexts plus one chunk's
+        start + chunk (its attention term over its length)."""
+        if self.kv_read is not None:
+            return self.kv_read
+        return self.sum_ctx + (self.sum_chunk_attn / self.prefill_tokens if self.prefill_tokens else 0.0)
 
 
 @dataclass(frozen=True)
@@ -247,14 +258,22 @@ def _calibration_rows(name_or_path: str) -> list[StepRow]:
             f'"{name_or_path}" ' + ("matches no configuration" if not groups else "holds several configurations"),
             f"pick one: {known}",
         )
+    return group_rows(groups[0])
+
+
+def group_rows(group: Group) -> list[StepRow]:
+    """A calibration group's points as steps: a prompt point prefills batch x prompt
+    tokens (each prompt reading its own), a token point decodes ``batch`` sequences at
+    the mean context."""
     out = []
-    for point in groups[0].points:
+    for point in group.points:
         if point.kind == "prompt":
             tokens = point.batch_size * point.prompt_size
-            out.append(StepRow(0, 0.0, tokens, float(point.batch_size * point.prompt_size**2), point.measured_s))
+            out.append(StepRow(0, 0.0, tokens, float(point.batch_size * point.prompt_size**2), point.measured_s,
+                               kv_read=float(tokens)))
         else:
-            context = point.prompt_size + (point.token_size or 0) / 2
-            out.append(StepRow(point.batch_size, point.batch_size * context, 0, 0.0, point.measured_s))
+            context = point.batch_size * (point.prompt_size + (point.token_size or 0) / 2)
+            out.append(StepRow(point.batch_size, context, 0, 0.0, point.measured_s, kv_read=context))
     return out
 
 

@@ -38,17 +38,41 @@ class CalibrationResult:
     group: str
     fit: dict[str, Any]
     other_groups: list[str]
+    #: The three step models side by side (``emulator.analysis.step_fits.compare``).
+    models: dict[str, Any]
 
     @property
     def rows(self) -> list[dict[str, Any]]:
         """The points for a table: times in ms, the error in percent, and a label."""
         return [
-            {**p, "measured_ms": p["measured_s"] * 1000, "fitted_ms": p["fitted_s"] * 1000,
+            {**p, **{f"{k[:-2]}_ms": v * 1000 for k, v in model.items() if k.endswith("_s") and v is not None},
+             "measured_ms": p["measured_s"] * 1000, "fitted_ms": p["fitted_s"] * 1000,
              "error_pct": p["error"] * 100,
              "label": f"{p['kind']} P={p['prompt_size']} B={p['batch_size']}"
                       + (f" T={p['token_size']}" if p["token_size"] is not None else "")}
-            for p in self.fit["points"]
+            for p, model in zip(self.fit["points"], self.models["points"], strict=True)
         ]
+
+    @property
+    def model_rows(self) -> list[dict[str, Any]]:
+        """Linear, roofline and table: each one's errors in percent and what it stands on."""
+        m = self.models
+        roof = m["roofline"]
+        rows = [{"name": "linear", "median_pct": m["linear"]["median_error"] * 100,
+                 "max_pct": m["linear"]["max_error"] * 100,
+                 "how": "non-negative least squares of the [worker] coefficients, attention included"}]
+        if roof is not None:
+            comm = (f"with {roof['collectives_ms']:.1f} ms of tensor-parallel collectives a step"
+                    if roof["communication"] else "no communication")
+            rows.append({"name": "roofline", "median_pct": roof["median_error"] * 100,
+                         "max_pct": roof["max_error"] * 100,
+                         "how": f"{roof['model']} on {roof['units']} x {roof['gpu']} at the best-fitting "
+                                f"mbu {roof['mbu']:g} and mfu {roof['mfu']:g}, {comm}"})
+        rows.append({"name": "table", "median_pct": m["table"]["median_error"] * 100,
+                     "max_pct": m["table"]["max_error"] * 100,
+                     "how": f"piecewise over decoders and prefill tokens ({m['table']['knots']} knots): "
+                            'step_model = "table"'})
+        return rows
 
     @property
     def outliers(self) -> list[dict[str, Any]]:
@@ -87,6 +111,9 @@ def calibration_fit(*, group: str | None = None, upload: UploadedFile | None = N
     """Fit the step coefficients to a shipped group (``group``, a ``group_key``) or to
     an uploaded measurement CSV (its group ``group`` if it has it, else its first)."""
     from emulator.analysis.calibration import CalibrationError, fit, read_groups
+    from emulator.analysis.roofline_gap import roofline_for
+    from emulator.analysis.step_fits import compare
+    from emulator.scenario.step_table import group_rows
 
     try:
         if upload is None:
@@ -104,10 +131,12 @@ def calibration_fit(*, group: str | None = None, upload: UploadedFile | None = N
             source = staged.name
             chosen = next((g for g in groups if group_key(g) == group), groups[0])
         result = fit(chosen)
+        models = compare(group_rows(chosen), roofline_for(chosen, communication=True), chosen.name())
     except CalibrationError as exc:
         raise Invalid("measurements", f"measurements: {exc}") from None
     return CalibrationResult(
         source=source, group=chosen.name(), fit=result.to_dict(),
         # The shipped groups are all in the page's list already.
         other_groups=[g.name() for g in groups if g is not chosen] if upload is not None else [],
+        models=models,
     )

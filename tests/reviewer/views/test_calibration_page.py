@@ -39,8 +39,25 @@ def test_it_fits_the_shipped_h100_tp4_group_by_default(people):
     assert "llama2-70b on h100-80gb tp 4" in body and "[worker]" in body and "step_base_s = " in body
     assert "a fit, not a physical model" in body
     config = _page_config(response)
-    assert len(config["fit"]["points"]) == body.count("<tr") - 1 == 32
+    points = body[body.index('<table class="calibration-table">'):]
+    points = points[:points.index("</table>")]
+    assert len(config["fit"]["points"]) == points.count("<tr") - 1 == 32
     assert [k["key"] for k in config["stepKinds"]] == ["prompt", "token"]
+
+
+def test_it_shows_the_three_step_models_side_by_side(people):
+    body = _client(people["owner"]).get("/calibration/").content.decode()
+    models = body[body.index('<table class="step-models">'):]
+    models = models[:models.index("</table>")]
+    assert [m for m in ("linear", "roofline", "table") if f'data-model="{m}"' in models] == [
+        "linear", "roofline", "table"]
+    # The roofline stands on the catalog's H100 with tensor parallelism's collectives;
+    # the table follows the measured steps closer than the one line does.
+    assert "4 x H100-SXM-80GB" in models and "9.8 ms of tensor-parallel collectives" in models
+    import re
+
+    medians = dict(re.findall(r'data-model="(\w+)"><td>\w+</td><td class="num">([0-9.]+) %', models))
+    assert float(medians["table"]) < float(medians["linear"])
 
 
 def test_it_fits_the_group_chosen_and_lists_its_outliers(people):
