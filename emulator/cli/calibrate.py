@@ -215,7 +215,6 @@ def _with_roofline(f: Fit) -> dict[str, Any]:
     import numpy as np
 
     from emulator.analysis.roofline_gap import floors, roofline_for
-
     from emulator.analysis.step_fits import compare
     from emulator.scenario.step_table import group_rows
 
