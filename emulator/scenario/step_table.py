@@ -10,11 +10,11 @@ tokens, a token point a decode step of ``batch`` sequences at the mean context.
 
 The model a table gives is
 
-    t = a(n) + b(n) x sum_ctx + P(prefill_tokens) + e x sum_chunk_attn
+    t = a(n) + b x sum_ctx + P(prefill_tokens) + e x sum_chunk_attn
 
-where ``a`` and ``b`` are piecewise linear in the number of decoders and ``P`` piecewise
-linear in the prefill tokens (P(0) = 0), each between knots placed at the table's own
-sizes, and ``e`` is one attention coefficient. The knots' values are a least-squares fit
+where ``a`` is piecewise linear in the number of decoders and ``P`` piecewise linear in
+the prefill tokens (P(0) = 0), each between knots placed at the table's own sizes, and
+``b`` (a token of context read) and ``e`` (attention) are single coefficients. The knots' values are a least-squares fit
 on the relative error, so a 30 ms decode step counts as much as a 3 s prefill; between
 knots the cost follows the table, which a single line cannot (matrix multiplications
 cost in steps of their tile sizes). Beyond the table's largest sizes each piece goes on
@@ -164,7 +164,10 @@ def fit_table(rows: list[StepRow], source: str) -> StepTable:
     p_knots = _knots(p, zero=True)
     hn = _hats(n_knots, n)
     hp = _hats(p_knots, p)[:, 1:]  # P(0) = 0: no column for the first knot
-    design = np.hstack([hn, hn * ctx[:, None], hp, attn[:, None]])
+    # One KV coefficient for every batch: a token of context costs its read whatever the
+    # batch (a slope per batch size, fitted on the narrow range of contexts a table has
+    # at that size, goes wild outside it).
+    design = np.hstack([hn, ctx[:, None], hp, attn[:, None]])
     weight = 1.0 / t
     # Columns no row touches (a knot with no step near it) are left out of the solve.
     used = np.abs(design).sum(axis=0) > 0
@@ -173,8 +176,8 @@ def fit_table(rows: list[StepRow], source: str) -> StepTable:
     coef = np.zeros(design.shape[1])
     coef[used] = solution / scale
     k = len(n_knots)
-    a, b = coef[:k], coef[k:2 * k]
-    pv = np.concatenate([[0.0], coef[2 * k:2 * k + len(p_knots) - 1]])
+    a, b = coef[:k], np.full(k, coef[k])
+    pv = np.concatenate([[0.0], coef[k + 1:k + len(p_knots)]])
     e = float(coef[-1])
     if e < 0:  # attention costs time: a fit that says otherwise leaves it to the pieces
         keep = np.ones(design.shape[1], dtype=bool)
@@ -184,8 +187,8 @@ def fit_table(rows: list[StepRow], source: str) -> StepTable:
         solution, *_ = np.linalg.lstsq(design[:, sub] / scale * weight[:, None], t * weight, rcond=None)
         coef = np.zeros(design.shape[1])
         coef[sub] = solution / scale
-        a, b = coef[:k], coef[k:2 * k]
-        pv = np.concatenate([[0.0], coef[2 * k:2 * k + len(p_knots) - 1]])
+        a, b = coef[:k], np.full(k, coef[k])
+        pv = np.concatenate([[0.0], coef[k + 1:k + len(p_knots)]])
         e = 0.0
     errors = np.abs(design @ coef / t - 1)
     return StepTable(source, tuple(n_knots.tolist()), tuple(a.tolist()), tuple(b.tolist()),
