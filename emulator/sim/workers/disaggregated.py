@@ -21,7 +21,8 @@ A request's path, as llm-d's scheduler and vLLM's KV connectors run it:
 3. The request is handed to a decode worker (the dispatch policy, within the decode
    pool). The decode worker takes handoffs in arrival order at its step starts (and
    at once when asleep): it reserves KV for the whole prompt only when its free KV
-   holds it (and its running requests plus reserved transfers are below
+   holds it, after evicting unpinned cached prefix blocks if they make enough room
+   (and its running requests plus reserved transfers are below
    ``max_num_seqs``); a head that does not fit blocks those behind it, and the
    prefill worker holds the KV all that time, so an undersized decode pool backs up
    into the prefill pool's caches and from there into its waiting queues.
@@ -281,8 +282,11 @@ class KvHandoffs:
         while incoming:
             ds = incoming[0]
             reserved = self.reserved.get(wk.index, 0)
-            if total - wk.kv_used() < ds.prompt or len(wk.running) + reserved >= limit:
+            if len(wk.running) + reserved >= limit:
                 break
+            short = ds.prompt - (total - wk.kv_used())
+            if short > 0 and not (wk.cached and kv.evict_cached(wk, short)):
+                break  # (unpinned cached prefix blocks make room if they are enough)
             incoming.popleft()
             ds.kv = ds.prompt
             wk.kv_prefill += ds.prompt
