@@ -4,8 +4,8 @@ request and worker figures of ``token_reference`` (``TokenRequest``, ``WorkerPar
 Like ``token_reference`` it favours being obviously right over being fast: every
 worker is advanced one scheduler step at a time, with plain lists, and it imports
 nothing from ``emulator``. Steps last as ``token_reference`` says, under the linear or
-the roofline step model. Client timeouts and faults are left out (the engine's tests
-check those on their own).
+the roofline step model. Faults are left out (the engine's tests check those on
+their own).
 
 The model
 =========
@@ -50,6 +50,16 @@ tokens as in ``token_reference``; a landed request's first token is the client's
 
 Same instant: step and transfer ends in the order they were scheduled, then arrivals,
 then step starts. The run ends at ``duration_s`` as in ``token_reference``.
+
+Client timeouts (``timeout_s``): a request's deadline is its arrival + ``timeout_s``. At
+any worker's step start at ``t`` (before landed requests join), every request the
+worker holds with its deadline at or before ``t`` leaves as ``timed_out``, in arrival
+order: waiting or running (its KV freed), held for a transfer (prefill), or incoming,
+moving or landed (decode). A handoff leaves both sides: the prefill worker frees the KV
+it held, the decode worker the KV it reserved (a transfer under way keeps the link busy
+until it would have ended); the other worker starts a step if asleep with requests
+waiting (prefill) or incoming (decode). A request that completes after its deadline is
+``timed_out``, and one unfinished at the end is if its deadline has passed.
 
 Prefix caching (``cache=True``), as ``prefix_reference`` says for one worker, on every
 worker of both pools; requests carry ``group`` and ``prefix_tokens`` (``PrefixRequest``):
@@ -143,6 +153,7 @@ class _Req:
         self.first_token_s: float | None = None
         self.done_s: float | None = None
         self.outcome: str | None = None
+        self.deadline = float("inf")
 
 
 class _Worker:
@@ -175,9 +186,10 @@ class _Sim:
         self, requests: Sequence[TokenRequest], prefill: int, decode: int, p: WorkerParams,
         policy: str, threshold: int, s_per_token: float, duration_s: float, *,
         cache: bool = False, block_tokens: int = 16, decider: str = "prompt",
-        max_prefill_queue: int = 0,
+        max_prefill_queue: int = 0, timeout_s: float | None = None,
     ) -> None:
         self.p = p
+        self.timeout_s = timeout_s
         self.policy = policy
         self.threshold = threshold
         self.cache_on = cache
@@ -189,6 +201,9 @@ class _Sim:
         self.s_per_token = s_per_token
         self.duration_s = duration_s
         self.reqs = [_Req(i, r) for i, r in enumerate(requests) if r.arrival_s <= duration_s]
+        if timeout_s is not None:
+            for r in self.reqs:
+                r.deadline = r.arrival_s + timeout_s
         self.pool = {
             "prefill": [_Worker(i, False) for i in range(prefill)],
             "decode": [_Worker(i, True) for i in range(decode)],
@@ -219,7 +234,7 @@ class _Sim:
                 self.transfer_end(what, t)  # type: ignore[arg-type]
         for r in self.reqs:
             if r.outcome is None:
-                r.outcome = "in_system"
+                r.outcome = "timed_out" if r.deadline <= self.duration_s else "in_system"
 
     def wake(self, w: _Worker, t: float) -> None:
         if w.asleep:
@@ -326,8 +341,38 @@ class _Sim:
         w.waiting.append(r)
         self.wake(w, t)
 
+    def drop_expired(self, w: _Worker, t: float) -> None:
+        mine = (*w.waiting, *w.running, *w.held, *w.incoming, *w.moving, *w.landed)
+        for r in sorted((r for r in mine if r.deadline <= t), key=lambda r: r.index):
+            r.outcome = "timed_out"
+            if r in w.waiting:
+                w.waiting.remove(r)
+            elif r in w.running:
+                w.running.remove(r)
+                w.kv_used -= r.kv
+                r.kv = 0
+                self.leaving(w, r)
+            else:  # a handoff: it leaves both sides
+                src = self.pool["prefill"][r.pw]  # type: ignore[index]
+                dst = self.pool["decode"][r.dw]  # type: ignore[index]
+                if r in src.held:
+                    src.held.remove(r)
+                    src.kv_used -= r.held_kv
+                    self.leaving(src, r)
+                    if src is not w and src.waiting:
+                        self.wake(src, t)
+                if r in dst.incoming:
+                    dst.incoming.remove(r)
+                elif r in dst.moving or r in dst.landed:
+                    (dst.moving if r in dst.moving else dst.landed).remove(r)
+                    dst.kv_used -= r.prompt
+                if dst is not w and dst.incoming:
+                    self.wake(dst, t)
+
     def start_step(self, w: _Worker, t: float) -> None:
         p = self.p
+        if self.timeout_s is not None:
+            self.drop_expired(w, t)
         for r in w.landed:  # a: they join with one prompt position to run
             r.target, r.progress, r.kv = r.prompt, r.prompt - 1, r.prompt
             w.running.append(r)
@@ -425,7 +470,7 @@ class _Sim:
             if r.first_token_s is None:
                 r.first_token_s = t
             if r.generated == r.output:
-                r.done_s, r.outcome = t, "ok"
+                r.done_s, r.outcome = t, "ok" if t <= r.deadline else "timed_out"
                 w.running.remove(r)
                 w.kv_used -= r.kv
                 r.kv = 0
@@ -435,6 +480,8 @@ class _Sim:
 
     def transfer_end(self, move: tuple[_Worker, _Req], t: float) -> None:
         d, r = move
+        if r not in d.moving:
+            return  # its client gave up: the handoff is gone
         self.transfers += 1
         src = self.pool["prefill"][r.pw]  # type: ignore[index]
         src.held.remove(r)
@@ -476,6 +523,7 @@ def simulate_disagg(
     block_tokens: int = 16,
     decider: str = "prompt",
     max_prefill_queue: int = 0,
+    timeout_s: float | None = None,
 ) -> DisaggResult:
     """Run the model until ``duration_s`` (see the module docstring)."""
     if policy not in POLICIES:
@@ -489,7 +537,7 @@ def simulate_disagg(
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
     sim = _Sim(requests, prefill_workers, decode_workers, params, policy, threshold_tokens,
                transfer_s_per_token, duration_s, cache=cache, block_tokens=block_tokens,
-               decider=decider, max_prefill_queue=max_prefill_queue)
+               decider=decider, max_prefill_queue=max_prefill_queue, timeout_s=timeout_s)
     sim.run()
     return DisaggResult(
         records=tuple(_record(r) for r in sim.reqs),

@@ -130,6 +130,7 @@ def run_both(
         transfer_s_per_token=KV_BYTES / (gb_s * 1e9), threshold_tokens=threshold,
         policy=policy, duration_s=duration_s, cache=cache, block_tokens=block_tokens,
         decider=decider, max_prefill_queue=max_prefill_queue,
+        timeout_s=scenario_keys.get("timeout_s"),
     )
     return engine, done, reference
 
