@@ -247,9 +247,10 @@ def _physics(f: _Findings, scenario: Scenario, report: NumbersReport, m: ModelAn
 
 
 def _prefix_routing(f: _Findings, scenario: Scenario, m: ModelAnalysis) -> None:
-    """A prefix cache spread thin by routing that ignores it."""
-    pool = m.pools[0]
-    if m.split or pool.worker.hit_rate is None:
+    """A prefix cache spread thin by routing that ignores it (a split model's: in its
+    prefill pool)."""
+    pool = next((p for p in m.pools if p.role in ("whole", "prefill")), m.pools[0])
+    if pool.worker.hit_rate is None:
         return
     from emulator.analysis.fleet import analyse
     from emulator.analysis.fleet.prefix import routes_by_prefix
@@ -257,15 +258,17 @@ def _prefix_routing(f: _Findings, scenario: Scenario, m: ModelAnalysis) -> None:
     if routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers) or pool.workers < 2:
         return
     other = analyse(scenario.with_overrides(['dispatcher.policy="prefix_aware"'], max_requests=None)).models[m.name]
-    hit, routed = pool.worker.hit_rate, other.pools[0].worker.hit_rate
+    hit, routed = pool.worker.hit_rate, other.pool(pool.role).worker.hit_rate  # type: ignore[union-attr]
     if routed is None or routed <= hit:
         return
     severity = "fix_now" if m.capacity_qps < m.offered_avg_qps <= other.capacity_qps else "clarify"
-    f.add(severity, f"{scenario.dispatcher.policy} spreads {m.name}'s prefixes over every worker",
-          f"Each worker caches every prefix group, so the expected hit rate is {show(hit, '%')} and the fleet "
+    which = "prefill worker" if pool.role == "prefill" else "worker"
+    f.add(severity, f"{scenario.dispatcher.policy} spreads {m.name}'s prefixes over every {which}",
+          f"Each {which} caches every prefix group, so the expected hit rate is {show(hit, '%')} and the fleet "
           f"serves {show(m.capacity_qps, 'QPS')}; routing each prefix to the workers that cache it (prefix_aware) "
           f"would reach {show(routed, '%')} and {show(other.capacity_qps, 'QPS')}, for "
-          f"{show(m.offered_avg_qps, 'QPS')} offered.", [f"{m.name}.prefix_hit_rate", f"{m.name}.capacity_qps"],
+          f"{show(m.offered_avg_qps, 'QPS')} offered.",
+          [f"{m.name}.{'prefill_' if m.split else ''}prefix_hit_rate", f"{m.name}.capacity_qps"],
           ("dispatcher.policy",))
 
 

@@ -111,11 +111,12 @@ class _Point:
 
 def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, *, role: str = "whole",
                       pool_workers: int = 1, prefix_routed: bool = False, direct_share: float = 0.0,
-                      tpot_goal: float | None = None, ttft_goal: float | None = None) -> WorkerCapacity:
+                      tpot_goal: float | None = None, ttft_goal: float | None = None,
+                      transfer_s: float = 0.0) -> WorkerCapacity:
     """A continuous worker of ``role`` (whole, prefill or decode) at its capacity."""
     w = scenario.worker_for(name)
     if role == "prefill":
-        return _prefill_worker(scenario, name, load, cost, pool_workers, prefix_routed)
+        return _prefill_worker(scenario, name, load, cost, pool_workers, prefix_routed, transfer_s)
     p, o = load.prompt, load.output
     out = o.mean
     context = load.kv_running
@@ -205,18 +206,48 @@ def _ttft_missed(load: Workload, cost: StepCost, goal: float, usable: float, hit
 
 
 def _prefill_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
-                    prefix_routed: bool) -> WorkerCapacity:
-    """A prefill-pool worker: prompts only, in steps packed to the token budget."""
+                    prefix_routed: bool, transfer_s: float = 0.0) -> WorkerCapacity:
+    """A prefill-pool worker: prompts only, in steps packed to the token budget.
+
+    With a prefix cache, a prompt's cached prefix is not prefilled: the worker computes
+    its new tokens only (their attention reaching back over the prefix). What its
+    prompts in flight leave of its KV holds the cached prefixes: a step's prompts, and
+    by Little's law the prompts whose KV it holds while their transfer (of
+    ``transfer_s``) runs."""
     w = scenario.worker_for(name)
     p = load.prompt
+    cache = _PrefixModel.of(scenario, name, load, pool_workers, prefix_routed)
     per_token = cost.full_prefill_step(p.mean, p.sq / p.mean)
-    qps = 1.0 / (per_token * p.mean)
+    qps, new, hit = 1.0 / (per_token * p.mean), p.mean, None
+    if cache is not None:
+        private = p.mean - cache.moved
+        for _ in range(3):  # the hit rate and the prompts held for transfers settle at once
+            held = w.max_batched_tokens / max(new, 1.0) + qps * transfer_s
+            hit = cache.hit(w.kv_cache_tokens - held * private)
+            saved = hit * cache.usable
+            new = max(1.0, p.mean - saved)
+            per_token = cost.full_prefill_step(new, max(0.0, p.sq - saved * p.mean) / new)
+            qps = 1.0 / (per_token * new)
     how = (f"steps packed with {w.max_batched_tokens} prompt tokens: {per_token * 1e6:.3g} us a token x "
-           f"{p.mean:.0f} tokens a prompt")
+           f"{new:.0f} tokens a prompt" + ("" if hit is None else
+                                           f" ({p.mean:.0f} less {p.mean - new:.0f} found cached, {hit:.0%} of "
+                                           "the cacheable prefix)"))
     by_kv = int(w.kv_cache_tokens // p.mean)
-    return WorkerCapacity(Fraction(qps), Fraction(qps), Fraction(w.max_batched_tokens / p.mean), by_kv, by_kv,
-                          "token_budget", _q(per_token * w.max_batched_tokens), None, _q(per_token * p.mean), None,
-                          how, _inputs(name, load, cost, False))
+    return WorkerCapacity(Fraction(qps), Fraction(qps), Fraction(w.max_batched_tokens / new), by_kv, by_kv,
+                          "token_budget", _q(per_token * w.max_batched_tokens), None, _q(per_token * new), _q(hit),
+                          how, _inputs(name, load, cost, cache is not None))
+
+
+def uncached_direct_share(load: Workload, threshold: int, hit: float | None, block: int) -> float:
+    """Under ``decider = "uncached"``: the share of requests served whole on the decode
+    pool, those whose prompt is at most ``threshold`` or whose prompt less its cached
+    prefix is (a request finding its prefix cached with the prefill pool's hit rate)."""
+    short = load.prompt.share_at_most(threshold)
+    pre = load.prefix
+    if hit is None or pre is None:
+        return short
+    usable = max(0.0, pre.mean_tokens - block / 2)
+    return short + hit * pre.prefixed * max(0.0, load.prompt.share_at_most(threshold + usable) - short)
 
 
 def _inputs(name: str, load: Workload, cost: StepCost, prefix: bool) -> tuple[str, ...]:
