@@ -169,6 +169,7 @@ def _split_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
         "one transfer at a time per decode worker's link", inputs)
     split = scenario.models[name].disaggregated
     key = f"models.{name}.disaggregated"
+    keys: tuple[str, ...]
     if split is not None and split.decider == "uncached":
         how, keys = ("prompts whose tokens not cached on the prefill worker are at most decider_threshold_tokens "
                      "(the prefill pool's expected hit rate)", (f"{key}.decider_threshold_tokens", f"{key}.decider",
