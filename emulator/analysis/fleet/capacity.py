@@ -120,10 +120,14 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
     p, o = load.prompt, load.output
     out = o.mean
     context = load.kv_running
-    cache = _PrefixModel.of(scenario, name, load, pool_workers, prefix_routed) if role == "whole" else None
-    private = context - (cache.moved if cache else 0.0)
+    # A decode worker's cache serves the requests the decider sends it whole (those it
+    # prefills itself); a handed-off request brings its KV and shares no blocks.
+    cached_share = 1.0 if role == "whole" else direct_share
+    cache = (_PrefixModel.of(scenario, name, load, pool_workers, prefix_routed)
+             if cached_share > 0 else None)
+    private = context - (cache.moved * cached_share if cache else 0.0)
     by_kv = int(w.kv_cache_tokens // private) if private > 0 else w.max_num_seqs
-    if cache is not None:
+    if cache is not None and role == "whole":
         by_kv = cache.most_running(w.kv_cache_tokens, private, w.max_num_seqs)
     budget = w.max_batched_tokens - 1
     limit = min(w.max_num_seqs, by_kv, budget)
@@ -134,7 +138,8 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
         saved = (hit or 0.0) * (cache.usable if cache else 0.0)
         if role == "decode":
             landed = cost.prompt_extra(n, context, 1.0, p.mean, p.mean, n / max(out - 1, 1))
-            whole = cost.prompt_extra(n, context, p.mean, p.mean, p.sq, n / max(out - 1, 1))
+            whole = cost.prompt_extra(n, context, p.mean - saved, p.mean, p.sq - saved * p.mean,
+                                      n / max(out - 1, 1))
             extra = (1 - direct_share) * landed + direct_share * whole
         else:
             new = p.mean - saved
