@@ -57,8 +57,8 @@ def test_runs_agree_the_split_fleet_with_a_cache_serves_more_within_the_goals(fl
     # what a fleet cannot take, so a slower fleet sheds more rather than serving late).
     good = {k: r.per_model["chat"].to_dict()["slo_goodput"] * r.ok / r.offered for k, r in runs.items()}
     saved = {k: r.prefill_tokens_saved / max(1, r.prefix_tokens_seen) for k, r in runs.items()}
-    assert good["split"] > good["aggregated"] + 0.05
-    assert good["aggregated"] > good["split_without_cache"] + 0.02
+    assert good["split"] > good["aggregated"] + 0.03
+    assert good["aggregated"] > good["split_without_cache"] + 0.05
     assert runs["split_without_cache"].shed > 2 * runs["split"].shed
     assert abs(saved["split"] - saved["aggregated"]) < 0.05 and saved["split_without_cache"] == 0
     # The split fleet's decode steps carry no prefill: its TPOT tail is a fraction of the
