@@ -51,3 +51,15 @@ def test_the_uncached_decider_sends_cached_prompts_to_decode_and_the_decode_cach
     assert abs(by_length.decode_direct_share - m.decode_direct_share) < 0.02
     hit, hit_by_length = (x.pool("decode").worker.hit_rate for x in (m, by_length))  # type: ignore[union-attr]
     assert hit is not None and hit_by_length is not None and hit > hit_by_length + 0.05
+
+
+def test_round_robin_in_a_split_fleet_is_told_to_route_by_prefix_in_the_prefill_pool() -> None:
+    from emulator.analysis.findings import suggest
+
+    s = load_preset("pd-long-prompt-admission", max_requests=None).with_overrides(['dispatcher.policy="round_robin"'])
+    found = {f["title"]: f for f in suggest(s, compute(s, analyse(s)))}
+    title = "round_robin spreads chat's prefixes over every prefill worker"
+    assert title in found, list(found)
+    assert "prefix_aware" in found[title]["body"]
+    as_shipped = load_preset("pd-long-prompt-admission", max_requests=None)
+    assert title not in {f["title"] for f in suggest(as_shipped, compute(as_shipped, analyse(as_shipped)))}
