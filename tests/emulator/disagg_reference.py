@@ -426,7 +426,7 @@ class _Sim:
             r.kv, r.progress = r.target - hit, hit
             w.kv_used += r.kv
             w.running.append(r)
-            if self.group(w, r) >= 0:
+            if r.group >= 0 and not (w.decode and r.remote):  # (counted with or without a cache)
                 self.seen += r.prefix
                 self.hit += hit
             c = min(r.kv, budget)
