@@ -76,7 +76,10 @@ worker of both pools; requests carry ``group`` and ``prefix_tokens`` (``PrefixRe
 * ``prefix_aware`` in either pool picks the worker with the largest cached share of
   the request's prefix (lookup with ``T`` = prompt, over ``prefix_tokens``), then the
   fewest waiting + running requests, then the lowest index; in the decode pool, for a
-  handoff too (its group looked up in the decode workers' caches).
+  handoff too (its group looked up in the decode workers' caches). ``weighted`` scores
+  the pool's workers as ``prefix_reference`` says (``weights``, by default prefix 3 and
+  queue 2; KV in use counts reservations for transfers and KV held for them), ties as
+  for ``prefix_aware``.
 
 The decider, at an arrival that is not shed: the decode pool serves the request whole
 if its prompt is at most ``threshold_tokens``; else if ``max_prefill_queue`` > 0 and the
@@ -97,7 +100,7 @@ from itertools import count
 
 from token_reference import TokenRequest, WorkerParams
 
-POLICIES = ("round_robin", "least_loaded", "prefix_aware")
+POLICIES = ("round_robin", "least_loaded", "prefix_aware", "weighted")
 DECIDERS = ("prompt", "uncached")
 _END, _ARRIVAL, _START = 0, 1, 2  # same-instant order
 
@@ -187,8 +190,10 @@ class _Sim:
         policy: str, threshold: int, s_per_token: float, duration_s: float, *,
         cache: bool = False, block_tokens: int = 16, decider: str = "prompt",
         max_prefill_queue: int = 0, timeout_s: float | None = None,
+        weights: dict[str, float] | None = None,
     ) -> None:
         self.p = p
+        self.weights = weights or {"prefix": 3.0, "queue": 2.0}
         self.timeout_s = timeout_s
         self.policy = policy
         self.threshold = threshold
@@ -307,13 +312,24 @@ class _Sim:
             if not peek:
                 self.rr[pool] = (self.rr[pool] + 1) % len(workers)
             return w
-        if self.policy == "prefix_aware":
+        if self.policy in ("prefix_aware", "weighted"):
             def share(w: _Worker) -> float:
                 if not self.cache_on or r.group < 0 or r.prefix <= 0:
                     return 0.0
                 g = w.blocks.get(r.group, 0)
                 return min(g, min(r.prefix, r.prompt - 1) // self.bt) * self.bt / r.prefix
-            return max(workers, key=lambda w: (share(w), -len(w.waiting) - len(w.running), -w.index))
+            score = {w.index: share(w) for w in workers}
+            if self.policy == "weighted":
+                wp, wq, wk = (self.weights.get(k, 0.0) for k in ("prefix", "queue", "kv_free"))
+                lo, hi = min(len(w.waiting) for w in workers), max(len(w.waiting) for w in workers)
+                for w in workers:
+                    busy = (self.used(w) - self.evictable(w)) / self.p.kv_cache_tokens
+                    score[w.index] = (
+                        (wp * score[w.index] if wp else 0.0)
+                        + (wq * (1.0 if hi == lo else (hi - len(w.waiting)) / (hi - lo)) if wq else 0.0)
+                        + (wk * (1.0 - max(0.0, min(1.0, busy))) if wk else 0.0)
+                    )
+            return max(workers, key=lambda w: (score[w.index], -len(w.waiting) - len(w.running), -w.index))
         return min(workers, key=lambda w: (w.load(), w.index))
 
     def to_decode(self, r: _Req) -> bool:
@@ -524,6 +540,7 @@ def simulate_disagg(
     decider: str = "prompt",
     max_prefill_queue: int = 0,
     timeout_s: float | None = None,
+    weights: dict[str, float] | None = None,
 ) -> DisaggResult:
     """Run the model until ``duration_s`` (see the module docstring)."""
     if policy not in POLICIES:
@@ -537,7 +554,8 @@ def simulate_disagg(
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
     sim = _Sim(requests, prefill_workers, decode_workers, params, policy, threshold_tokens,
                transfer_s_per_token, duration_s, cache=cache, block_tokens=block_tokens,
-               decider=decider, max_prefill_queue=max_prefill_queue, timeout_s=timeout_s)
+               decider=decider, max_prefill_queue=max_prefill_queue, timeout_s=timeout_s,
+               weights=weights)
     sim.run()
     return DisaggResult(
         records=tuple(_record(r) for r in sim.reqs),

@@ -97,6 +97,7 @@ def run_both(
     block_tokens: int = 16,
     decider: str = "prompt",
     max_prefill_queue: int = 0,
+    scorers: dict[str, float] | None = None,
     **scenario_keys: Any,
 ) -> tuple[Engine, dict[int, tuple[float, float]], DisaggResult]:
     """Run the engine (replaying ``requests``) and the reference on the same requests;
@@ -109,6 +110,8 @@ def run_both(
                    **scenario_keys)
     if cache:
         data["worker"].update(prefix_cache=True, block_tokens=block_tokens)
+    if scorers is not None:
+        data["dispatcher"]["scorers"] = scorers
     split = data["models"]["m"]["disaggregated"]
     if decider != "prompt":
         split["decider"] = decider
@@ -130,7 +133,7 @@ def run_both(
         transfer_s_per_token=KV_BYTES / (gb_s * 1e9), threshold_tokens=threshold,
         policy=policy, duration_s=duration_s, cache=cache, block_tokens=block_tokens,
         decider=decider, max_prefill_queue=max_prefill_queue,
-        timeout_s=scenario_keys.get("timeout_s"),
+        timeout_s=scenario_keys.get("timeout_s"), weights=scorers,
     )
     return engine, done, reference
 

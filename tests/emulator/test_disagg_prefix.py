@@ -80,7 +80,7 @@ def test_the_uncached_decider_serves_a_cached_prompt_on_the_decode_pool() -> Non
     assert second.ttft_s == pytest.approx(BASE + PER_TOKEN * 1600, rel=1e-12)
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "least_loaded", "prefix_aware"])
+@pytest.mark.parametrize("policy", ["round_robin", "least_loaded", "prefix_aware", "weighted"])
 def test_split_pools_with_prefix_caches_agree_request_by_request(tmp_path: Path, policy: str) -> None:
     reqs = _requests()
     engine, done, ref = run_both(reqs, tmp_path, prefill=2, decode=2, duration_s=40,

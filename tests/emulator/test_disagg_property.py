@@ -42,7 +42,9 @@ def cases(draw: st.DrawFn) -> dict:
         "requests": requests,
         "prefill": draw(st.integers(1, 3)),
         "decode": draw(st.integers(1, 3)),
-        "policy": draw(st.sampled_from(["round_robin", "least_loaded", "prefix_aware"])),
+        "policy": (policy := draw(st.sampled_from(["round_robin", "least_loaded", "prefix_aware", "weighted"]))),
+        "scorers": draw(st.sampled_from([None, {"prefix": 1.0, "kv_free": 1.0}, {"queue": 1.0, "kv_free": 2.0}]))
+        if policy == "weighted" else None,
         "params": replace(WORKER, kv_cache_tokens=draw(st.sampled_from([4000, 9000, 40_000])),
                           max_num_seqs=draw(st.sampled_from([2, 8, 256]))),
         "gb_s": draw(st.sampled_from([2.0, 50.0])),
