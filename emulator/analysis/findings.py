@@ -133,8 +133,11 @@ def _overload(f: _Findings, scenario: Scenario, report: NumbersReport, fa: Fleet
         figs = [f"{m.name}.{p.role}_pool_capacity_qps" for p in m.pools] + [f"{m.name}.utilisation_avg"]
         f.add("fix_now", f"{m.name}'s {m.binding_pool} pool cannot carry its average load",
               f"{show(m.offered_avg_qps, 'QPS')} is offered and the {m.binding_pool} binds: {_why(scenario, report, m)} "
-              f"(pools: {pools}). Handoffs wait for room, the prefill workers hold their KV meanwhile, and the wait "
-              f"backs up into the prefill pool's queues; {tail}. Size the {m.binding_pool} pool to the load.",
+              f"(pools: {pools}). " + (
+                  "Prompts queue at the prefill workers"
+                  if m.binding_pool == "prefill" else
+                  "Handoffs wait for room, the prefill workers hold their KV meanwhile, and the wait backs up "
+                  "into the prefill pool's queues") + f"; {tail}. Size the {m.binding_pool} pool to the load.",
               figs, ("dispatcher.queue_limit",))
     whole = [m for m in over if not m.split]
     if not whole:

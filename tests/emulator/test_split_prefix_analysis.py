@@ -63,3 +63,13 @@ def test_round_robin_in_a_split_fleet_is_told_to_route_by_prefix_in_the_prefill_
     assert "prefix_aware" in found[title]["body"]
     as_shipped = load_preset("pd-long-prompt-admission", max_requests=None)
     assert title not in {f["title"] for f in suggest(as_shipped, compute(as_shipped, analyse(as_shipped)))}
+
+
+def test_a_short_prefill_pool_is_said_to_queue_prompts_not_handoffs() -> None:
+    from emulator.analysis.findings import suggest
+
+    s = load_preset("pd-long-prompt-admission", max_requests=None)
+    found = {f["title"]: f["body"] for f in suggest(s, compute(s, analyse(s)))}
+    body = found["chat's prefill pool cannot carry its average load"]
+    assert "Prompts queue at the prefill workers" in body and "Handoffs wait" not in body
+    assert "beyond 8 waiting requests the excess is shed" in body
