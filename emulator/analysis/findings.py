@@ -133,8 +133,11 @@ def _overload(f: _Findings, scenario: Scenario, report: NumbersReport, fa: Fleet
         figs = [f"{m.name}.{p.role}_pool_capacity_qps" for p in m.pools] + [f"{m.name}.utilisation_avg"]
         f.add("fix_now", f"{m.name}'s {m.binding_pool} pool cannot carry its average load",
               f"{show(m.offered_avg_qps, 'QPS')} is offered and the {m.binding_pool} binds: {_why(scenario, report, m)} "
-              f"(pools: {pools}). Handoffs wait for room, the prefill workers hold their KV meanwhile, and the wait "
-              f"backs up into the prefill pool's queues; {tail}. Size the {m.binding_pool} pool to the load.",
+              f"(pools: {pools}). " + (
+                  "Prompts queue at the prefill workers"
+                  if m.binding_pool == "prefill" else
+                  "Handoffs wait for room, the prefill workers hold their KV meanwhile, and the wait backs up "
+                  "into the prefill pool's queues") + f"; {tail}. Size the {m.binding_pool} pool to the load.",
               figs, ("dispatcher.queue_limit",))
     whole = [m for m in over if not m.split]
     if not whole:
@@ -247,9 +250,10 @@ def _physics(f: _Findings, scenario: Scenario, report: NumbersReport, m: ModelAn
 
 
 def _prefix_routing(f: _Findings, scenario: Scenario, m: ModelAnalysis) -> None:
-    """A prefix cache spread thin by routing that ignores it."""
-    pool = m.pools[0]
-    if m.split or pool.worker.hit_rate is None:
+    """A prefix cache spread thin by routing that ignores it (a split model's: in its
+    prefill pool)."""
+    pool = next((p for p in m.pools if p.role in ("whole", "prefill")), m.pools[0])
+    if pool.worker.hit_rate is None:
         return
     from emulator.analysis.fleet import analyse
     from emulator.analysis.fleet.prefix import routes_by_prefix
@@ -257,15 +261,17 @@ def _prefix_routing(f: _Findings, scenario: Scenario, m: ModelAnalysis) -> None:
     if routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers) or pool.workers < 2:
         return
     other = analyse(scenario.with_overrides(['dispatcher.policy="prefix_aware"'], max_requests=None)).models[m.name]
-    hit, routed = pool.worker.hit_rate, other.pools[0].worker.hit_rate
+    hit, routed = pool.worker.hit_rate, other.pool(pool.role).worker.hit_rate  # type: ignore[union-attr]
     if routed is None or routed <= hit:
         return
     severity = "fix_now" if m.capacity_qps < m.offered_avg_qps <= other.capacity_qps else "clarify"
-    f.add(severity, f"{scenario.dispatcher.policy} spreads {m.name}'s prefixes over every worker",
-          f"Each worker caches every prefix group, so the expected hit rate is {show(hit, '%')} and the fleet "
+    which = "prefill worker" if pool.role == "prefill" else "worker"
+    f.add(severity, f"{scenario.dispatcher.policy} spreads {m.name}'s prefixes over every {which}",
+          f"Each {which} caches every prefix group, so the expected hit rate is {show(hit, '%')} and the fleet "
           f"serves {show(m.capacity_qps, 'QPS')}; routing each prefix to the workers that cache it (prefix_aware) "
           f"would reach {show(routed, '%')} and {show(other.capacity_qps, 'QPS')}, for "
-          f"{show(m.offered_avg_qps, 'QPS')} offered.", [f"{m.name}.prefix_hit_rate", f"{m.name}.capacity_qps"],
+          f"{show(m.offered_avg_qps, 'QPS')} offered.",
+          [f"{m.name}.{'prefill_' if m.split else ''}prefix_hit_rate", f"{m.name}.capacity_qps"],
           ("dispatcher.policy",))
 
 

@@ -46,7 +46,7 @@ def token_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, fa: FleetAna
     for pool in m.pools:
         _pool_figures(add, scenario, m, pool)
     if m.split:
-        _split_figures(add, m)
+        _split_figures(add, scenario, m)
     serving = m.pool("decode") or m.pools[0]
     add("workers_placed", "Workers placed", name, m.workers, "workers",
         " + ".join(f"{p.workers} {p.role}" for p in m.pools) if m.split else
@@ -160,15 +160,27 @@ def _routed(scenario: Scenario) -> bool:
     return routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
 
 
-def _split_figures(add: Adder, m: ModelAnalysis) -> None:
+def _split_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
     name = m.name
     inputs = (f"models.{name}.disaggregated.kv_transfer_gb_s", f"models.{name}.arch.model")
     add("kv_transfer_s", "KV transfer of a mean prompt", name, m.transfer_s, "s",
         "prompt tokens x KV bytes per token / the decode worker's link", inputs)
     add("kv_link_qps", "Requests the decode links move a second", name, m.link_qps, "QPS",
         "one transfer at a time per decode worker's link", inputs)
+    split = scenario.models[name].disaggregated
+    key = f"models.{name}.disaggregated"
+    keys: tuple[str, ...]
+    if split is not None and split.decider == "uncached":
+        how, keys = ("prompts whose tokens not cached on the prefill worker are at most decider_threshold_tokens "
+                     "(the prefill pool's expected hit rate)", (f"{key}.decider_threshold_tokens", f"{key}.decider",
+                                                                "worker.prefix_cache"))
+    else:
+        how, keys = "prompts of at most decider_threshold_tokens", (f"{key}.decider_threshold_tokens",)
+    if split is not None and split.decider_max_prefill_queue:
+        how += (f"; more while {split.decider_max_prefill_queue} requests wait for the prefill pool "
+                "(decider_max_prefill_queue, not counted here)")
     add("decode_direct_share", "Requests the decider sends to decode whole", name, m.decode_direct_share, "%",
-        "prompts of at most decider_threshold_tokens", (f"models.{name}.disaggregated.decider_threshold_tokens",))
+        how, keys)
 
 
 def _floor_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:

@@ -250,12 +250,13 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     hosts = _hosts(top.raw("hosts"), models)
     check_disaggregated(models, batching, dispatcher, hosts)
     for name, m in models.items():
-        if m.disaggregated is not None and _resolved(worker, m).prefix_cache:
-            where = "worker" if "prefix_cache" not in dict(m.worker_overrides) else f"models.{name}.worker"
+        split = m.disaggregated
+        if split is not None and split.decider == "uncached" and not _resolved(worker, m).prefix_cache:
             raise ScenarioError(
-                f"{where}.prefix_cache",
-                f"prefix caching is not modelled on a disaggregated model ({name})",
-                f"set prefix_cache = false for {name}, or remove [models.{name}.disaggregated]",
+                f"models.{name}.disaggregated.decider",
+                f'"uncached" counts the prompt tokens not cached on the prefill worker, but model '
+                f"{name} has no prefix cache",
+                f'set prefix_cache = true in [worker] or [models.{name}.worker], or decider = "prompt"',
             )
     scenario = Scenario(
         name=top.text("name", "scenario"),

@@ -17,6 +17,9 @@ from emulator.scenario.specs import DisaggSpec, DispatcherSpec, HostGroup, Model
 
 _POOL = re.compile(r"^[A-Za-z0-9_-]+$")
 _KEYS = tuple(DisaggSpec.__dataclass_fields__)
+_DECIDER_KEYS = ("decider_threshold_tokens", "decider", "decider_max_prefill_queue")
+#: What the decider holds its threshold against (``[models.NAME.disaggregated] decider``).
+DECIDERS = ("prompt", "uncached")
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float | None:
@@ -48,13 +51,14 @@ def parse_disaggregated(raw: Any, path: str) -> DisaggSpec:
     t = _Table(raw, path, _KEYS)
     if not t.has("prefill_workers") or not t.has("decode_workers"):
         missing = "prefill_workers" if not t.has("prefill_workers") else "decode_workers"
-        if t.has("decider_threshold_tokens"):
-            raise ScenarioError(
-                t.key("decider_threshold_tokens"),
-                f"a decider needs the model split into pools, but {missing} is missing",
-                'add prefill_workers = "prefill" and decode_workers = "decode" (pools of '
-                "[[hosts]] groups), or remove decider_threshold_tokens",
-            )
+        for key in _DECIDER_KEYS:
+            if t.has(key):
+                raise ScenarioError(
+                    t.key(key),
+                    f"a decider needs the model split into pools, but {missing} is missing",
+                    'add prefill_workers = "prefill" and decode_workers = "decode" (pools of '
+                    f"[[hosts]] groups), or remove {key}",
+                )
         raise ScenarioError(
             t.key(missing), "missing", f'name the pool, e.g. {missing} = "{missing.split("_")[0]}"'
         )
@@ -88,12 +92,29 @@ def parse_disaggregated(raw: Any, path: str) -> DisaggSpec:
                 f"must be greater than 0, not {_show(per_token)}",
                 "give the bytes of one token's KV (2 x layers x KV heads x head dim x dtype bytes)",
             )
+    threshold = t.integer("decider_threshold_tokens", 0, low=0)
+    decider = t.text("decider", "prompt")
+    if decider not in DECIDERS:
+        raise ScenarioError(
+            t.key("decider"), f"{_show(decider)} is not a decider",
+            'use "prompt" (the threshold against the prompt\'s tokens) or "uncached" (against '
+            "the tokens not cached on the picked prefill worker)",
+        )
+    if decider == "uncached" and threshold == 0:
+        raise ScenarioError(
+            t.key("decider"),
+            "with decider_threshold_tokens = 0 every request has uncached tokens above it, so "
+            "the decider would change nothing",
+            'give decider_threshold_tokens (e.g. 256), or remove decider',
+        )
     return DisaggSpec(
         prefill_workers=names["prefill_workers"],
         decode_workers=names["decode_workers"],
         kv_transfer_gb_s=speed,
-        decider_threshold_tokens=t.integer("decider_threshold_tokens", 0, low=0),
+        decider_threshold_tokens=threshold,
         kv_bytes_per_token=per_token,
+        decider=decider,
+        decider_max_prefill_queue=t.integer("decider_max_prefill_queue", 0, low=0),
     )
 
 

@@ -256,7 +256,13 @@ class DisaggSpec:
     decode worker; any other prefills in the prefill pool and its KV moves to a decode
     worker over a link of ``kv_transfer_gb_s`` (GB/s, each decode worker's own). The
     KV's size comes from the model's arch, or ``kv_bytes_per_token`` given here.
-    See ``emulator.sim.workers.disaggregated``.
+
+    ``decider`` says what the threshold is held against: the prompt's tokens
+    (``"prompt"``), or the tokens of it not cached on the prefill worker the policy
+    picks (``"uncached"``, with ``worker.prefix_cache``). With
+    ``decider_max_prefill_queue`` above 0 a request goes to the prefill pool only while
+    fewer requests than that wait in the pool's queues; otherwise the decode pool
+    serves it whole. See ``emulator.sim.workers.disaggregated``.
     """
 
     prefill_workers: str
@@ -264,6 +270,8 @@ class DisaggSpec:
     kv_transfer_gb_s: float = 50.0
     decider_threshold_tokens: int = 0
     kv_bytes_per_token: float | None = None
+    decider: str = "prompt"
+    decider_max_prefill_queue: int = 0
 
 
 @dataclass(frozen=True)

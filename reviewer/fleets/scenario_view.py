@@ -506,7 +506,15 @@ def _transfer_facts(model: str, pools: dict[str, Any]) -> list[str]:
             lines.append(f"{model}: {value:g} GB/s a decode worker" if isinstance(value, int | float)
                          else f"{model}: {key} {value}")
         elif key == "decider_threshold_tokens":
-            lines.append(f"{model}: < {value}-token prompts on decode")
+            if pools.get("decider") == "uncached":
+                lines.append(f"{model}: at most {value} tokens not cached on the picked prefill worker: on decode")
+            else:
+                lines.append(f"{model}: prompts of at most {value} tokens on decode")
+        elif key == "decider":
+            continue  # said with the threshold
+        elif key == "decider_max_prefill_queue":
+            if value:  # (0: no bound)
+                lines.append(f"{model}: on decode while {value} wait for prefill")
         else:
             lines.append(f"{model}: {key} {value}")
     return lines or [f"{model}: prefill to decode"]

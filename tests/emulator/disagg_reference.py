@@ -4,8 +4,8 @@ request and worker figures of ``token_reference`` (``TokenRequest``, ``WorkerPar
 Like ``token_reference`` it favours being obviously right over being fast: every
 worker is advanced one scheduler step at a time, with plain lists, and it imports
 nothing from ``emulator``. Steps last as ``token_reference`` says, under the linear or
-the roofline step model. Client timeouts and faults are left out (the engine's tests
-check those on their own).
+the roofline step model. Faults are left out (the engine's tests check those on
+their own).
 
 The model
 =========
@@ -50,6 +50,44 @@ tokens as in ``token_reference``; a landed request's first token is the client's
 
 Same instant: step and transfer ends in the order they were scheduled, then arrivals,
 then step starts. The run ends at ``duration_s`` as in ``token_reference``.
+
+Client timeouts (``timeout_s``): a request's deadline is its arrival + ``timeout_s``. At
+any worker's step start at ``t`` (before landed requests join), every request the
+worker holds with its deadline at or before ``t`` leaves as ``timed_out``, in arrival
+order: waiting or running (its KV freed), held for a transfer (prefill), or incoming,
+moving or landed (decode). A handoff leaves both sides: the prefill worker frees the KV
+it held, the decode worker the KV it reserved (a transfer under way keeps the link busy
+until it would have ended); the other worker starts a step if asleep with requests
+waiting (prefill) or incoming (decode). A request that completes after its deadline is
+``timed_out``, and one unfinished at the end is if its deadline has passed.
+
+Prefix caching (``cache=True``), as ``prefix_reference`` says for one worker, on every
+worker of both pools; requests carry ``group`` and ``prefix_tokens`` (``PrefixRequest``):
+
+* A prefill worker looks a request up at admission (its cached prefix is neither
+  reserved nor computed), and at the step end that completes its prefill moves its
+  prefix's new whole blocks from its KV to the cache before handing it off; the KV it
+  then holds for the transfer is the rest. A held request pins its group as a running
+  one does; the group is released when the transfer ends.
+* A decode worker caches for the requests it serves whole; a handed-off request
+  brings its KV whole and has no group there (it neither reads, pins nor fills the
+  cache). At step c a handoff whose prompt does not fit evicts unpinned blocks if
+  that is enough, and otherwise blocks.
+* ``prefix_aware`` in either pool picks the worker with the largest cached share of
+  the request's prefix (lookup with ``T`` = prompt, over ``prefix_tokens``), then the
+  fewest waiting + running requests, then the lowest index; in the decode pool, for a
+  handoff too (its group looked up in the decode workers' caches). ``weighted`` scores
+  the pool's workers as ``prefix_reference`` says (``weights``, by default prefix 3 and
+  queue 2; KV in use counts reservations for transfers and KV held for them), ties as
+  for ``prefix_aware``.
+
+The decider, at an arrival that is not shed: the decode pool serves the request whole
+if its prompt is at most ``threshold_tokens``; else if ``max_prefill_queue`` > 0 and the
+prefill workers' waiting queues hold at least that many requests; else, with
+``decider = "uncached"``, if its prompt less its lookup (``T`` = prompt) on the prefill
+worker the prefill pool's policy would pick now is at most ``threshold_tokens`` (the
+pick is only looked at: the round-robin counter does not move). Otherwise it is
+prefilled.
 """
 
 from __future__ import annotations
@@ -62,7 +100,8 @@ from itertools import count
 
 from token_reference import TokenRequest, WorkerParams
 
-POLICIES = ("round_robin", "least_loaded")
+POLICIES = ("round_robin", "least_loaded", "prefix_aware", "weighted")
+DECIDERS = ("prompt", "uncached")
 _END, _ARRIVAL, _START = 0, 1, 2  # same-instant order
 
 
@@ -88,6 +127,9 @@ class DisaggResult:
     records: tuple[DisaggRecord, ...]
     preemptions: int
     transfers: int
+    seen: int = 0  # prefix tokens looked up at admissions (both pools)
+    hit: int = 0  # ... and found cached
+    skipped: int = 0  # requests the decider sent to the decode pool whole
 
     def count(self, outcome: str) -> int:
         """How many offered requests ended with ``outcome``."""
@@ -105,12 +147,16 @@ class _Req:
         self.generated = 0
         self.kv = 0
         self.remote = False  # handed over from a prefill worker
+        self.group = getattr(req, "group", -1)
+        self.prefix = getattr(req, "prefix_tokens", 0)
+        self.held_kv = 0  # KV its prefill worker holds for the transfer
         self.pw: int | None = None
         self.dw: int | None = None
         self.prefill_token_s: float | None = None
         self.first_token_s: float | None = None
         self.done_s: float | None = None
         self.outcome: str | None = None
+        self.deadline = float("inf")
 
 
 class _Worker:
@@ -128,6 +174,8 @@ class _Worker:
         self.link_free = 0.0
         self.chunks: list[tuple[_Req, int]] = []
         self.decoding: list[_Req] = []
+        self.blocks: dict[int, int] = {}  # group -> whole prefix blocks cached
+        self.released: dict[int, int] = {}  # group -> when last released
 
     def load(self) -> int:
         return (
@@ -139,14 +187,28 @@ class _Worker:
 class _Sim:
     def __init__(
         self, requests: Sequence[TokenRequest], prefill: int, decode: int, p: WorkerParams,
-        policy: str, threshold: int, s_per_token: float, duration_s: float,
+        policy: str, threshold: int, s_per_token: float, duration_s: float, *,
+        cache: bool = False, block_tokens: int = 16, decider: str = "prompt",
+        max_prefill_queue: int = 0, timeout_s: float | None = None,
+        weights: dict[str, float] | None = None,
     ) -> None:
         self.p = p
+        self.weights = weights or {"prefix": 3.0, "queue": 2.0}
+        self.timeout_s = timeout_s
         self.policy = policy
         self.threshold = threshold
+        self.cache_on = cache
+        self.bt = block_tokens
+        self.decider = decider
+        self.max_queue = max_prefill_queue
+        self.clock = 0  # orders releases
+        self.seen = self.hit = self.skipped = 0
         self.s_per_token = s_per_token
         self.duration_s = duration_s
         self.reqs = [_Req(i, r) for i, r in enumerate(requests) if r.arrival_s <= duration_s]
+        if timeout_s is not None:
+            for r in self.reqs:
+                r.deadline = r.arrival_s + timeout_s
         self.pool = {
             "prefill": [_Worker(i, False) for i in range(prefill)],
             "decode": [_Worker(i, True) for i in range(decode)],
@@ -177,27 +239,117 @@ class _Sim:
                 self.transfer_end(what, t)  # type: ignore[arg-type]
         for r in self.reqs:
             if r.outcome is None:
-                r.outcome = "in_system"
+                r.outcome = "timed_out" if r.deadline <= self.duration_s else "in_system"
 
     def wake(self, w: _Worker, t: float) -> None:
         if w.asleep:
             w.asleep = False
             self.push(t, _START, w)
 
-    def pick(self, pool: str) -> _Worker:
+    # -- the prefix cache ----------------------------------------------------------
+
+    def group(self, w: _Worker, r: _Req) -> int:
+        """``r``'s group at ``w`` (-1: none; a handoff has none at its decode worker)."""
+        return -1 if not self.cache_on or (w.decode and r.remote) else r.group
+
+    def pinned(self, w: _Worker) -> set[int]:
+        return {self.group(w, r) for r in (*w.running, *w.held)} - {-1}
+
+    def used(self, w: _Worker) -> int:
+        return w.kv_used + self.bt * sum(w.blocks.values())
+
+    def evictable(self, w: _Worker, keep: int = -1) -> int:
+        pinned = self.pinned(w)
+        return self.bt * sum(n for g, n in w.blocks.items() if g not in pinned and g != keep)
+
+    def evict(self, w: _Worker, need: int, keep: int = -1) -> None:
+        pinned = self.pinned(w)
+        order = sorted((g for g in w.blocks if g not in pinned and g != keep),
+                       key=lambda g: w.released[g])
+        freed = 0
+        for g in order:
+            while freed < need and w.blocks.get(g, 0) > 0:
+                w.blocks[g] -= 1
+                freed += self.bt
+            if w.blocks[g] == 0:
+                del w.blocks[g]
+            if freed >= need:
+                return
+
+    def lookup(self, w: _Worker, r: _Req, target: int) -> int:
+        g = self.group(w, r)
+        if g < 0:
+            return 0
+        return min(w.blocks.get(g, 0), min(r.prefix, target - 1) // self.bt) * self.bt
+
+    def insert(self, w: _Worker, r: _Req) -> None:
+        g = self.group(w, r)
+        if g < 0:
+            return
+        whole, have = r.prefix // self.bt, w.blocks.get(g, 0)
+        if whole > have:
+            if have == 0:
+                self.clock += 1
+                w.released[g] = self.clock  # (re)appears: counts as released now
+            w.blocks[g] = whole
+            moved = (whole - have) * self.bt
+            r.kv -= moved
+            w.kv_used -= moved
+
+    def leaving(self, w: _Worker, r: _Req) -> None:
+        """``r`` just left ``w``'s running (or held) list: release its group if last."""
+        g = self.group(w, r)
+        if g >= 0 and g not in self.pinned(w):
+            self.clock += 1
+            w.released[g] = self.clock
+
+    # -- routing ---------------------------------------------------------------------
+
+    def pick(self, pool: str, r: _Req, peek: bool = False) -> _Worker:
         workers = self.pool[pool]
         if self.policy == "round_robin":
             w = workers[self.rr[pool]]
-            self.rr[pool] = (self.rr[pool] + 1) % len(workers)
+            if not peek:
+                self.rr[pool] = (self.rr[pool] + 1) % len(workers)
             return w
+        if self.policy in ("prefix_aware", "weighted"):
+            def share(w: _Worker) -> float:
+                if not self.cache_on or r.group < 0 or r.prefix <= 0:
+                    return 0.0
+                g = w.blocks.get(r.group, 0)
+                return min(g, min(r.prefix, r.prompt - 1) // self.bt) * self.bt / r.prefix
+            score = {w.index: share(w) for w in workers}
+            if self.policy == "weighted":
+                wp, wq, wk = (self.weights.get(k, 0.0) for k in ("prefix", "queue", "kv_free"))
+                lo, hi = min(len(w.waiting) for w in workers), max(len(w.waiting) for w in workers)
+                for w in workers:
+                    busy = (self.used(w) - self.evictable(w)) / self.p.kv_cache_tokens
+                    score[w.index] = (
+                        (wp * score[w.index] if wp else 0.0)
+                        + (wq * (1.0 if hi == lo else (hi - len(w.waiting)) / (hi - lo)) if wq else 0.0)
+                        + (wk * (1.0 - max(0.0, min(1.0, busy))) if wk else 0.0)
+                    )
+            return max(workers, key=lambda w: (score[w.index], -len(w.waiting) - len(w.running), -w.index))
         return min(workers, key=lambda w: (w.load(), w.index))
+
+    def to_decode(self, r: _Req) -> bool:
+        """The decider (see the module docstring)."""
+        if r.prompt <= self.threshold:
+            return True
+        if self.max_queue and sum(len(w.waiting) for w in self.pool["prefill"]) >= self.max_queue:
+            return True
+        if self.decider == "uncached":
+            w = self.pick("prefill", r, peek=True)
+            return r.prompt - self.lookup(w, r, r.prompt) <= self.threshold
+        return False
 
     def arrive(self, r: _Req, t: float) -> None:
         if r.prompt + r.output > self.p.kv_cache_tokens:
             r.outcome = "shed"
             return
-        pool = "decode" if r.prompt <= self.threshold else "prefill"
-        w = self.pick(pool)
+        pool = "decode" if self.to_decode(r) else "prefill"
+        self.skipped += pool == "decode"
+        w = self.pick(pool, r)
         if pool == "decode":
             r.dw = w.index
         else:
@@ -205,20 +357,54 @@ class _Sim:
         w.waiting.append(r)
         self.wake(w, t)
 
+    def drop_expired(self, w: _Worker, t: float) -> None:
+        mine = (*w.waiting, *w.running, *w.held, *w.incoming, *w.moving, *w.landed)
+        for r in sorted((r for r in mine if r.deadline <= t), key=lambda r: r.index):
+            r.outcome = "timed_out"
+            if r in w.waiting:
+                w.waiting.remove(r)
+            elif r in w.running:
+                w.running.remove(r)
+                w.kv_used -= r.kv
+                r.kv = 0
+                self.leaving(w, r)
+            else:  # a handoff: it leaves both sides
+                src = self.pool["prefill"][r.pw]  # type: ignore[index]
+                dst = self.pool["decode"][r.dw]  # type: ignore[index]
+                if r in src.held:
+                    src.held.remove(r)
+                    src.kv_used -= r.held_kv
+                    self.leaving(src, r)
+                    if src is not w and src.waiting:
+                        self.wake(src, t)
+                if r in dst.incoming:
+                    dst.incoming.remove(r)
+                elif r in dst.moving or r in dst.landed:
+                    (dst.moving if r in dst.moving else dst.landed).remove(r)
+                    dst.kv_used -= r.prompt
+                if dst is not w and dst.incoming:
+                    self.wake(dst, t)
+
     def start_step(self, w: _Worker, t: float) -> None:
         p = self.p
+        if self.timeout_s is not None:
+            self.drop_expired(w, t)
         for r in w.landed:  # a: they join with one prompt position to run
             r.target, r.progress, r.kv = r.prompt, r.prompt - 1, r.prompt
             w.running.append(r)
         w.landed = []
         # b: preemption, the decoders' tokens, the budget, chunks in progress.
         decoding = [r for r in w.running if r.progress == r.target]
-        while p.kv_cache_tokens - w.kv_used < len(decoding):
+        while p.kv_cache_tokens - self.used(w) < len(decoding):
+            if self.evictable(w) > 0:  # unpinned cached blocks go before anything is preempted
+                self.evict(w, len(decoding) - (p.kv_cache_tokens - self.used(w)))
+                continue
             r = w.running.pop()
             w.kv_used -= r.kv
             r.kv, r.target, r.progress = 0, r.prompt + r.generated, 0
             w.waiting.appendleft(r)
             self.preemptions += 1
+            self.leaving(w, r)
             decoding = [r for r in w.running if r.progress == r.target]
         for r in decoding:
             r.kv += 1
@@ -231,10 +417,12 @@ class _Sim:
                 chunks.append((r, c))
                 budget -= c
         # c: reserve KV for handoffs and start their transfers.
-        while (
-            w.incoming and p.kv_cache_tokens - w.kv_used >= w.incoming[0].prompt
-            and len(w.running) + len(w.moving) < p.max_num_seqs
-        ):
+        while w.incoming and len(w.running) + len(w.moving) < p.max_num_seqs:
+            short = w.incoming[0].prompt - (p.kv_cache_tokens - self.used(w))
+            if short > 0:
+                if self.evictable(w) < short:
+                    break
+                self.evict(w, short)
             r = w.incoming.popleft()
             w.kv_used += r.prompt
             w.moving.append(r)
@@ -242,15 +430,22 @@ class _Sim:
             w.link_free = start + r.prompt * self.s_per_token
             self.push(w.link_free, _END, (w, r))
         # d: admission.
-        while (
-            w.waiting and budget > 0 and len(w.running) < p.max_num_seqs
-            and p.kv_cache_tokens - w.kv_used >= w.waiting[0].target
-        ):
+        while w.waiting and budget > 0 and len(w.running) < p.max_num_seqs:
+            head = w.waiting[0]
+            hit = self.lookup(w, head, head.target)
+            short = head.target - hit - (p.kv_cache_tokens - self.used(w))
+            if short > 0:
+                if self.evictable(w, self.group(w, head)) < short:
+                    break
+                self.evict(w, short, self.group(w, head))
             r = w.waiting.popleft()
-            r.kv = r.target
+            r.kv, r.progress = r.target - hit, hit
             w.kv_used += r.kv
             w.running.append(r)
-            c = min(r.target, budget)
+            if r.group >= 0 and not (w.decode and r.remote):  # (counted with or without a cache)
+                self.seen += r.prefix
+                self.hit += hit
+            c = min(r.kv, budget)
             chunks.append((r, c))
             budget -= c
         if not w.running:
@@ -273,12 +468,15 @@ class _Sim:
         for r, c in w.chunks:
             r.progress += c
             if r.progress == r.target:
+                self.insert(w, r)
                 if not w.decode:  # prefilled: hand it off, keeping its KV
                     r.prefill_token_s = t
                     w.running.remove(r)
                     w.held.append(r)
-                    d = self.pick("decode")
+                    r.held_kv = r.kv
+                    d = self.pick("decode", r)
                     r.dw = d.index
+                    r.remote = True
                     d.incoming.append(r)
                     self.wake(d, t)
                 else:
@@ -288,19 +486,23 @@ class _Sim:
             if r.first_token_s is None:
                 r.first_token_s = t
             if r.generated == r.output:
-                r.done_s, r.outcome = t, "ok"
+                r.done_s, r.outcome = t, "ok" if t <= r.deadline else "timed_out"
                 w.running.remove(r)
                 w.kv_used -= r.kv
                 r.kv = 0
+                self.leaving(w, r)
         w.chunks, w.decoding = [], []
         self.push(t, _START, w)
 
     def transfer_end(self, move: tuple[_Worker, _Req], t: float) -> None:
         d, r = move
+        if r not in d.moving:
+            return  # its client gave up: the handoff is gone
         self.transfers += 1
         src = self.pool["prefill"][r.pw]  # type: ignore[index]
         src.held.remove(r)
-        src.kv_used -= r.prompt
+        src.kv_used -= r.held_kv
+        self.leaving(src, r)
         if src.waiting:
             self.wake(src, t)
         d.moving.remove(r)
@@ -333,20 +535,33 @@ def simulate_disagg(
     threshold_tokens: int = 0,
     policy: str = "round_robin",
     duration_s: float,
+    cache: bool = False,
+    block_tokens: int = 16,
+    decider: str = "prompt",
+    max_prefill_queue: int = 0,
+    timeout_s: float | None = None,
+    weights: dict[str, float] | None = None,
 ) -> DisaggResult:
     """Run the model until ``duration_s`` (see the module docstring)."""
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+    if decider not in DECIDERS:
+        raise ValueError(f"decider {decider!r} is not one of {', '.join(DECIDERS)}")
     if prefill_workers < 1 or decode_workers < 1:
         raise ValueError("each pool needs a worker")
     for i, r in enumerate(requests):
         if i and r.arrival_s < requests[i - 1].arrival_s:
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
     sim = _Sim(requests, prefill_workers, decode_workers, params, policy, threshold_tokens,
-               transfer_s_per_token, duration_s)
+               transfer_s_per_token, duration_s, cache=cache, block_tokens=block_tokens,
+               decider=decider, max_prefill_queue=max_prefill_queue, timeout_s=timeout_s,
+               weights=weights)
     sim.run()
     return DisaggResult(
         records=tuple(_record(r) for r in sim.reqs),
         preemptions=sim.preemptions,
         transfers=sim.transfers,
+        seen=sim.seen,
+        hit=sim.hit,
+        skipped=sim.skipped,
     )

@@ -29,6 +29,8 @@ SHORT = {
     "prefix-heavy-chat": 60,
     "autoscaled-diurnal": 3600,
     "disagg-decode-undersized": 120,
+    "pd-prefix-aware": 150,
+    "pd-long-prompt-admission": 60,
 }
 
 

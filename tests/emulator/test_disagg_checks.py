@@ -125,12 +125,50 @@ def load_scenario_from(data: dict) -> Scenario:
     return Scenario.from_dict(data, max_requests=None)
 
 
-def test_a_prefix_cache_on_a_split_model_is_refused_with_its_fix() -> None:
+def test_a_prefix_cache_and_cache_aware_routing_are_accepted_on_a_split_model() -> None:
+    s = BASE.with_overrides(["worker.prefix_cache=true", 'dispatcher.policy="prefix_aware"',
+                             'models.chat.disaggregated.decider="uncached"',
+                             "models.chat.disaggregated.decider_max_prefill_queue=8"])
+    split = s.models["chat"].disaggregated
+    assert split is not None and (split.decider, split.decider_max_prefill_queue) == ("uncached", 8)
+    assert s.worker.prefix_cache and s.dispatcher.policy == "prefix_aware"
+    assert load_scenario(s.to_toml(), max_requests=None) == s
+
+
+# The decider's keys: (overrides, key path, text of the message, text of the fix).
+DECIDER_MISTAKES = [
+    (['models.chat.disaggregated.decider="cached"'], "models.chat.disaggregated.decider",
+     '"cached" is not a decider', '"uncached"'),
+    (['models.chat.disaggregated.decider="uncached"'], "models.chat.disaggregated.decider",
+     "has no prefix cache", "set prefix_cache = true"),
+    (['models.chat.disaggregated.decider="uncached"', "worker.prefix_cache=true",
+      "models.chat.disaggregated.decider_threshold_tokens=0"], "models.chat.disaggregated.decider",
+     "would change nothing", "give decider_threshold_tokens"),
+    (["models.chat.disaggregated.decider_max_prefill_queue=-2"],
+     "models.chat.disaggregated.decider_max_prefill_queue", "must be at least 0", None),
+]
+
+
+@pytest.mark.parametrize(("overrides", "path", "text", "fix"), DECIDER_MISTAKES)
+def test_the_deciders_keys_name_themselves_and_the_fix(
+    overrides: list[str], path: str, text: str, fix: str | None
+) -> None:
     with pytest.raises(ScenarioError) as err:
-        BASE.with_overrides(["worker.prefix_cache=true"])
-    assert err.value.path == "worker.prefix_cache", str(err.value)
-    assert "not modelled on a disaggregated model" in str(err.value)
-    assert err.value.fix is not None and "prefix_cache = false" in err.value.fix
+        BASE.with_overrides(overrides)
+    message = str(err.value)
+    assert "\n" not in message and err.value.path == path, message
+    assert text in message, message
+    if fix is not None:
+        assert err.value.fix is not None and fix in err.value.fix, message
+
+
+def test_a_decider_key_without_pools_names_the_missing_pool() -> None:
+    data = _data()
+    data["models"]["chat"]["disaggregated"] = {"decider_max_prefill_queue": 4}
+    with pytest.raises(ScenarioError) as err:
+        load_scenario_from(data)
+    assert err.value.path == "models.chat.disaggregated.decider_max_prefill_queue"
+    assert "prefill_workers is missing" in str(err.value)
 
 
 def test_an_autoscaler_on_a_split_model_is_refused_with_its_fix() -> None:

@@ -115,6 +115,8 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "prefix-heavy-chat",
         "autoscaled-diurnal",
         "disagg-decode-undersized",
+        "pd-prefix-aware",
+        "pd-long-prompt-admission",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from emulator.analysis.fleet.capacity import WorkerCapacity, continuous_worker, static_worker
+from emulator.analysis.fleet.capacity import (
+    WorkerCapacity,
+    continuous_worker,
+    direct_group_shares,
+    static_worker,
+    uncached_direct_share,
+)
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.steps import StepCost, step_cost
 from emulator.analysis.fleet.workload import Workload, workload_of
@@ -303,7 +309,13 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
     split = spec.disaggregated
     routed = routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
     direct = Fraction(load.prompt.share_at_most(split.decider_threshold_tokens)) if split else Fraction(0)
+    move_s = 0.0  # a mean prompt's KV transfer (the prefill worker holds its KV meanwhile)
+    if split is not None:
+        per_token = kv_bytes_per_token(spec)
+        assert per_token is not None
+        move_s = load.prompt.mean * per_token / (split.kv_transfer_gb_s * 1e9)
     pools = []
+    decode_shares = None  # the groups' shares of what the decode pool serves whole
     for role, pool in _roles(scenario, name):
         hosts = tuple(h for m, p, h in layout if m == name and (split is None or p == pool))
         if cost is None:
@@ -312,7 +324,16 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
             worker = continuous_worker(scenario, name, load, cost, role=role, pool_workers=len(hosts),
                                        prefix_routed=routed, direct_share=float(direct),
                                        tpot_goal=slo.tpot_s if role != "prefill" else None,
-                                       ttft_goal=slo.ttft_s if role != "decode" else None)
+                                       ttft_goal=slo.ttft_s if role != "decode" else None, transfer_s=move_s,
+                                       decode_shares=decode_shares)
+            if role == "prefill" and split is not None and split.decider == "uncached":
+                # Prompts whose tokens not cached on the prefill worker are few skip it.
+                direct = Fraction(uncached_direct_share(
+                    load, split.decider_threshold_tokens,
+                    None if worker.hit_rate is None else float(worker.hit_rate),
+                    scenario.worker_for(name).block_tokens))
+                decode_shares = direct_group_shares(scenario, name, load, cost, len(hosts), routed, move_s,
+                                                    split.decider_threshold_tokens)
         share = 1 - direct if role == "prefill" else Fraction(1)
         cap = None if share == 0 else len(hosts) * worker.qps / share
         pools.append(PoolAnalysis(name, role, pool, len(hosts), hosts, worker, share, cap))

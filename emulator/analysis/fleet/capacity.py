@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from emulator.analysis.fleet.prefix import che_hit_rate, distinct, partition
+from emulator.analysis.fleet.prefix import che_group_hits, che_hit_rate, distinct, partition
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 from emulator.scenario import Scenario
@@ -111,18 +111,24 @@ class _Point:
 
 def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, *, role: str = "whole",
                       pool_workers: int = 1, prefix_routed: bool = False, direct_share: float = 0.0,
-                      tpot_goal: float | None = None, ttft_goal: float | None = None) -> WorkerCapacity:
+                      tpot_goal: float | None = None, ttft_goal: float | None = None,
+                      transfer_s: float = 0.0, decode_shares: np.ndarray | None = None) -> WorkerCapacity:
     """A continuous worker of ``role`` (whole, prefill or decode) at its capacity."""
     w = scenario.worker_for(name)
     if role == "prefill":
-        return _prefill_worker(scenario, name, load, cost, pool_workers, prefix_routed)
+        return _prefill_worker(scenario, name, load, cost, pool_workers, prefix_routed, transfer_s)
     p, o = load.prompt, load.output
     out = o.mean
     context = load.kv_running
-    cache = _PrefixModel.of(scenario, name, load, pool_workers, prefix_routed) if role == "whole" else None
-    private = context - (cache.moved if cache else 0.0)
+    # A decode worker's cache serves the requests the decider sends it whole (those it
+    # prefills itself); a handed-off request brings its KV and shares no blocks.
+    cached_share = 1.0 if role == "whole" else direct_share
+    cache = (_PrefixModel.of(scenario, name, load, pool_workers, prefix_routed,
+                             decode_shares if role == "decode" else None)
+             if cached_share > 0 else None)
+    private = context - (cache.moved * cached_share if cache else 0.0)
     by_kv = int(w.kv_cache_tokens // private) if private > 0 else w.max_num_seqs
-    if cache is not None:
+    if cache is not None and role == "whole":
         by_kv = cache.most_running(w.kv_cache_tokens, private, w.max_num_seqs)
     budget = w.max_batched_tokens - 1
     limit = min(w.max_num_seqs, by_kv, budget)
@@ -133,7 +139,8 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
         saved = (hit or 0.0) * (cache.usable if cache else 0.0)
         if role == "decode":
             landed = cost.prompt_extra(n, context, 1.0, p.mean, p.mean, n / max(out - 1, 1))
-            whole = cost.prompt_extra(n, context, p.mean, p.mean, p.sq, n / max(out - 1, 1))
+            whole = cost.prompt_extra(n, context, p.mean - saved, p.mean, p.sq - saved * p.mean,
+                                      n / max(out - 1, 1))
             extra = (1 - direct_share) * landed + direct_share * whole
         else:
             new = p.mean - saved
@@ -205,18 +212,79 @@ def _ttft_missed(load: Workload, cost: StepCost, goal: float, usable: float, hit
 
 
 def _prefill_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
-                    prefix_routed: bool) -> WorkerCapacity:
-    """A prefill-pool worker: prompts only, in steps packed to the token budget."""
+                    prefix_routed: bool, transfer_s: float = 0.0) -> WorkerCapacity:
+    """A prefill-pool worker: prompts only, in steps packed to the token budget.
+
+    With a prefix cache, a prompt's cached prefix is not prefilled: the worker computes
+    its new tokens only (their attention reaching back over the prefix). What its
+    prompts in flight leave of its KV holds the cached prefixes: a step's prompts, and
+    by Little's law the prompts whose KV it holds while their transfer (of
+    ``transfer_s``) runs."""
     w = scenario.worker_for(name)
     p = load.prompt
-    per_token = cost.full_prefill_step(p.mean, p.sq / p.mean)
-    qps = 1.0 / (per_token * p.mean)
+    cache, per_token, qps, new, hit, _ = _prefill_cache(scenario, name, load, cost, pool_workers,
+                                                          prefix_routed, transfer_s)
     how = (f"steps packed with {w.max_batched_tokens} prompt tokens: {per_token * 1e6:.3g} us a token x "
-           f"{p.mean:.0f} tokens a prompt")
+           f"{new:.0f} tokens a prompt" + ("" if hit is None else
+                                           f" ({p.mean:.0f} less {p.mean - new:.0f} found cached, {hit:.0%} of "
+                                           "the cacheable prefix)"))
     by_kv = int(w.kv_cache_tokens // p.mean)
-    return WorkerCapacity(Fraction(qps), Fraction(qps), Fraction(w.max_batched_tokens / p.mean), by_kv, by_kv,
-                          "token_budget", _q(per_token * w.max_batched_tokens), None, _q(per_token * p.mean), None,
-                          how, _inputs(name, load, cost, False))
+    return WorkerCapacity(Fraction(qps), Fraction(qps), Fraction(w.max_batched_tokens / new), by_kv, by_kv,
+                          "token_budget", _q(per_token * w.max_batched_tokens), None, _q(per_token * new), _q(hit),
+                          how, _inputs(name, load, cost, cache is not None))
+
+
+def _prefill_cache(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
+                   prefix_routed: bool, transfer_s: float
+                   ) -> tuple[_PrefixModel | None, float, float, float, float | None, float]:
+    """A prefill worker's cache and prefill at capacity: the cache model, the time a
+    prefill token takes, requests a second, new tokens a prompt, the hit rate (None:
+    no cache) and the KV tokens left for cached prefixes."""
+    w = scenario.worker_for(name)
+    p = load.prompt
+    cache = _PrefixModel.of(scenario, name, load, pool_workers, prefix_routed)
+    per_token = cost.full_prefill_step(p.mean, p.sq / p.mean)
+    qps, new, hit, free = 1.0 / (per_token * p.mean), p.mean, None, float(w.kv_cache_tokens)
+    if cache is not None:
+        private = p.mean - cache.moved
+        for _ in range(3):  # the hit rate and the prompts held for transfers settle at once
+            held = w.max_batched_tokens / max(new, 1.0) + qps * transfer_s
+            free = w.kv_cache_tokens - held * private
+            hit = cache.hit(free)
+            saved = hit * cache.usable
+            new = max(1.0, p.mean - saved)
+            per_token = cost.full_prefill_step(new, max(0.0, p.sq - saved * p.mean) / new)
+            qps = 1.0 / (per_token * new)
+    return cache, per_token, qps, new, hit, free
+
+
+def direct_group_shares(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
+                        prefix_routed: bool, transfer_s: float, threshold: int) -> np.ndarray | None:
+    """Under ``decider = "uncached"``: each prefix group's share of the requests the
+    decider sends to the decode pool whole. A request goes there when its prompt is at
+    most the threshold, or when its group is found cached on the prefill worker (with
+    that group's own hit probability) and its prompt less the prefix is at most the
+    threshold, so the decode workers see the popular groups most (None: no cache)."""
+    cache, *_, free = _prefill_cache(scenario, name, load, cost, pool_workers, prefix_routed, transfer_s)
+    pre = load.prefix
+    if cache is None or pre is None:
+        return None
+    short = load.prompt.share_at_most(threshold)
+    usable = max(0.0, pre.mean_tokens - cache.block / 2)
+    cached = max(0.0, load.prompt.share_at_most(threshold + usable) - short)
+    return pre.shares * (short + cache.group_hits(free) * cached)
+
+
+def uncached_direct_share(load: Workload, threshold: int, hit: float | None, block: int) -> float:
+    """Under ``decider = "uncached"``: the share of requests served whole on the decode
+    pool, those whose prompt is at most ``threshold`` or whose prompt less its cached
+    prefix is (a request finding its prefix cached with the prefill pool's hit rate)."""
+    short = load.prompt.share_at_most(threshold)
+    pre = load.prefix
+    if hit is None or pre is None:
+        return short
+    usable = max(0.0, pre.mean_tokens - block / 2)
+    return short + hit * pre.prefixed * max(0.0, load.prompt.share_at_most(threshold + usable) - short)
 
 
 def _inputs(name: str, load: Workload, cost: StepCost, prefix: bool) -> tuple[str, ...]:
@@ -232,6 +300,7 @@ class _PrefixModel:
     """A worker's prefix cache as Che's approximation sees it."""
 
     rates: list[np.ndarray]  # per worker: its groups' shares of the model's requests
+    owned: list[np.ndarray]  # per worker: the indexes of its groups (in rates' order)
     seen: list[np.ndarray]  # per worker: the groups it sees, as shares of its own requests
     group_tokens: float  # a cached group's KV tokens
     usable: float  # prefix tokens a request could find cached (its prefix's whole blocks, cut by its prompt)
@@ -239,24 +308,39 @@ class _PrefixModel:
     block: int
 
     @classmethod
-    def of(cls, scenario: Scenario, name: str, load: Workload, workers: int, routed: bool) -> _PrefixModel | None:
+    def of(cls, scenario: Scenario, name: str, load: Workload, workers: int, routed: bool,
+           shares: np.ndarray | None = None) -> _PrefixModel | None:
+        """The cache of a worker among ``workers``; ``shares`` are the groups' shares of
+        the requests it caches for, when not the workload's (a decode worker's)."""
         w = scenario.worker_for(name)
         pre = load.prefix
         if not w.prefix_cache or pre is None or pre.groups == 0:
             return None
         block = w.block_tokens
-        tokens = float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares))
+        shares = pre.shares if shares is None else shares
+        if not np.sum(shares) > 0:
+            return None
+        tokens = float(np.sum(shares * pre.tokens) / np.sum(shares))
         group_tokens = math.floor(tokens / block) * block
         # Whole blocks of the prefix, leaving the prompt's last token to compute.
         usable = max(0.0, pre.prefixed * (pre.mean_tokens - block / 2))
         workers = max(1, workers)
         if routed:
-            owned = partition(pre.shares, workers)
-            rates = [pre.shares[o] for o in owned if o.size]
+            owned = [o for o in partition(shares, workers) if o.size]
         else:
-            rates = [pre.shares]
+            owned = [np.arange(shares.size)]
+        rates = [shares[o] for o in owned]
         seen = [r / r.sum() for r in rates]
-        return cls(rates, seen, float(group_tokens), usable, usable, block)
+        return cls(rates, owned, seen, float(group_tokens), usable, usable, block)
+
+    def group_hits(self, free_tokens: float) -> np.ndarray:
+        """Each group's probability of being found cached, with ``free_tokens`` of KV
+        for cached groups (at the worker that keeps it, when routed by prefix)."""
+        groups = max(0.0, free_tokens) / self.group_tokens if self.group_tokens else 0.0
+        out = np.zeros(sum(o.size for o in self.owned))
+        for r, o in zip(self.rates, self.owned, strict=True):
+            out[o] = che_group_hits(r, groups)
+        return out
 
     def hit(self, free_tokens: float) -> float:
         """The share of a request's usable prefix found cached, with ``free_tokens`` of

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["che_hit_rate", "distinct", "partition", "routes_by_prefix"]
+__all__ = ["che_group_hits", "che_hit_rate", "distinct", "partition", "routes_by_prefix"]
 
 
 def routes_by_prefix(policy: str, scorers: tuple[tuple[str, float], ...]) -> bool:
@@ -84,3 +84,36 @@ def distinct(shares: np.ndarray, draws: float) -> float:
         return 0.0
     s = shares / shares.sum()
     return float(np.sum(-np.expm1(draws * np.log1p(-np.minimum(s, 1 - 1e-15)))))
+
+
+def che_group_hits(rates: np.ndarray, capacity: float) -> np.ndarray:
+    """Each item's hit probability, 1 - exp(-r_i T), in an LRU cache of ``capacity``
+    items under independent requests of these rates (0 for an item of rate 0)."""
+    out = np.zeros(rates.size)
+    live = rates > 0
+    if not live.any() or capacity <= 0:
+        return out
+    if capacity >= int(live.sum()):
+        out[live] = 1.0
+        return out
+    r = rates[live] / float(rates[live].sum())
+
+    def filled(t: float) -> float:
+        return float(np.sum(-np.expm1(-r * t)))
+
+    lo, hi = 0.0, 1.0
+    while filled(hi) < capacity:
+        hi *= 2.0
+        if hi > 1e18:
+            out[live] = 1.0
+            return out
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if filled(mid) < capacity:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    out[live] = -np.expm1(-r * (lo + hi) / 2)
+    return out

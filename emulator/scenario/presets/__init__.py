@@ -45,6 +45,14 @@ PRESETS: dict[str, str] = {
     "disagg-decode-undersized": "a 70B chat model split into three prefill workers and one "
     "decode worker at 16 QPS: handoffs wait for KV room on the decode worker, the prefill "
     "workers hold their KV meanwhile and their queues grow; compare --set hosts[1].count=3",
+    "pd-prefix-aware": "an llm-d-like split fleet: prefix-aware picking in both pools, a decider "
+    "on the tokens not cached on the picked prefill worker, and a prefill worker that crashes "
+    "for a minute: the TTFT tail reaches tens of seconds; compare --set "
+    "models.chat.disaggregated.decider_max_prefill_queue=8",
+    "pd-long-prompt-admission": "a Mooncake-like split fleet on 8,000-token prompts with long "
+    "shared contexts: prefill workers cache them, yet the prefill pool is short, and "
+    "queue_limit = 8 refuses the excess so the served keep a TTFT near a second; compare "
+    "--set dispatcher.queue_limit=0",
 }
 
 

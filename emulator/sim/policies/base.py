@@ -108,6 +108,11 @@ class PushPolicy(DispatchPolicy):
     def pick(self, work: Any) -> int:
         """The worker (fleet index) that gets ``work``."""
 
+    def peek(self, work: Any) -> int:
+        """The worker ``pick(work)`` would choose now, without choosing it (a
+        disaggregated model's decider looks at that worker's prefix cache first)."""
+        raise NotImplementedError(f"{self.name} cannot tell its pick in advance")
+
     def offer(self, work: Any) -> bool:
         if not self.rotation:
             return False  # every worker was dead at the last health check

@@ -38,6 +38,9 @@ class LeastLoaded(PushPolicy):
         self.outstanding[local] += 1
         return self.dispatcher.workers[local]
 
+    def peek(self, work: Any) -> int:
+        return self.dispatcher.workers[int(np.argmin(self.outstanding))]
+
     def work_done(self, w: int) -> None:
         local = self.local_index[w]
         if np.isfinite(self.outstanding[local]) and self.outstanding[local] > 0:

@@ -26,6 +26,7 @@ class PrefixAware(PushPolicy):
 
     name = "prefix_aware"
     needs_prefix_caches = True
+    routes_in_pools = True
 
     def __init__(self, sim: Engine, dispatcher: Dispatcher) -> None:
         super().__init__(sim, dispatcher)
@@ -36,6 +37,9 @@ class PrefixAware(PushPolicy):
         st = self.dispatcher.store
         i = row - st.base
         return st.group.item(i), st.prefix.item(i), st.tokens.item(i)
+
+    def peek(self, work: Any) -> int:
+        return self.pick(work)  # the pick changes nothing
 
     def pick(self, work: Any) -> int:
         group, prefix, prompt = self.request(work)

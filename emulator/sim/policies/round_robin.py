@@ -30,5 +30,8 @@ class RoundRobin(PushPolicy):
         self.next = (self.next + 1) % len(rotation)
         return w
 
+    def peek(self, work: Any) -> int:
+        return self.rotation[self.next % len(self.rotation)]
+
     def rotation_changed(self, alive: list[int]) -> None:
         self.next = self.next % len(alive) if alive else 0

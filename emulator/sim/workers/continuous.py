@@ -476,11 +476,11 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             for s, c in wk.chunks:
                 s.progress += c
                 if s.progress == s.target:
+                    if wk.cache is not None:
+                        kv.insert_prefix(wk, s)
                     if wk.hands_off:
                         self.handoffs.hand_off(wk, s, t)  # type: ignore[union-attr]
                         continue
-                    if wk.cache is not None:
-                        kv.insert_prefix(wk, s)
                     s.generated += 1
                     produced += 1
                     if s.first_token_s < 0:

@@ -4,16 +4,25 @@ decode pool (``[models.NAME.disaggregated]``), on top of the ``continuous`` work
 A request's path, as llm-d's scheduler and vLLM's KV connectors run it:
 
 1. The router's decider: a prompt of at most ``decider_threshold_tokens`` tokens skips
-   the prefill pool and is routed to a decode worker, which serves it whole. Any other
-   is routed to a prefill worker (by the dispatch policy, within the pool).
-2. The prefill worker prefills it as a continuous worker does. At the end of the step
-   that completes the prompt it has the request's first token (the *prefill TTFT*);
-   the request leaves its running set, but the worker keeps the prompt's KV, which
-   still counts against its cache.
+   the prefill pool and is routed to a decode worker, which serves it whole. Under
+   ``decider = "uncached"`` the threshold is held against the prompt's tokens not
+   cached on the prefill worker the policy would pick (as llm-d decides on non-cached
+   tokens); with ``decider_max_prefill_queue`` a request is sent to prefill only while
+   fewer requests than that wait in the prefill pool's queues (as Dynamo's conditional
+   disaggregation does). Any other is routed to a prefill worker (by the dispatch
+   policy, within the pool: with ``prefix_aware`` the one caching most of its prefix).
+2. The prefill worker prefills it as a continuous worker does, its prefix cache
+   included (``worker.prefix_cache``: a cached prefix is not prefilled again). At the
+   end of the step that completes the prompt it has the request's first token (the
+   *prefill TTFT*) and its prefix's new whole blocks go to the worker's cache; the
+   request leaves its running set, but the worker keeps the rest of the prompt's KV,
+   which still counts against its cache, and its group's cached blocks stay pinned
+   until the transfer has read them.
 3. The request is handed to a decode worker (the dispatch policy, within the decode
    pool). The decode worker takes handoffs in arrival order at its step starts (and
    at once when asleep): it reserves KV for the whole prompt only when its free KV
-   holds it (and its running requests plus reserved transfers are below
+   holds it, after evicting unpinned cached prefix blocks if they make enough room
+   (and its running requests plus reserved transfers are below
    ``max_num_seqs``); a head that does not fit blocks those behind it, and the
    prefill worker holds the KV all that time, so an undersized decode pool backs up
    into the prefill pool's caches and from there into its waiting queues.
@@ -52,10 +61,12 @@ from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
 from emulator.sim.results import DEAD
+from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.entities import HELD, LANDED, MOVING, QUEUED, STRETCH, Seq, Worker
 
 if TYPE_CHECKING:
+    from emulator.scenario.specs import DisaggSpec
     from emulator.sim.engine import Engine
     from emulator.sim.intake import Intake as Dispatcher
 
@@ -98,33 +109,63 @@ class PoolRouting(DispatchPolicy):
 
     def __init__(
         self, sim: Engine, dispatcher: Dispatcher, inner: type[DispatchPolicy],
-        prefill: list[int], decode: list[int], threshold: int,
+        prefill: list[int], decode: list[int], split: DisaggSpec,
     ) -> None:
         super().__init__(sim, dispatcher)
         self.prefill = inner(sim, _PoolView(dispatcher, prefill))  # type: ignore[arg-type]
         self.decode = inner(sim, _PoolView(dispatcher, decode))  # type: ignore[arg-type]
         self.of = {**{w: self.prefill for w in prefill}, **{w: self.decode for w in decode}}
-        self.threshold = threshold
+        self.prefill_workers = prefill
+        self.threshold = split.decider_threshold_tokens
+        self.uncached = split.decider == "uncached"
+        self.max_queue = split.decider_max_prefill_queue
         self.skipped = 0  # requests the decider sent straight to the decode pool
+        self.skipped_cached = 0  # ... of which, their prompt above the threshold but cached
+        self.skipped_queue = 0  # ... of which, with the prefill queue at its bound
+
+    def _to_prefill(self, row: int) -> int:
+        """The decider: 0 to serve ``row`` whole on the decode pool (1: the prompt is at
+        most the threshold; 2: its tokens not cached on the prefill worker the policy
+        would pick are; 3: the prefill queue is at its bound), -1 to prefill it."""
+        st = self.dispatcher.store
+        i = row - st.base
+        prompt = st.tokens.item(i)
+        if prompt <= self.threshold:
+            return 1
+        if self.max_queue and self.workers.waiting_in(self.prefill_workers) >= self.max_queue:
+            return 3
+        if self.uncached:
+            policy = self.prefill
+            assert isinstance(policy, PushPolicy), "validation allows pushing policies only"
+            if policy.rotation:
+                wk = self.workers.workers[policy.peek(row)]  # type: ignore[attr-defined]
+                hit = kv.cached_prefix(wk, st.group.item(i), st.prefix.item(i), prompt)
+                if prompt - hit <= self.threshold:
+                    return 2
+        return -1
 
     def pool_for(self, row: int) -> list[int]:
-        st = self.dispatcher.store
-        if st.tokens.item(row - st.base) <= self.threshold:
+        if self._to_prefill(row) >= 0:
             return self.decode.dispatcher.workers
         return self.prefill.dispatcher.workers
 
     def offer(self, work: Any) -> bool:
-        st = self.dispatcher.store
-        if st.tokens.item(work - st.base) <= self.threshold:
-            self.skipped += 1
-            return self.decode.offer(work)
-        return self.prefill.offer(work)
+        why = self._to_prefill(work)
+        if why < 0:
+            return self.prefill.offer(work)
+        self.skipped += 1
+        if why == 2:
+            self.skipped_cached += 1
+        elif why == 3:
+            self.skipped_queue += 1
+        return self.decode.offer(work)
 
-    def pick_decode(self) -> int | None:
-        """The decode worker a handoff goes to (None: none believed alive)."""
+    def pick_decode(self, row: int) -> int | None:
+        """The decode worker request ``row``'s handoff goes to (None: none believed
+        alive)."""
         policy = self.decode
         assert isinstance(policy, PushPolicy), "validation allows pushing policies only"
-        return policy.pick(None) if policy.rotation else None
+        return policy.pick(row) if policy.rotation else None
 
     def work_done(self, w: int) -> None:
         self.of[w].work_done(w)
@@ -215,7 +256,7 @@ class KvHandoffs:
         pools.prefill_ttft.append(t - arrival)
         routing = d.policy
         assert isinstance(routing, PoolRouting)
-        w = routing.pick_decode()
+        w = routing.pick_decode(s.row)
         if w is None or self.fleet.state[w] == DEAD:
             # Nowhere to go: the request is lost and the prefill worker frees its KV.
             pools.handoffs_lost += 1
@@ -241,8 +282,11 @@ class KvHandoffs:
         while incoming:
             ds = incoming[0]
             reserved = self.reserved.get(wk.index, 0)
-            if total - wk.kv_used() < ds.prompt or len(wk.running) + reserved >= limit:
+            if len(wk.running) + reserved >= limit:
                 break
+            short = ds.prompt - (total - wk.kv_used())
+            if short > 0 and not (wk.cached and kv.evict_cached(wk, short)):
+                break  # (unpinned cached prefix blocks make room if they are enough)
             incoming.popleft()
             ds.kv = ds.prompt
             wk.kv_prefill += ds.prompt
@@ -271,8 +315,7 @@ class KvHandoffs:
 
     def _release(self, wk: Worker, s: Seq, t: float) -> None:
         """The prefill worker ``wk`` frees the KV it held for ``s``; ``s`` left it."""
-        wk.kv_prefill -= s.kv
-        s.kv = 0
+        kv.free_held(wk, s)
         s.at = 0
         wk.router.policy.work_done(wk.index)
         if wk.waiting:
@@ -302,8 +345,7 @@ class KvHandoffs:
         self.moves.pop(mv.ds, None)
         src, dst, ps, ds = mv.src, mv.dst, mv.ps, mv.ds
         if ps.at == HELD:
-            src.kv_prefill -= ps.kv
-            ps.kv = 0
+            kv.free_held(src, ps)
             ps.at = 0
             if src is not keep:
                 src.router.policy.work_done(src.index)
@@ -411,9 +453,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
             return inner(self.sim, d)
         split = self.sim.scenario.models[d.name].disaggregated
         assert split is not None
-        return PoolRouting(
-            self.sim, d, inner, pools.prefill, pools.decode, split.decider_threshold_tokens
-        )
+        return PoolRouting(self.sim, d, inner, pools.prefill, pools.decode, split)
 
     # -- figures ---------------------------------------------------------------------
     def frame_figures(self, model: int) -> dict[str, Any]:
@@ -492,4 +532,6 @@ class DisaggregatedWorkers(ContinuousWorkers):
             "stranded": pools.stranded,
             "handoffs_lost": pools.handoffs_lost,
             "skipped_prefill": routing.skipped,
+            "skipped_prefill_cached": routing.skipped_cached,
+            "skipped_prefill_queue": routing.skipped_queue,
         }

@@ -81,6 +81,16 @@ def free(wk: Worker, s: Seq) -> None:
     s.kv = 0
 
 
+def free_held(wk: Worker, s: Seq) -> None:
+    """Free the KV a prefill worker held for ``s``'s transfer (``s`` left its running
+    set when its prefill ended); its group's blocks, which the transfer read, are
+    released with it."""
+    if wk.cache is not None and s.group >= 0:
+        wk.cache.unpin(s.group)
+    wk.kv_prefill -= s.kv
+    s.kv = 0
+
+
 def insert_prefix(wk: Worker, s: Seq) -> None:
     """``s`` finished its prefill: its prefix's new whole blocks move to the cache."""
     if wk.cache is not None and s.group >= 0:

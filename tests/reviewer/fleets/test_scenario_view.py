@@ -216,7 +216,18 @@ def test_the_disaggregated_preset_draws_its_named_pools_and_link() -> None:
     assert "worker" not in hops and "dispatcher" not in hops
     assert hops["prefill_pool"] == ['chat: 3 workers (pool "prefill")']
     assert hops["decode_pool"] == ['chat: 1 worker (pool "decode")']
-    assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: < 256-token prompts on decode"]
+    assert hops["kv_transfer"] == ["chat: 50 GB/s a decode worker", "chat: prompts of at most 256 tokens on decode"]
+
+
+def test_the_llm_d_like_preset_says_its_decider_counts_uncached_tokens() -> None:
+    data = _preset("pd-prefix-aware")
+    data["models"]["chat"]["disaggregated"]["decider_max_prefill_queue"] = 8
+    hops = {h["key"]: h["facts"] for h in trace_path(data)}
+    assert hops["kv_transfer"] == [
+        "chat: 50 GB/s a decode worker",
+        "chat: at most 768 tokens not cached on the picked prefill worker: on decode",
+        "chat: on decode while 8 wait for prefill",
+    ]
 
 
 def test_the_gateway_is_drawn_only_when_the_config_has_one() -> None:
