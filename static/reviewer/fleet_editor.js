@@ -240,11 +240,12 @@ function refreshPlaceholders() {
   }
 }
 
-/** Whether the check's form has other fields than the one drawn (a table came or went). */
+/** Whether the check's form has other fields or tables than the one drawn (a table came or went). */
 function sameFields(form) {
-  const paths = (groups) => groups.flatMap((g) => (g.fields || []).concat(...(g.items || []).map((i) => i.fields)))
-    .map((f) => f.path).join("|");
-  return state.form && paths(form) === paths(state.form);
+  const shape = (groups) => groups.map((g) => [g.key, g.remove || "",
+    ...(g.fields || []).concat(...(g.items || []).map((i) => i.fields)).map((f) => f.path),
+    ...(g.items || []).map((i) => i.remove || "")].join("|")).join("||");
+  return state.form && shape(form) === shape(state.form);
 }
 
 // --- errors ---------------------------------------------------------------------
