@@ -119,7 +119,7 @@ function stateControls(f, { onAction, mine }) {
   const S = config.findingState;
   const byState = !f.draft && config.canResolve;
   if (!byState && !mine) return null;
-  const DROPPED = "dropped";
+  const DROPPED = config.droppedStatus;
   const RESOLVED = config.resolvedStatus;
   const OPEN = config.openStatus;
   const resolvedState = f.state === S.FIXED || f.state === S.WONT_FIX;
