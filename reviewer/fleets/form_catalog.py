@@ -186,6 +186,15 @@ class _Builder:
         return out
 
 
+def _from_catalog(fields: list[dict[str, Any]], source: Any) -> None:
+    """Fill the value used of keys left out from the catalog entry they fall back to
+    (a GPU's memory, a model's layers), as numbers a reader reads."""
+    for f in fields:
+        value = getattr(source, f["name"], None)
+        if f["used"] is None and value is not None and not isinstance(value, str):
+            f["used"] = float(value) if not isinstance(value, int) else value
+
+
 def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str, Any]]:
     """The form for a scenario as written (``data``, the TOML read as a dict), with
     the values the emulator uses from ``spec`` (its ``Scenario``, None when it does
@@ -251,6 +260,13 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
                    "fields": b.fields("hardware", sp.HardwareSpec, hardware,
                                       spec.hardware if spec is not None else None,
                                       skip=("gpu_memory_utilization",))})  # an efficiency: shown there
+    # A validated scenario names a catalog GPU and model, or gives every number.
+    if spec is not None and spec.hardware is not None:
+        _from_catalog(next(g for g in groups if g["key"] == "hardware")["fields"], spec.hardware.accelerator())
+    for item in next(g for g in groups if g["key"] == "arch")["items"]:
+        spec_m = spec_models.get(item["model"])
+        if spec_m is not None and spec_m.arch is not None:
+            _from_catalog(item["fields"], spec_m.arch.shape())
     groups.append({"key": "slo", "title": "Service-level objectives", "remove": "slo" if "slo" in data else None,
                    "fields": b.fields("slo", sp.SloSpec, table("slo"), spec.slo if spec is not None else None)})
     placed = {n for _, _, names in _WORKER_GROUPS for n in names}

@@ -81,3 +81,15 @@ def test_a_scenario_that_does_not_validate_still_has_its_form() -> None:
     data["traffic"]["qps"] = -5
     fields = _fields(form_groups(data))
     assert fields["traffic.qps"]["value"] == -5
+
+
+def test_a_catalog_gpu_or_model_gives_the_numbers_left_out() -> None:
+    from emulator.scenario.hardware import GPUS, MODEL_SHAPES
+
+    data, groups = _form("roofline-70b-h100.toml")
+    fields = _fields(groups)
+    gpu = GPUS[data["hardware"]["gpu"]]
+    assert fields["hardware.hbm_tb_s"]["used"] == float(gpu.hbm_tb_s)
+    model = next(iter(data["models"]))
+    shape = MODEL_SHAPES[data["models"][model]["arch"]["model"]]
+    assert fields[f"models.{model}.arch.layers"]["used"] == shape.layers
