@@ -20,8 +20,20 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db.models import Case, Exists, IntegerField, Model, OuterRef, Q, QuerySet, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Case,
+    Exists,
+    F,
+    IntegerField,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Greatest
 
 from reviewer.models.review import (
     SEVERITY_ORDER,
@@ -215,37 +227,45 @@ def pending_revision_number(doc_id: int) -> int | None:
 def session_turn(session: ReviewSession) -> dict[str, Any]:
     """Whose turn it is in ``session``.
 
-    Reviewers (the owner included) who hold unpublished drafts owe a review;
-    the authors owe an answer while a published ``fix_now`` finding is open or
-    reopened with no reply from any of them since it was published (or
-    reopened).
+    Reviewers (the owner included) who hold unpublished drafts owe a review.
+    The authors are named only while a published ``fix_now`` finding waits on
+    them: it is open or reopened, not dropped nor merged into another, and no
+    author has replied since it was published, since it was last reopened, or
+    since a reviewer's latest published reply to it (a question back to them).
+    An author owes no review, so an author's own drafts do not name them.
     """
     from reviewer.models.collaboration import FindingState
 
+    author_ids = list(session.authors.values_list("pk", flat=True))
     drafting = set(
-        Finding.objects.filter(session=session, published_at__isnull=True).values_list("author__username", flat=True)
+        Finding.objects.filter(session=session, published_at__isnull=True)
+        .exclude(author_id__in=author_ids).values_list("author__username", flat=True)
     )
     drafting.update(
-        FindingReply.objects.filter(finding__session=session, published_at__isnull=True).values_list(
-            "author__username", flat=True
-        )
+        FindingReply.objects.filter(finding__session=session, published_at__isnull=True)
+        .exclude(author_id__in=author_ids).values_list("author__username", flat=True)
     )
     reviewers = sorted(drafting)
-    author_ids = list(session.authors.values_list("pk", flat=True))
     unanswered = 0
     if author_ids:
+        # The latest published word from someone other than the authors.
+        asked_again = (FindingReply.objects.filter(finding=OuterRef("pk"), published_at__isnull=False)
+                       .exclude(author_id__in=author_ids).order_by("-published_at").values("published_at")[:1])
         waiting = Finding.objects.filter(
             session=session,
             published_at__isnull=False,
+            merged_into__isnull=True,
             severity="fix_now",
             state__in=[FindingState.OPEN, FindingState.REOPENED],
-        ).exclude(status=FindingStatus.DROPPED)
-        # An answer counts when it came after the finding was published, or
-        # after it was last reopened.
+        ).exclude(status=FindingStatus.DROPPED).annotate(
+            asked_at=Greatest(Coalesce(F("state_changed_at"), F("published_at")),
+                              Coalesce(Subquery(asked_again), F("published_at"))))
+        # An answer counts when it came after the finding was published, after it
+        # was last reopened, and after the reviewers last wrote in its thread.
         answer = FindingReply.objects.filter(
             finding=OuterRef("pk"),
             author_id__in=author_ids,
-            published_at__gte=Coalesce(OuterRef("state_changed_at"), OuterRef("published_at")),
+            published_at__gte=OuterRef("asked_at"),
         )
         unanswered = waiting.exclude(Exists(answer)).count()
     authors = sorted(session.authors.values_list("username", flat=True)) if unanswered else []

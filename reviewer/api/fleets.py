@@ -85,7 +85,7 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
         given = FleetCheckSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
-        return Response(scenario_check(toml=data.get("toml"), scenario=data.get("scenario")))
+        return Response(scenario_check(toml=data.get("toml"), scenario=data.get("scenario"), edits=data.get("edits")))
 
     @extend_schema(request=FleetAcceptFigureSerializer, responses={200: FleetConfigSerializer})
     @action(detail=True, methods=["post"], url_path="accept-figure", serializer_class=FleetAcceptFigureSerializer)

@@ -155,7 +155,8 @@ class FleetConfigSerializer(serializers.ModelSerializer):
     provenance = _ProvenanceField(
         required=False,
         help_text='Where each figure comes from, by key path: {"traffic.qps": {"source": "doc", "quote": '
-                  '"..."}, "worker.mbu": {"source": "assumed"}}; unlisted figures are unmarked. Left out '
+                  '"..."}, "worker.decode_seq_s": {"source": "measured", "note": "..."}, "worker.mbu": '
+                  '{"source": "assumed"}}; unlisted figures are unmarked. Left out '
                   "on a save, the marks of the keys the new scenario still has are kept.",
     )
 
@@ -253,6 +254,12 @@ class FleetCheckSerializer(serializers.Serializer):
 
     toml = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
     scenario = serializers.JSONField(required=False, help_text="The scenario as JSON; used when no toml is given.")
+    edits = serializers.JSONField(
+        required=False,
+        help_text='Changes to apply to toml first, keeping its comments: a list of {"op": "set", "path": '
+                  '"traffic.qps", "value": 40}, {"op": "unset", "path": ...}, {"op": "add", "path": "hosts", '
+                  '"values": {...}}, {"op": "remove", "path": "hosts[1]"} or {"op": "rename", "path": '
+                  '"models.chat", "to": "assistant"}.')
 
 
 class FleetAcceptFigureSerializer(serializers.Serializer):
@@ -275,3 +282,6 @@ class FleetCheckResultSerializer(serializers.Serializer):
     toml = serializers.CharField(allow_null=True)
     scenario = serializers.JSONField(allow_null=True)
     error = FleetCheckErrorSerializer(allow_null=True)
+    form = serializers.JSONField(allow_null=True, required=False,
+                                 help_text="The editor's form of the scenario as written: its key groups, each key "
+                                           "with its label, unit, value, the value used when left out, and choices.")

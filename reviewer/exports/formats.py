@@ -16,7 +16,7 @@ from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
 
 from reviewer.fleets.analysis_record import latest_record
-from reviewer.fleets.provenance import ASSUMED, FROM_DOC, split
+from reviewer.fleets.provenance import ASSUMED, FROM_DOC, MEASURED, split
 from reviewer.models.collaboration import FindingState
 from reviewer.models.review import (
     Finding,
@@ -481,6 +481,8 @@ def export_markdown(session: ReviewSession) -> str:
             f"Computed from the fleet config {session.fleet_config.name}"
             + (f" (version {version.number})" if version else "")
             + (", from figures the doc states and figures the reviewer assumed:" if marks[ASSUMED]
+               else ", from figures the doc states and figures measured:" if marks[FROM_DOC] and marks[MEASURED]
+               else ", from figures measured:" if marks[MEASURED]
                else ":" if not marks[FROM_DOC] else ", from figures the doc states:"),
             "",
         ]
@@ -489,6 +491,9 @@ def export_markdown(session: ReviewSession) -> str:
         if marks[FROM_DOC]:
             lines += ["From the doc:", ""]
             lines += [f"- `{m['path']}` = {_shown(m['value'])}: \"{m['quote']}\"" for m in marks[FROM_DOC]] + [""]
+        if marks[MEASURED]:
+            lines += ["Measured:", ""]
+            lines += [f"- `{m['path']}` = {_shown(m['value'])}: {m['note']}" for m in marks[MEASURED]] + [""]
         if marks[ASSUMED]:
             lines += ["Assumed by the reviewer (not stated in the doc):", ""]
             lines += [f"- `{m['path']}` = {_shown(m['value'])}" for m in marks[ASSUMED]] + [""]

@@ -20,6 +20,7 @@ from reviewer.fleets.provenance import (
     ASSUMED,
     DEFAULT,
     FROM_DOC,
+    MEASURED,
     UNMARKED,
     assumed_note,
     input_sources,
@@ -34,15 +35,17 @@ def sources_of(inputs: list[str], sources: dict[str, str]) -> dict[str, list[str
     groups: dict[str, list[str]] = {}
     for path in inputs:
         groups.setdefault(sources[path], []).append(path)
-    return {k: groups[k] for k in (FROM_DOC, ASSUMED, DEFAULT, UNMARKED) if k in groups}
+    return {k: groups[k] for k in (FROM_DOC, MEASURED, ASSUMED, DEFAULT, UNMARKED) if k in groups}
 
 
 def _source_word(groups: dict[str, list[str]]) -> str:
-    """One word for a figure: from the doc, assumed, or not marked."""
+    """One word for a figure: from the doc, measured, assumed, or not marked."""
     if ASSUMED in groups or DEFAULT in groups:
         return "assumed"
     if UNMARKED in groups:
         return "unmarked"
+    if MEASURED in groups:
+        return "measured"
     return "doc" if FROM_DOC in groups else "unmarked"
 
 

@@ -1,9 +1,11 @@
 """Where each input figure of a fleet config comes from: the design doc (with the
-sentence it was read from) or the reviewer's own assumption.
+sentence it was read from), a measurement (with what measured it), or the
+reviewer's own assumption.
 
 Stored per key path on each fleet config version (``FleetConfigVersion.provenance``):
 ``{"traffic.qps": {"source": "doc", "quote": "..."}, "worker.mbu": {"source":
-"assumed"}}``. A figure not listed is unmarked. Numbers computed from a config say
+"assumed"}, "worker.decode_seq_s": {"source": "measured", "note": "calibration
+fit, llama2-70b on 4 x H100"}}``. A figure not listed is unmarked. Numbers computed from a config say
 which of their inputs are assumed, and so do the exports.
 """
 
@@ -13,16 +15,17 @@ from typing import Any
 
 FROM_DOC = "doc"
 ASSUMED = "assumed"
-SOURCES = (FROM_DOC, ASSUMED)
+MEASURED = "measured"
+SOURCES = (FROM_DOC, MEASURED, ASSUMED)
 #: An input nobody marked: the config sets it, or leaves it at the emulator's default
 #: (an assumption too, made by the emulator rather than the reviewer).
 UNMARKED = "unmarked"
 DEFAULT = "default"
-SOURCE_LABELS = {FROM_DOC: "from the doc", ASSUMED: "assumed by the reviewer", UNMARKED: "not marked",
+SOURCE_LABELS = {FROM_DOC: "from the doc", MEASURED: "measured", ASSUMED: "assumed by the reviewer", UNMARKED: "not marked",
                  DEFAULT: "the emulator's default (assumed)"}
 QUOTE_MAX = 1000
 
-__all__ = ["ASSUMED", "DEFAULT", "FROM_DOC", "SOURCES", "SOURCE_LABELS", "UNMARKED", "ProvenanceError", "assumed_note",
+__all__ = ["ASSUMED", "DEFAULT", "FROM_DOC", "MEASURED", "SOURCES", "SOURCE_LABELS", "UNMARKED", "ProvenanceError", "assumed_note",
            "clean_provenance", "input_figures", "input_sources", "markable_keys", "split"]
 
 
@@ -70,9 +73,19 @@ def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None,
             raise ProvenanceError(where, f"{where}: the scenario has no key {path}; mark a key the emulator reads "
                                          "(hardware, models, slo, worker, dispatcher, traffic, hosts, autoscaler)")
         if not isinstance(mark, dict) or mark.get("source") not in SOURCES:
-            raise ProvenanceError(where, f'{where}: give {{"source": "doc"}} with a quote, or {{"source": "assumed"}}')
+            raise ProvenanceError(where, f'{where}: give {{"source": "doc"}} with a quote, {{"source": "measured"}} '
+                                         'with a note, or {"source": "assumed"}')
         if mark["source"] == ASSUMED:
             cleaned[path] = {"source": ASSUMED}
+            continue
+        if mark["source"] == MEASURED:
+            note = " ".join(str(mark.get("note") or "").split())
+            if not note:
+                raise ProvenanceError(where, f"{where}: a measured figure needs what measured it (a calibration "
+                                             "fit, a benchmark run); write it in the note beside the figure")
+            if len(note) > QUOTE_MAX:
+                raise ProvenanceError(where, f"{where}: the note is over {QUOTE_MAX} characters; name the measurement only")
+            cleaned[path] = {"source": MEASURED, "note": note}
             continue
         quote = " ".join(str(mark.get("quote") or "").split())
         if not quote:
@@ -88,7 +101,7 @@ def clean_provenance(data: Any, scenario: dict[str, Any], doc_text: str | None,
 def split(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The marked figures grouped by source, each with its key path, value and quote."""
     figures = input_figures(scenario)
-    groups: dict[str, list[dict[str, Any]]] = {FROM_DOC: [], ASSUMED: []}
+    groups: dict[str, list[dict[str, Any]]] = {FROM_DOC: [], MEASURED: [], ASSUMED: []}
     spec: Any = None
     for path, mark in sorted(provenance.items()):
         value = figures.get(path, _subtree(scenario, path))
@@ -100,6 +113,8 @@ def split(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> di
         entry = {"path": path, "value": value}
         if mark.get("quote"):
             entry["quote"] = mark["quote"]
+        if mark.get("note"):
+            entry["note"] = mark["note"]
         groups[mark["source"]].append(entry)
     return groups
 
@@ -179,8 +194,9 @@ def markable_keys(scenario: dict[str, Any]) -> list[str]:
 
 def input_sources(provenance: dict[str, dict[str, str]], scenario: dict[str, Any], paths: Any,
                   written: dict[str, Any] | None = None) -> dict[str, str]:
-    """Where each input key path comes from: ``doc`` or ``assumed`` as marked (a mark on
-    the key, on a table above it, or on keys below it: assumed if any is), ``unmarked``
+    """Where each input key path comes from: ``doc``, ``measured`` or ``assumed`` as
+    marked (a mark on the key, on a table above it, or on keys below it: assumed if
+    any is, else measured if any is), ``unmarked``
     when the config sets it unmarked, ``default`` when the emulator's default stands."""
     present = {**input_figures(written or {}), **input_figures(scenario)}
     out: dict[str, str] = {}
@@ -188,7 +204,7 @@ def input_sources(provenance: dict[str, dict[str, str]], scenario: dict[str, Any
         marks = [m["source"] for p, m in provenance.items()
                  if p == path or path.startswith((f"{p}.", f"{p}[")) or p.startswith((f"{path}.", f"{path}["))]
         if marks:
-            out[path] = ASSUMED if ASSUMED in marks else FROM_DOC
+            out[path] = ASSUMED if ASSUMED in marks else MEASURED if MEASURED in marks else FROM_DOC
         elif path in present or any(p.startswith((f"{path}.", f"{path}[")) for p in present):
             out[path] = UNMARKED
         else:

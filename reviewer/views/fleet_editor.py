@@ -1,4 +1,4 @@
-"""The fleet config editor page: a form for the common keys beside the raw TOML, both
+"""The fleet config editor page: a form of every key the emulator reads beside the raw TOML, both
 checked as you type (``POST /api/fleets/check/``) and saved as a new version through
 the API. The Django admin stays for staff."""
 
@@ -19,22 +19,6 @@ from reviewer.views.pages import int_or_none
 
 #: What a new fleet config starts from: a continuous-batching fleet that runs as it is.
 STARTER_PRESET = "continuous-comfortable.toml"
-
-
-def editor_choices() -> dict[str, Any]:
-    """The values the form's selects offer, from the emulator's own lists."""
-    from emulator.scenario.checks import _policy_names
-    from emulator.scenario.specs import BATCHING, SHAPES, STANDBYS
-    from emulator.scenario.traces import NAMED_TRACES
-
-    return {
-        "policies": list(_policy_names()),
-        "shapes": list(SHAPES),
-        "standbys": list(STANDBYS),
-        "batching": list(BATCHING),
-        "traces": list(NAMED_TRACES),
-        "faultActions": ["kill", "restore"],
-    }
 
 
 def _seen_doc_id(fleet: FleetConfig, user: Any) -> int | None:
@@ -86,9 +70,9 @@ def _editor_page(request: HttpRequest, fleet: FleetConfig | None) -> HttpRespons
         "docs": docs,
         "session": {"id": session.pk, "title": str(session), "fleetId": session.fleet_config_id,
                     "canManage": permissions.can_manage_session(user, session)} if session else None,
-        "choices": editor_choices(),
         "urls": {"check": "/api/fleets/check/", "fleets": "/api/fleets/", "fleet": "/api/fleets/{id}/",
-                 "edit": "/fleets/{id}/edit", "session": "/sessions/{id}/", "sessionApi": "/api/sessions/{id}/"},
+                 "edit": "/fleets/{id}/edit", "session": "/sessions/{id}/", "sessionApi": "/api/sessions/{id}/",
+                 "doc": "/api/docs/{id}/", "docPage": "/docs/{id}/"},
     }
     title = f"Edit {fleet.name}" if fleet is not None else "New fleet config"
     return render(request, "reviewer/fleet_editor.html",

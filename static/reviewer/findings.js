@@ -109,43 +109,80 @@ function thread(f, onError, onReplied) {
   return el("div", { class: "thread" }, list, text, send);
 }
 
-/** A thread's state, as on a code review: the session's reviewers and the doc's
- * authors resolve it (fixed, won't fix) and reopen it; authors also name the
- * revision that fixes it. */
-function stateControls(f, { onAction }) {
+/** Where a thread stands, in one control (a select, its detail and "Apply"), as on
+ * a code review: the session's reviewers and the doc's authors resolve a published
+ * finding (fixed, with the revision that fixes it, or won't fix, with why) and
+ * reopen it; the one who filed it may also withdraw it (dropped). On a draft, or
+ * for a reader who cannot resolve, its author alone sets its status. Enter in the
+ * detail box applies, as the button does. */
+function stateControls(f, { onAction, mine }) {
   const S = config.findingState;
-  if (f.draft || !config.canResolve) return null;
-  const url = config.urls.findingState.replace("{id}", f.id);
-  async function send(body) {
+  const byState = !f.draft && config.canResolve;
+  if (!byState && !mine) return null;
+  const DROPPED = config.droppedStatus;
+  const RESOLVED = config.resolvedStatus;
+  const OPEN = config.openStatus;
+  const resolvedState = f.state === S.FIXED || f.state === S.WONT_FIX;
+  let options;
+  let current;
+  if (byState) {
+    const openLabel = f.state === S.REOPENED ? "Reopened" : resolvedState ? "Open (reopen it)" : "Open";
+    options = [[S.OPEN, openLabel], [S.FIXED, labelOf(config.findingStates, S.FIXED)],
+      [S.WONT_FIX, labelOf(config.findingStates, S.WONT_FIX)]];
+    if (f.status === RESOLVED && !resolvedState) options.push([RESOLVED, "Resolved by its author"]);
+    if (mine || f.status === DROPPED) options.push([DROPPED, "Dropped (withdrawn)"]);
+    current = f.status === DROPPED ? DROPPED : resolvedState ? f.state
+      : f.status === RESOLVED ? RESOLVED : S.OPEN;
+  } else {
+    options = config.findingStatuses.map((s) => [s.key, s.label]);
+    current = f.status;
+  }
+  const choice = el("select", { "aria-label": `State of ${f.title}` },
+    options.map(([value, label]) => el("option", { value, selected: value === current }, label)));
+  const revision = el("input", { type: "number", min: 1, placeholder: "revision",
+    "aria-label": `Revision that fixes ${f.title}`, value: f.fixed_revision ?? "" });
+  const reason = el("input", { type: "text", placeholder: "why not", "aria-label": `Why ${f.title} will not be fixed`,
+    value: f.state_reason || "" });
+  const apply = el("button", { type: "button", class: "apply-state" }, "Apply");
+  const sync = () => {
+    revision.hidden = !byState || choice.value !== S.FIXED;
+    reason.hidden = !byState || choice.value !== S.WONT_FIX;
+    const unchanged = choice.value === current
+      && (choice.value === S.FIXED ? revision.value === String(f.fixed_revision ?? "")
+        : choice.value === S.WONT_FIX ? reason.value === (f.state_reason || "") : true);
+    apply.disabled = unchanged;
+  };
+  async function sendState(body) {
     try {
-      onAction("replace", f, await api(url, { method: "POST", body }));
+      onAction("replace", f, await api(config.urls.findingState.replace("{id}", f.id), { method: "POST", body }));
     } catch (err) {
       onAction("error", f, `Could not change the state: ${err.message}`);
     }
   }
-  const resolved = f.state === S.FIXED || f.state === S.WONT_FIX;
-  const quick = resolved
-    ? el("button", { type: "button", class: "resolve", onclick: () => send({ state: S.REOPENED }) }, "Reopen")
-    : el("button", { type: "button", class: "resolve", onclick: () => send({ state: S.FIXED }) }, "Resolve");
-  const choice = el("select", { "aria-label": `State of ${f.title}` },
-    config.findingStates.filter((s) => s.key !== S.REOPENED)
-      .map((s) => el("option", { value: s.key, selected: f.state === s.key }, s.label)));
-  const revision = el("input", { type: "number", min: 1, placeholder: "revision",
-    "aria-label": `Revision that fixes ${f.title}`, value: f.fixed_revision ?? "" });
-  const reason = el("input", { type: "text", placeholder: "reason", "aria-label": `Why ${f.title} will not be fixed`,
-    value: f.state_reason || "" });
-  const sync = () => {
-    revision.hidden = choice.value !== S.FIXED;
-    reason.hidden = choice.value !== S.WONT_FIX;
-  };
+  async function run() {
+    if (apply.disabled) return;
+    apply.disabled = true;
+    const target = choice.value;
+    if (!byState) return onAction("status", f, target);
+    if (target === DROPPED || target === RESOLVED) return onAction("status", f, target);
+    if (f.status !== OPEN && mine) await onAction("status", f, OPEN);
+    if (target === S.OPEN) {
+      if (resolvedState) await sendState({ state: S.REOPENED });
+      return undefined;
+    }
+    return sendState({ state: target,
+      ...(target === S.FIXED && revision.value ? { fixed_revision: Number(revision.value) } : {}),
+      ...(target === S.WONT_FIX ? { reason: reason.value } : {}) });
+  }
   choice.addEventListener("change", sync);
+  for (const box of [revision, reason]) {
+    box.addEventListener("input", sync);
+    box.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); run(); } });
+  }
+  apply.addEventListener("click", run);
   sync();
-  const save = el("button", { type: "button", onclick: () => send({
-    state: choice.value,
-    ...(choice.value === S.FIXED && revision.value ? { fixed_revision: Number(revision.value) } : {}),
-    ...(choice.value === S.WONT_FIX ? { reason: reason.value } : {}),
-  }) }, "Set state");
-  return el("div", { class: "state-box" }, quick, choice, revision, reason, save);
+  return el("div", { class: "state-box", role: "group", "aria-label": `Where ${f.title} stands` },
+    el("span", { class: "muted" }, "State"), choice, revision, reason, apply);
 }
 
 function stateBadge(f) {
@@ -175,10 +212,6 @@ export function findingItem(f, { onAction, username }) {
       el("button", { type: "button", class: "link", onclick: () => onAction("show-evidence", f) }, "show"))
     : null;
   const mine = authorName(f) === username;
-  const status = mine
-    ? el("select", { "aria-label": `Status of ${f.title}`, onchange: (e) => onAction("status", f, e.target.value) },
-      config.findingStatuses.map((s) => el("option", { value: s.key, selected: f.status === s.key }, s.key)))
-    : null;
   const threadBox = el("div");
   const toggle = el("button", { type: "button", "aria-expanded": openThreads.has(f.id) ? "true" : "false" },
     `Replies (${f.reply_count ?? 0})`);
@@ -199,7 +232,7 @@ export function findingItem(f, { onAction, username }) {
     : [];
   const actions = el("div", { class: "row" },
     f.anchor_exact && !f.orphaned ? el("button", { type: "button", onclick: () => onAction("show", f) }, "Show in doc") : null,
-    toggle, status, ...merges,
+    toggle, ...merges,
     mine && f.merged_into == null
       ? el("button", { type: "button", class: "edit", "aria-label": `Edit ${f.title}`, onclick: () => onAction("edit", f) }, "Edit")
       : null,
@@ -222,5 +255,5 @@ export function findingItem(f, { onAction, username }) {
       f.merged_into != null ? el("span", {}, `merged into #${f.merged_into}`) : null),
     el("strong", { class: "title" }, f.title),
     f.anchor_exact ? el("blockquote", {}, f.anchor_exact) : null,
-    body, evidence, actions, stateControls(f, { onAction }), threadBox);
+    body, evidence, actions, stateControls(f, { onAction, mine }), threadBox);
 }

@@ -1,77 +1,43 @@
-// The fleet config editor: a form for the common keys beside the raw TOML. Both
-// are checked as you type by the server (the emulator's own validator, POST
-// /api/fleets/check/): a valid form is written back as canonical TOML, a valid
-// TOML refills the form, and the first problem is shown next to the field whose
-// key path it names. Saving makes a new version of the config.
+// The fleet config editor: a form of every key the emulator reads beside the raw
+// TOML. The form is drawn from the server's catalog of keys (the check's `form`:
+// groups of fields, each with its label, unit, value as written, the value used
+// when left out, and its choices), so a new key appears without new markup. A
+// form change is sent as an edit of the TOML as written (POST /api/fleets/check/
+// with `edits`), which keeps the reviewer's comments; the TOML pane is checked as
+// typed. The emulator's first problem is shown next to the field whose key path
+// it names. Each figure carries its provenance mark: from the doc (with its
+// words), measured (with what measured it) or assumed. Saving makes a new version.
 
 import { api, el } from "./api.js";
 import { config } from "./config.js";
 
 const CHECK_DELAY_MS = 350;
-const choices = config.choices;
 
 const state = {
-  provenance: { ...(config.provenance || {}) }, // key path -> {source: "doc", quote} | {source: "assumed"}
+  provenance: { ...(config.provenance || {}) }, // key path -> {source: "doc", quote} | {source: "measured", note} | {source: "assumed"}
   docSelection: "", // the words last selected in the doc pane
-  scenario: null, // the scenario's JSON form, as the last valid check returned it (then edited by the form)
-  toml: config.toml,
+  form: null, // the server's groups for the TOML as last checked
+  toml: config.toml, // the TOML as last checked (valid or not)
+  edits: [], // form changes not yet applied to state.toml
   valid: false,
   seq: 0, // checks answer out of order; only the latest counts
   timer: null,
+  openGroups: new Set(), // the groups the reader opened or closed stay so across redraws
+  closedGroups: new Set(),
 };
 
 const $ = (id) => document.getElementById(id);
 const status = (text) => { $("fe-status").textContent = text; };
 
-// --- key paths ---------------------------------------------------------------
-
-/** "hosts[0].workers" -> ["hosts", 0, "workers"]; model names may hold dots only via models.NAME. */
-function splitPath(path) {
-  const parts = [];
-  for (const piece of path.split(".")) {
-    const m = piece.match(/^([^[\]]*)((\[\d+\])*)$/);
-    if (!m) { parts.push(piece); continue; }
-    if (m[1]) parts.push(m[1]);
-    for (const idx of m[2].matchAll(/\[(\d+)\]/g)) parts.push(Number(idx[1]));
-  }
-  return parts;
-}
-
-function setAt(root, path, value) {
-  const parts = splitPath(path);
-  let node = root;
-  for (let i = 0; i < parts.length - 1; i++) {
-    const key = parts[i];
-    if (node[key] == null || typeof node[key] !== "object") node[key] = typeof parts[i + 1] === "number" ? [] : {};
-    node = node[key];
-  }
-  const last = parts[parts.length - 1];
-  if (value === undefined) {
-    if (Array.isArray(node)) node.splice(last, 1); else delete node[last];
-  } else {
-    node[last] = value;
-  }
-}
-
-function getAt(root, path) {
-  let node = root;
-  for (const key of splitPath(path)) {
-    if (node == null) return undefined;
-    node = node[key];
-  }
-  return node;
-}
-
 // --- values ------------------------------------------------------------------
 
-/** What a text box means: empty leaves the key out (the emulator's default), numbers are numbers. */
+/** What a box means: empty leaves the key out (the emulator's value then stands), numbers are numbers. */
 function parseValue(text, kind) {
   const t = text.trim();
   if (t === "") return undefined;
   if (kind === "list") return t.split(/[\s,]+/).filter(Boolean);
-  if (kind === "text" || kind === "select") return t;
-  if (t === "true") return true;
-  if (t === "false") return false;
+  if (kind === "bool") return t === "true";
+  if (kind === "select" || kind === "text" && !/^[-+0-9.eE_]+$/.test(t)) return t;
   const n = Number(t.replace(/_/g, ""));
   return Number.isFinite(n) && /^[-+0-9.eE_]+$/.test(t) ? n : t; // leave the rest for the emulator to name
 }
@@ -82,57 +48,105 @@ function showValue(value) {
   return String(value);
 }
 
+// --- edits ----------------------------------------------------------------------
+
+/** Queue a change to the TOML; a later value of the same key replaces an earlier one. */
+function edit(change, { now = false } = {}) {
+  const last = state.edits[state.edits.length - 1];
+  if (last && (change.op === "set" || change.op === "unset") && (last.op === "set" || last.op === "unset")
+      && last.path === change.path) state.edits.pop();
+  state.edits.push(change);
+  scheduleCheck({ form: true }, now ? 0 : CHECK_DELAY_MS);
+}
+
+function setField(path, value) {
+  edit(value === undefined ? { op: "unset", path } : { op: "set", path, value });
+}
+
 // --- the form -------------------------------------------------------------------
 
-/** One labelled input bound to a key path of the scenario. */
-function field(path, label, { kind = "number", options = null, hint = "", placeholder = "" } = {}) {
-  const id = `fe-${path.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
-  const value = getAt(state.scenario, path);
+const fieldId = (path) => `fe-${path.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+
+/** One labelled input bound to a key path, from the catalog's field. */
+function field(f) {
+  const id = fieldId(f.path);
+  const used = showValue(f.used);
   let input;
-  if (options) {
-    const opts = [...options];
-    if (value != null && !opts.includes(String(value))) opts.push(String(value));
-    input = el("select", { id, dataset: { path, kind: "select" } },
-      (kind === "optional-select" ? [el("option", { value: "" }, "(none)")] : []).concat(
-        opts.map((o) => el("option", { value: o, selected: String(value) === o }, o))));
-    if (kind === "optional-select" && value == null) input.value = "";
+  if (f.kind === "select" || f.kind === "bool" || f.kind === "fault-action") {
+    const opts = [...(f.options || [])];
+    const current = f.value == null ? "" : String(f.value);
+    if (current && !opts.includes(current)) opts.push(current);
+    const blank = f.kind === "fault-action" ? [] : [el("option", { value: "" },
+      f.required ? "(choose)" : used ? `(left out: ${used})` : "(none)")];
+    input = el("select", { id, dataset: { path: f.path, kind: f.kind }, "aria-describedby": `${id}-error` },
+      blank.concat(opts.map((o) => el("option", { value: o, selected: current === o }, o))));
+    input.value = current;
   } else {
-    input = el("input", { type: "text", id, value: showValue(value), placeholder, inputmode: kind === "number" ? "decimal" : null,
-      dataset: { path, kind }, "aria-describedby": `${id}-error` });
+    input = el("input", { type: "text", id, value: showValue(f.value),
+      placeholder: f.value == null && used ? `left out: ${used}` : f.required ? "required" : "",
+      inputmode: f.kind === "number" ? "decimal" : null, dataset: { path: f.path, kind: f.kind },
+      "aria-describedby": `${id}-error` });
   }
-  input.addEventListener(options ? "change" : "input", () => {
-    setAt(state.scenario, path, parseValue(input.value, options ? "select" : kind));
-    scheduleCheck({ scenario: state.scenario });
-  });
-  return el("div", { class: kind === "list" ? "fe-field wide" : "fe-field", dataset: { path } },
-    el("label", { for: id }, label, hint ? el("span", { class: "muted" }, ` ${hint}`) : null),
+  if (f.kind === "fault-action") {
+    input.addEventListener("change", () => {
+      const target = document.getElementById(fieldId(f.target));
+      const value = target ? target.value.trim() : "";
+      edit({ op: "unset", path: f.target });
+      edit({ op: "set", path: `${f.path}.${input.value}`, value: value || "host:0" }, { now: true });
+      state.rebuildNext = true;
+    });
+  } else {
+    input.addEventListener(input.tagName === "SELECT" ? "change" : "input",
+      () => setField(f.path, parseValue(input.value, f.kind)));
+  }
+  const unit = f.unit ? el("span", { class: "unit" }, ` (${f.unit})`) : null;
+  return el("div", { class: f.kind === "list" ? "fe-field wide" : "fe-field", dataset: { path: f.path } },
+    el("label", { for: id }, f.label, unit),
     input,
-    provenanceControl(path, label),
+    f.kind === "fault-action" ? null : provenanceControl(f),
     el("p", { class: "field-error", id: `${id}-error`, role: "alert", hidden: true }));
 }
 
-// --- provenance: from the doc (with its words) or assumed by the reviewer -------------------
+// --- provenance: from the doc (with its words), measured (with what measured it), or assumed --
 
-const SOURCE_LABELS = { "": "unmarked", doc: "from the doc", assumed: "assumed" };
+const SOURCE_LABELS = { doc: "from the doc", measured: "measured", assumed: "assumed" };
 
-function provenanceControl(path, label) {
+function provenanceControl(f) {
+  const path = f.path;
   const mark = state.provenance[path];
   const source = mark ? mark.source : "";
   const box = el("div", { class: "fe-prov", dataset: { source } });
+  // Unmarked: a key the config sets, or the emulator's default (an assumption too).
+  const unmarked = f.value == null ? "default (assumed)" : "not marked";
   const select = el("select", { "aria-label": `Where ${path} comes from` },
-    Object.entries(SOURCE_LABELS).map(([value, text]) => el("option", { value, selected: value === source }, text)));
+    [el("option", { value: "", selected: !source }, unmarked)].concat(
+      Object.entries(SOURCE_LABELS).map(([value, text]) => el("option", { value, selected: value === source }, text))));
   const quote = el("span", { class: "quote" }, mark && mark.quote ? `“${mark.quote}”` : "");
-  const attach = el("button", { type: "button", hidden: source !== "doc", title: `The doc's words ${label} comes from` }, "Use the selected words");
+  const attach = el("button", { type: "button", hidden: source !== "doc", title: `The doc's words ${f.label} comes from` },
+    "Use the selected words");
+  const note = el("input", { type: "text", class: "note", hidden: source !== "measured", value: (mark && mark.note) || "",
+    placeholder: "what measured it", "aria-label": `What measured ${path}` });
+  note.addEventListener("input", () => {
+    state.provenance[path] = { source: "measured", note: note.value.trim() };
+    updateSave();
+  });
   select.addEventListener("change", () => {
+    const before = state.provenance[path] || {};
     if (select.value === "") delete state.provenance[path];
     else if (select.value === "assumed") state.provenance[path] = { source: "assumed" };
-    else state.provenance[path] = { source: "doc", quote: (state.provenance[path] || {}).quote || "" };
+    else if (select.value === "measured") state.provenance[path] = { source: "measured", note: note.value.trim() };
+    else state.provenance[path] = { source: "doc", quote: before.quote || "" };
     box.dataset.source = select.value;
     attach.hidden = select.value !== "doc";
+    note.hidden = select.value !== "measured";
     quote.textContent = select.value === "doc" && state.provenance[path].quote ? `“${state.provenance[path].quote}”` : "";
     if (select.value === "doc" && !state.provenance[path].quote) {
       status(document.getElementById("fe-doc-body") ? "Select the doc's words for it, then press \"Use the selected words\"."
-        : "Link the config to its doc and save, to mark figures from it.");
+        : "Choose the doc the config describes, to mark figures from it.");
+    }
+    if (select.value === "measured" && !note.value.trim()) {
+      status(`${path}: say what measured it (a calibration fit, a benchmark) in the note.`);
+      note.focus();
     }
     updateSave();
   });
@@ -143,129 +157,95 @@ function provenanceControl(path, label) {
     status(`${path}: from the doc.`);
     updateSave();
   });
-  box.append(select, attach, quote);
+  box.append(select, attach, note, quote);
   return box;
 }
 
 function provenanceReady() {
-  return Object.values(state.provenance).every((m) => m.source !== "doc" || m.quote);
+  return Object.values(state.provenance).every((m) => (m.source !== "doc" || m.quote) && (m.source !== "measured" || m.note));
 }
 
-function section(title, ...children) {
-  return el("fieldset", {}, el("legend", {}, title), ...children);
+function fields(list) {
+  return el("div", { class: "fe-fields" }, list.map(field));
 }
 
-function fields(...items) {
-  return el("div", { class: "fe-fields" }, items);
+function removeButton(path, label) {
+  return el("button", { type: "button", onclick: () => { edit({ op: "remove", path }, { now: true }); state.rebuildNext = true; } }, label);
 }
 
-/** A list (hosts, faults) or a table (models) of items, each removable, with an "add" button. */
-function items(title, entries, render, add, removeLabel) {
-  const list = el("div", {}, entries.map((entry, i) => el("div", { class: "fe-item" },
-    el("div", { class: "fe-item-head" }, el("strong", {}, render.title(entry, i)),
-      el("button", { type: "button", onclick: () => { render.remove(entry, i); rebuild(); scheduleCheck({ scenario: state.scenario }); } }, removeLabel)),
-    render.body(entry, i))));
-  return section(title, list, el("p", {}, el("button", { type: "button", onclick: () => { add(); rebuild(); scheduleCheck({ scenario: state.scenario }); } }, `Add ${title.replace(/s$/, "").toLowerCase()}`)));
+function newModelName() {
+  const names = new Set((state.form.find((g) => g.key === "models")?.items || []).map((i) => i.model));
+  let n = names.size + 1;
+  while (names.has(`model${n}`)) n++;
+  return `model${n}`;
 }
 
-function renameModel(oldName, input) {
-  const name = input.value.trim();
-  if (!name || name === oldName || state.scenario.models[name]) return;
-  const models = {};
-  for (const [k, v] of Object.entries(state.scenario.models)) models[k === oldName ? name : k] = v;
-  state.scenario.models = models;
-  rebuild();
-  scheduleCheck({ scenario: state.scenario });
+function modelName(item) {
+  const id = `fe-model-name-${item.model}`;
+  const rename = el("input", { type: "text", value: item.model, id, "aria-label": `Name of model ${item.model}` });
+  rename.addEventListener("change", () => {
+    const to = rename.value.trim();
+    if (!to || to === item.model) return;
+    edit({ op: "rename", path: `models.${item.model}`, to }, { now: true });
+    state.rebuildNext = true;
+  });
+  return el("div", { class: "fe-field" }, el("label", { for: id }, "name"), rename);
 }
 
-function buildSections() {
-  const s = state.scenario;
-  const continuous = (s.worker || {}).batching === "continuous";
-  const models = Object.keys(s.models || {});
-  const modelItems = items("Models", models, {
-    title: (name) => `Model ${name}`,
-    remove: (name) => { delete s.models[name]; },
-    body: (name) => {
-      const rename = el("input", { type: "text", value: name, id: `fe-model-name-${name}`, "aria-label": `Name of model ${name}` });
-      rename.addEventListener("change", () => renameModel(name, rename));
-      return fields(
-        el("div", { class: "fe-field" }, el("label", { for: `fe-model-name-${name}` }, "name"), rename),
-        field(`models.${name}.share`, "share", { hint: "of traffic" }),
-        field(`models.${name}.worker_units`, "worker units", { hint: "GPUs" }),
-        field(`models.${name}.tokens`, "prompt tokens", { hint: "mean" }),
-        field(`models.${name}.output_tokens`, "output tokens", { hint: "mean" }));
-    },
-  }, () => {
-    let n = models.length + 1;
-    while (s.models[`model${n}`]) n++;
-    s.models[`model${n}`] = { share: 0, worker_units: 1, tokens: 500 };
-  }, "Remove model");
+const written = (list) => list.some((f) => f.value != null);
 
-  const hostItems = items("Hosts", s.hosts || [], {
-    title: (_, i) => `Host group ${i}`,
-    remove: (_, i) => { s.hosts.splice(i, 1); },
-    body: (_, i) => fields(
-      field(`hosts[${i}].count`, "hosts", { hint: "alike" }),
-      field(`hosts[${i}].units`, "units per host"),
-      field(`hosts[${i}].workers`, "layout", { kind: "list", hint: "MODEL@UNIT, …", placeholder: `${models[0] || "chat"}@0` })),
-  }, () => { (s.hosts = s.hosts || []).push({ count: 1, units: 8, workers: models.length ? [`${models[0]}@0`] : [] }); }, "Remove group");
-
-  const faultItems = items("Faults", s.faults || [], {
-    title: (f, i) => `Fault ${i}`,
-    remove: (_, i) => { s.faults.splice(i, 1); },
-    body: (f, i) => {
-      const action = "kill" in f ? "kill" : "restore";
-      const kind = el("select", { id: `fe-fault-${i}-action`, "aria-label": `Fault ${i} action` },
-        choices.faultActions.map((a) => el("option", { value: a, selected: a === action }, a)));
-      kind.addEventListener("change", () => {
-        const target = f[action];
-        delete f[action];
-        f[kind.value] = target;
-        rebuild();
-        scheduleCheck({ scenario: s });
-      });
-      return fields(
-        field(`faults[${i}].at_s`, "at", { hint: "s" }),
-        el("div", { class: "fe-field" }, el("label", { for: `fe-fault-${i}-action` }, "action"), kind),
-        field(`faults[${i}].${action}`, "target", { kind: "text", placeholder: "host:0, worker:chat:1, dispatcher:chat" }));
-    },
-  }, () => { (s.faults = s.faults || []).push({ at_s: 60, kill: "host:0" }); }, "Remove fault");
-
-  return [
-    section("Run", fields(
-      field("duration_s", "duration", { hint: "s" }),
-      field("seed", "seed"))),
-    modelItems,
-    section("Traffic", fields(
-      field("traffic.qps", "QPS", { hint: "mean" }),
-      field("traffic.peak_qps", "peak QPS"),
-      field("traffic.shape", "shape", { options: choices.shapes }),
-      field("traffic.trace", "request trace", { kind: "optional-select", options: choices.traces }),
-      field("traffic.trace_speedup", "trace speed-up", { hint: "x" }))),
-    section("Dispatcher", fields(
-      field("dispatcher.policy", "policy", { options: choices.policies }),
-      field("dispatcher.standby", "standby", { options: choices.standbys }),
-      field("dispatcher.queue_limit", "queue limit", { hint: "0: none" }),
-      ...(continuous ? [] : [
-        field("dispatcher.max_batch_tokens", "batch tokens", { hint: "most" }),
-        field("dispatcher.close_after_s", "close after", { kind: "text", hint: "s or never" })]))),
-    section("Worker model", fields(
-      field("worker.batching", "batching", { options: choices.batching }),
-      ...(continuous ? [
-        field("worker.max_num_seqs", "sequences", { hint: "most" }),
-        field("worker.max_batched_tokens", "tokens per step"),
-        field("worker.kv_cache_tokens", "KV cache", { kind: "text", hint: "tokens or auto" })]
-        : [field("worker.batch_s", "batch time", { hint: "s" })]))),
-    hostItems,
-    faultItems,
-  ];
+/** One group of keys: a fieldset that opens by itself when any of its keys is written. */
+function group(g) {
+  const items = (g.items || []).map((item) => el("div", { class: "fe-item" },
+    el("div", { class: "fe-item-head" }, el("strong", {}, item.title),
+      item.remove && (g.key === "models" || g.key === "hosts" || g.key === "faults" || written(item.fields))
+        ? removeButton(item.remove, g.key === "models" || g.key === "hosts" || g.key === "faults" ? "Remove" : "Remove table")
+        : null),
+    g.key === "models" ? el("div", { class: "fe-fields" }, modelName(item), ...item.fields.map(field)) : fields(item.fields)));
+  const add = g.add ? el("p", {}, el("button", { type: "button", onclick: () => {
+    const path = g.add.table.replace("{name}", newModelName());
+    edit({ op: "add", path, values: g.add.values }, { now: true });
+    state.rebuildNext = true;
+  } }, g.add.label)) : null;
+  const all = (g.fields || []).concat(...(g.items || []).map((i) => i.fields));
+  const setCount = all.filter((f) => f.value != null).length;
+  const open = state.closedGroups.has(g.key) ? false : state.openGroups.has(g.key) || setCount > 0 || Boolean(g.add);
+  const box = el("details", { class: "fe-group", open, dataset: { group: g.key } },
+    el("summary", {}, g.title, el("span", { class: "muted" },
+      setCount ? ` · ${setCount} key${setCount === 1 ? "" : "s"} set` : " · the emulator's values")),
+    g.fields && g.fields.length ? fields(g.fields) : null,
+    ...items, add,
+    g.remove ? el("p", {}, removeButton(g.remove, `Remove the ${g.title.toLowerCase()} table`)) : null);
+  box.addEventListener("toggle", () => {
+    if (box.open) { state.openGroups.add(g.key); state.closedGroups.delete(g.key); }
+    else { state.closedGroups.add(g.key); state.openGroups.delete(g.key); }
+  });
+  return box;
 }
 
 function rebuild() {
-  if (!state.scenario) return;
+  if (!state.form) return;
   const focused = document.activeElement && document.activeElement.id;
-  $("fe-sections").replaceChildren(...buildSections());
+  $("fe-sections").replaceChildren(...state.form.map(group));
   if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+}
+
+/** The values the emulator uses, refreshed in place while the reader types (no redraw). */
+function refreshPlaceholders() {
+  for (const g of state.form) {
+    for (const f of (g.fields || []).concat(...(g.items || []).map((i) => i.fields))) {
+      const input = document.getElementById(fieldId(f.path));
+      if (input && input.tagName === "INPUT" && f.value == null && f.used != null) input.placeholder = `left out: ${showValue(f.used)}`;
+    }
+  }
+}
+
+/** Whether the check's form has other fields or tables than the one drawn (a table came or went). */
+function sameFields(form) {
+  const shape = (groups) => groups.map((g) => [g.key, g.remove || "",
+    ...(g.fields || []).concat(...(g.items || []).map((i) => i.fields)).map((f) => f.path),
+    ...(g.items || []).map((i) => i.remove || "")].join("|")).join("||");
+  return state.form && shape(form) === shape(state.form);
 }
 
 // --- errors ---------------------------------------------------------------------
@@ -294,6 +274,8 @@ function showError(error, from) {
   const box = error.path ? fieldFor(error.path) : null;
   if (box) {
     box.classList.add("bad");
+    const details = box.closest("details");
+    if (details) details.open = true; // the key at fault is never hidden in a closed group
     const p = box.querySelector(".field-error");
     p.textContent = error.message;
     p.hidden = false;
@@ -306,37 +288,67 @@ function showError(error, from) {
 
 // --- checking and saving --------------------------------------------------------------
 
-function scheduleCheck(body) {
+/** Check soon: ``{form: true}`` sends the queued form edits over the TOML as last
+ * checked, ``{toml}`` the TOML pane's text as typed. */
+function scheduleCheck(body, delay = CHECK_DELAY_MS) {
   state.valid = false;
   updateSave();
   status("Checking…");
   clearTimeout(state.timer);
-  state.timer = setTimeout(() => check(body), CHECK_DELAY_MS);
+  state.timer = setTimeout(() => check(body), delay);
 }
 
 async function check(body) {
   const seq = ++state.seq;
-  const from = "toml" in body ? "toml" : "form";
+  const from = body.form ? "form" : "toml";
+  const sent = from === "form" ? state.edits.length : 0;
+  const request = from === "form" ? { toml: state.toml, edits: state.edits.slice(0, sent) } : { toml: body.toml };
   let result;
   try {
-    result = await api(config.urls.check, { method: "POST", body });
+    result = await api(config.urls.check, { method: "POST", body: request });
   } catch (err) {
-    if (seq === state.seq) status(`Could not check: ${err.message}`);
+    if (seq !== state.seq) return;
+    if (from === "form") {
+      // An edit the TOML cannot take: say why next to the key, and draw the form as it was.
+      state.edits.splice(0, sent);
+      state.rebuildNext = false;
+      rebuild();
+      const message = (err.data && [].concat(err.data.edits || [])[0]) || err.message;
+      const path = String(message).split(":")[0];
+      showError({ path, message }, "form");
+      status(`Not changed: ${message}`);
+    } else {
+      status(`Could not check: ${err.message}`);
+    }
     return;
   }
   if (seq !== state.seq) return;
+  if (from === "form") {
+    state.edits.splice(0, sent);
+    if (result.toml != null) {
+      state.toml = result.toml;
+      $("fe-toml").value = result.toml;
+    }
+  } else {
+    state.toml = body.toml;
+  }
   state.valid = result.valid;
+  if (result.form) {
+    const redraw = from === "toml" || state.rebuildNext || !sameFields(result.form);
+    state.form = result.form;
+    state.rebuildNext = false;
+    if (redraw) rebuild(); else refreshPlaceholders();
+  } else if (!state.form) {
+    $("fe-sections").replaceChildren(el("p", { class: "muted" }, "Fix the TOML to use the form."));
+  }
   if (result.valid) {
     clearErrors();
-    state.toml = result.toml;
-    if (from === "form") $("fe-toml").value = result.toml;
-    state.scenario = result.scenario;
-    if (from === "toml") rebuild();
     status(config.fleet && !dirty() ? "No changes." : "Valid: the emulator accepts it.");
   } else {
     showError(result.error, from);
     status("Not saved: fix the error shown.");
   }
+  if (state.edits.length) scheduleCheck({ form: true }, 0); // typed while this was checked
   updateSave();
 }
 
@@ -393,6 +405,33 @@ function showVersion(number) {
   $("editor-version").textContent = number ? `· version ${number}` : "";
 }
 
+/** The doc pane beside the form, for the doc chosen: shown at once, saved or not. */
+async function showDoc(docId) {
+  const side = document.querySelector(".editor-side");
+  let pane = side.querySelector(".editor-doc");
+  if (docId == null) {
+    if (pane) pane.remove();
+    state.docSelection = "";
+    return;
+  }
+  let doc;
+  try {
+    doc = await api(config.urls.doc.replace("{id}", docId));
+  } catch (err) {
+    status(`Could not show the doc: ${err.message}`);
+    return;
+  }
+  if (docValue() !== docId) return; // another doc was chosen meanwhile
+  const body = el("article", { class: "doc-body", id: "fe-doc-body" });
+  body.innerHTML = doc.body_html; // sanitized by the server
+  const fresh = el("section", { class: "card editor-doc", "aria-labelledby": "fe-doc-h" },
+    el("h2", { id: "fe-doc-h" }, "The doc: ", el("a", { href: config.urls.docPage.replace("{id}", docId) }, doc.title)),
+    el("p", { class: "muted" }, "Mark a figure as from the doc: select the words it comes from here, then press \"Use the selected words\" beside the figure."),
+    body);
+  if (pane) pane.replaceWith(fresh); else side.prepend(fresh);
+  state.docSelection = "";
+}
+
 function init() {
   $("fe-name").value = config.fleet ? config.fleet.name : "";
   const docs = $("fe-doc");
@@ -408,27 +447,21 @@ function init() {
   if (config.fleet && !config.fleet.canEdit) {
     status(`Only ${config.fleet.owner} saves this config; saving makes a copy that you own.`);
   }
-  const docBody = document.getElementById("fe-doc-body");
-  if (docBody) {
-    document.addEventListener("selectionchange", () => {
-      const sel = window.getSelection();
-      if (!sel || sel.isCollapsed || !sel.rangeCount || !docBody.contains(sel.getRangeAt(0).commonAncestorContainer)) return;
-      state.docSelection = sel.toString().replace(/\s+/g, " ").trim();
-    });
-  }
+  document.addEventListener("selectionchange", () => {
+    const docBody = document.getElementById("fe-doc-body");
+    const sel = window.getSelection();
+    if (!docBody || !sel || sel.isCollapsed || !sel.rangeCount || !docBody.contains(sel.getRangeAt(0).commonAncestorContainer)) return;
+    state.docSelection = sel.toString().replace(/\s+/g, " ").trim();
+  });
   const toml = $("fe-toml");
   toml.value = config.toml;
-  toml.addEventListener("input", () => scheduleCheck({ toml: toml.value }));
+  toml.addEventListener("input", () => { state.edits = []; scheduleCheck({ toml: toml.value }); });
   $("fe-name").addEventListener("input", updateSave);
-  docs.addEventListener("change", updateSave);
+  docs.addEventListener("change", () => { updateSave(); showDoc(docValue()); });
   $("fe-save").addEventListener("click", save);
   $("fleet-form").addEventListener("submit", (e) => e.preventDefault());
   check({ toml: config.toml }).then(() => {
-    if (!state.scenario) {
-      $("fe-sections").replaceChildren(el("p", { class: "muted" }, "Fix the TOML to use the form."));
-      return;
-    }
-    applyLayout();
+    if (state.form) applyLayout();
   });
 }
 
@@ -441,11 +474,13 @@ function applyLayout() {
   let layout;
   try { layout = JSON.parse(raw); } catch { return; }
   if (layout.from !== config.from) return;
-  state.scenario.hosts = layout.hosts;
+  const groups = state.form.find((g) => g.key === "hosts")?.items || [];
+  for (let i = groups.length - 1; i >= 0; i--) state.edits.push({ op: "remove", path: `hosts[${i}]` });
+  for (const host of layout.hosts) state.edits.push({ op: "add", path: "hosts", values: host });
   for (const path of Object.keys(state.provenance)) if (path.startsWith("hosts")) delete state.provenance[path];
   $("fe-name").value = layout.name || "";
-  rebuild();
-  scheduleCheck({ scenario: state.scenario });
+  state.rebuildNext = true;
+  scheduleCheck({ form: true }, 0);
   status("The layout is in the form; save to make it a new fleet config.");
 }
 

@@ -5,7 +5,7 @@
 import { api, el, fleetFigures } from "./api.js";
 
 // Where a figure's inputs come from, in the reader's words.
-const SOURCE_WORDS = { doc: "from the doc", assumed: "rests on an assumption", unmarked: "inputs not marked" };
+const SOURCE_WORDS = { doc: "from the doc", measured: "measured", assumed: "rests on an assumption", unmarked: "inputs not marked" };
 
 export async function initNumbers(ctx) {
   const box = document.getElementById("numbers-panel");
@@ -73,19 +73,21 @@ export async function initNumbers(ctx) {
     (report.findings || []).length ? suggestions : el("p", { class: "muted" }, "The calculator has no suggestions for this fleet."));
 }
 
-/** Where the fleet config's input figures come from: the doc (with a link to the words) or the reviewer. */
+/** Where the fleet config's input figures come from: the doc (with a link to the words), a measurement or the reviewer. */
 function provenanceBlock(report) {
-  const p = report.provenance || { doc: [], assumed: [] };
+  const p = { doc: [], measured: [], assumed: [], ...(report.provenance || {}) };
   const value = (v) => (Array.isArray(v) ? v.join(", ") : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v));
   const fromDoc = p.doc.map((f) => el("li", {},
     el("code", {}, f.path), ` = ${value(f.value)} `,
     el("a", { href: "#doc-body", class: "quote-link", onclick: (e) => { e.preventDefault(); showQuote(f.quote); } }, `“${f.quote}”`)));
   const assumed = p.assumed.map((f) => el("li", {}, el("code", {}, f.path), ` = ${value(f.value)}`));
+  const measured = p.measured.map((f) => el("li", {}, el("code", {}, f.path), ` = ${value(f.value)}: ${f.note}`));
   return el("div", { class: "provenance" },
     el("h3", {}, "Where the inputs come from"),
-    p.doc.length || p.assumed.length
+    p.doc.length || p.assumed.length || p.measured.length
       ? el("div", { class: "provenance-lists" },
         el("div", {}, el("strong", {}, "From the doc"), fromDoc.length ? el("ul", { class: "from-doc" }, fromDoc) : el("p", { class: "muted" }, "none marked")),
+        measured.length ? el("div", {}, el("strong", {}, "Measured"), el("ul", { class: "measured" }, measured)) : null,
         el("div", {}, el("strong", {}, "Assumed by the reviewer"), assumed.length ? el("ul", { class: "assumed" }, assumed) : el("p", { class: "muted" }, "none")))
       : el("p", { class: "muted" }, "No figure of this fleet config is marked as from the doc or assumed; mark them in the fleet editor."),
     report.assumed_note ? el("p", { class: "assumed-note" }, report.assumed_note) : null);

@@ -169,6 +169,12 @@ def test_use_this_layout_opens_the_new_config_in_the_editor(
     assert "1 big + 2 small" in page.input_value("#fe-name")
 
 
+def open_group(page: Any, key: str) -> None:
+    """Open a group of the form with a click, as a reader does, unless it is open."""
+    if page.get_attribute(f"details[data-group={key}]", "open") is None:
+        page.click(f"details[data-group={key}] > summary")
+
+
 def select_in(page: Any, root: str, text: str) -> None:
     """Select ``text`` inside the element ``root`` as a reader would leave it selected."""
     found = page.evaluate(
@@ -257,8 +263,7 @@ def test_a_layout_edited_first_is_saved_as_a_new_config_from_the_editor(
     assert page.input_value(workers) == "big@0, small@5, small@7"
     # The example's name spells its layout out; the new config's name follows the layout.
     assert page.input_value("#fe-name").endswith(": 1 big + 2 small / 1 big + 2 small / 1 big + 2 small)")
-    assert "count = 3\nunits = 10\nworkers = [\n    \"big@0\",\n    \"small@5\",\n    \"small@7\",\n]" in (
-        page.input_value("#fe-toml"))
+    assert 'count = 3\nunits = 10\nworkers = ["big@0", "small@5", "small@7"]' in page.input_value("#fe-toml")
     # Change the layout before saving: a small worker moves up by one unit.
     page.fill(workers, "big@0, small@5, small@8")
     page.wait_for_selector("#fe-status:has-text('Valid')")
@@ -268,3 +273,68 @@ def test_a_layout_edited_first_is_saved_as_a_new_config_from_the_editor(
     assert made.scenario["hosts"] == [{"count": 3, "units": 10, "workers": ["big@0", "small@5", "small@8"]}]
     assert made.doc_id == original.doc_id and made.versions.count() == 1
     assert original.versions.count() == 1  # the session's config is left as it was
+
+
+def test_a_new_config_shows_its_doc_at_once_and_its_form_sets_every_key_group_keeping_comments(
+    dashboard: LiveServer, example_review: ExampleReview, signed_in: Any
+) -> None:
+    import tomllib
+
+    from reviewer.models import FleetConfig, ReviewSession
+
+    doc = ReviewSession.objects.get(pk=example_review.session_id).doc
+    page = signed_in("alice")
+    page.goto(dashboard.url + "/fleets/new")
+    page.wait_for_selector("#fe-status:has-text('Valid')")
+    assert page.locator("#fe-doc-body").count() == 0
+    # Choosing the doc shows it beside the form at once, before any save.
+    page.select_option("#fe-doc", label=doc.title)
+    page.wait_for_selector("#fe-doc-body h1, #fe-doc-body p")
+    # Every key group the emulator has is in the form.
+    groups = page.locator("#fe-sections details.fe-group > summary").all_inner_texts()
+    for title in ("Hardware", "Model architecture", "Service-level objectives", "Efficiencies", "Step model",
+                  "Pools and disaggregation", "Prefix caching", "Autoscaler"):
+        assert any(g.startswith(title) for g in groups), (title, groups)
+    field = "#fe-sections .fe-field[data-path='{}']"
+    # A group left at the emulator's values opens on a click and shows them, with units.
+    open_group(page, "hardware")
+    page.select_option(field.format("hardware.gpu") + " select", "A100-80GB")
+    page.wait_for_selector("#fe-status:has-text('Valid')")
+    toml = page.input_value("#fe-toml")
+    assert tomllib.loads(toml)["hardware"]["gpu"] == "A100-80GB"
+    assert toml.startswith("# A chat model served with continuous")  # the comments stay
+    assert "qps = 40                  # Poisson arrivals" in toml
+    # A bad value: the emulator's message beside the field, naming the key.
+    tpot = field.format("slo.tpot_s")
+    assert "(s)" in page.inner_text(tpot + " label")
+    page.fill(tpot + " input", "-1")
+    page.wait_for_selector(tpot + ".bad .field-error:not([hidden])")
+    assert page.inner_text(tpot + " .field-error").startswith("slo.tpot_s:")
+    page.fill(tpot + " input", "0.05")
+    page.wait_for_selector("#fe-status:has-text('Valid')")
+    # A measured figure says what measured it; saving waits for the note.
+    open_group(page, "step")
+    decode = field.format("worker.decode_seq_s")
+    page.select_option(decode + " .fe-prov select", "measured")
+    page.fill("#fe-name", "chat on A100s")
+    assert page.is_disabled("#fe-save")
+    page.fill(decode + " .fe-prov input.note", "calibration fit, splitwise llama2-70b")
+    open_group(page, "autoscaler")
+    page.select_option(field.format("autoscaler.model") + " select", "chat")
+    page.wait_for_selector(field.format("autoscaler") + ".bad, .fe-field.bad[data-path^='autoscaler']")
+    assert "autoscaler." in page.inner_text(".fe-field.bad .field-error")
+    page.set_viewport_size({"width": 800, "height": 900})
+    assert_fits(page, "the fleet editor's every group at 800 px")
+    screenshot(page, "fleet-editor-groups-800px", full_page=True)
+    page.click("details[data-group=autoscaler] button:has-text('Remove the autoscaler table')")
+    page.wait_for_selector("#fe-status:has-text('Valid')")
+    assert "[autoscaler]" not in page.input_value("#fe-toml")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    screenshot(page, "fleet-editor-groups-1280px", full_page=True)
+    page.click("#fe-save")
+    page.wait_for_url("**/fleets/*/edit")
+    made = FleetConfig.objects.get(name="chat on A100s")
+    assert made.doc_id == doc.pk and made.scenario["hardware"]["gpu"] == "A100-80GB"
+    assert made.toml.startswith("# A chat model served with continuous")
+    assert made.provenance == {"worker.decode_seq_s": {"source": "measured",
+                                                       "note": "calibration fit, splitwise llama2-70b"}}

@@ -110,14 +110,25 @@ def test_a_reviewer_resolves_and_reopens_a_thread_someone_else_filed(
                                      review_pass="restate").exclude(published_at=None).first()
     assert finding is not None
     item = f"#panel-restate .finding-item[data-finding-id='{finding.pk}']"
-    bob.locator(f"{item} button.resolve:has-text('Resolve')").click()
+    # One control says where the thread stands: no second status select, no second button.
+    assert bob.locator(f"{item} select").count() == 1
+    assert bob.locator(f"{item} .state-box button").all_inner_texts() == ["Apply"]
+    assert bob.is_disabled(f"{item} button.apply-state")  # nothing changed yet
+    bob.locator(f"{item} select[aria-label^='State of']").select_option("fixed")
+    bob.locator(f"{item} button.apply-state").click()
     bob.wait_for_selector(f"{item} .badge.state-fixed")
     wait_for(lambda: Finding.objects.get(pk=finding.pk).state == "fixed", what="the finding to be resolved")
     # alice, who filed it, sees it resolved live, and reopens it.
     alice.wait_for_selector(f"{item} .badge.state-fixed", timeout=5000)
     bob.locator(item).scroll_into_view_if_needed()
     screenshot(bob, "resolve-by-reviewer-1280")
-    alice.locator(f"{item} button.resolve:has-text('Reopen')").click()
+    # alice reopens it from the keyboard: the select, then Enter on "Apply".
+    alice.locator(f"{item} select[aria-label^='State of']").focus()
+    alice.locator(f"{item} select[aria-label^='State of']").select_option("open")
+    assert "dropped" in alice.locator(f"{item} select[aria-label^='State of'] option").evaluate_all(
+        "os => os.map(o => o.value)")  # she filed it, so she may also withdraw it
+    alice.keyboard.press("Tab")
+    alice.keyboard.press("Enter")
     bob.wait_for_selector(f"{item} .badge.state-reopened", timeout=5000)
     wait_for(lambda: Finding.objects.get(pk=finding.pk).state == "reopened", what="the finding to be reopened")
 

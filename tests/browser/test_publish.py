@@ -154,7 +154,7 @@ def test_an_author_marks_a_finding_fixed_in_revision_2_and_its_reviewer_sees_the
     assert item.locator("button:has-text('Delete')").count() == 0
     item.locator("select[aria-label^='State of']").select_option("fixed")
     item.locator("input[type=number]").fill("2")
-    item.locator("button:has-text('Set state')").click()
+    item.locator("button.apply-state").click()
     author.wait_for_selector(f".finding-item[data-finding-id='{finding.pk}'] .badge.state-fixed:has-text('Fixed in r2')")
     wait_for(lambda: Finding.objects.get(pk=finding.pk).fixed_revision == 2, what="the state to be saved")
     item.scroll_into_view_if_needed()

@@ -118,3 +118,75 @@ def test_a_layout_without_a_model_is_not_said_to_survive_any_host_loss(
     assert verdict.get_attribute("class") == "verdict bad"
     best = page.locator(".layout-card").first.locator(".verdict")
     assert best.inner_text() == "✓ every model survives the loss of any one host"
+
+
+def test_every_page_of_both_examples_loads_without_a_console_error_or_a_failed_request(
+    dashboard: LiveServer, second_example: ExampleReview, example_review: ExampleReview,
+    signed_in: Any, console_errors: list[str],
+) -> None:
+    """Home, each session with every pass, a run, compare mode, the doc page, both diffs,
+    the fleet editor, calibration, the inbox, API tokens and every export: no console
+    error (the fixture fails the test on any) and no request refused or failed, the
+    favicon included."""
+    from reviewer.models import EmulatorRun, ReviewSession
+
+    page = signed_in("alice")
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    # A navigation cancels what the page left loading (an aborted fetch is no failure).
+    page.on("requestfailed", lambda r: failed.append(f"{r.failure} {r.url}")
+            if "ERR_ABORTED" not in (r.failure or "") else None)
+    visited: list[str] = []
+    # The watch sees a refused request: one made on purpose, then forgotten.
+    page.evaluate("fetch('/no-such-page-here/')")
+    page.wait_for_timeout(300)
+    assert any("/no-such-page-here/" in f for f in failed), failed
+    failed.clear()
+    console_errors.clear()
+
+    def visit(path: str, ready: str = "body") -> None:
+        page.goto(dashboard.url + path)
+        page.wait_for_selector(ready)
+        page.wait_for_load_state("networkidle")
+        visited.append(path)
+
+    visit("/", "#docs-h")
+    icon = page.get_attribute("link[rel=icon]", "href")
+    assert icon and page.request.get(dashboard.url + icon).status == 200
+    assert page.request.get(dashboard.url + "/favicon.ico").status == 200  # followed to the icon
+    for review in (example_review, second_example):
+        session = ReviewSession.objects.get(pk=review.session_id)
+        visit(review.path, "#doc-body mark.finding")
+        for key in PASSES:
+            open_pass(page, key)
+        # A run of the review (the second example's evidence), then two compared.
+        open_pass(page, "break")
+        runs = list(EmulatorRun.objects.filter(session_id=review.session_id).order_by("pk"))
+        earlier = "#runs-panel select[aria-label='Open an earlier run']"
+        if runs:
+            page.locator(earlier).focus()
+            page.wait_for_selector(f"#runs-panel option[value='{runs[0].pk}']", state="attached")
+            page.select_option(earlier, str(runs[0].pk))
+            page.wait_for_selector(".run-view .summary table", timeout=30000)
+        page.click("#runs-panel button:has-text('Compare with')")
+        page.wait_for_selector(".runs-side.two .run-view >> nth=1")
+        if len(runs) > 1:
+            page.select_option(earlier, str(runs[1].pk))
+            page.wait_for_selector(".runs-side.two .run-view >> nth=1 >> .summary table", timeout=30000)
+        page.wait_for_load_state("networkidle")
+        revision = session.doc.latest_revision()
+        number = revision.number if revision else 1
+        visit(f"/docs/{session.doc_id}/", "#doc-body")
+        visit(f"/docs/{session.doc_id}/diff/?from={max(1, number - 1)}&to={number}")
+        visit(f"{review.path}diff/")
+        visit(f"/fleets/{session.fleet_config_id}/edit?session={session.pk}", "#fe-status:has-text('No changes')")
+        for fmt in ("md", "json", "csv", "jsonld"):
+            response = page.request.get(f"{dashboard.url}/api/sessions/{session.pk}/export.{fmt}")
+            assert response.status == 200 and response.body(), (fmt, response.status)
+        # The Markdown export as the browser opens it.
+        visit(f"/api/sessions/{session.pk}/export.md")
+    for path in ("/calibration/", "/inbox/", "/account/tokens/", "/fleets/new"):
+        visit(path)
+    assert failed == [], f"requests that failed: {failed}"
+    assert console_errors == [], console_errors
+    assert len(visited) == 1 + 2 * 6 + 4

@@ -70,3 +70,33 @@ def test_it_asks_for_a_scenario_and_for_a_sign_in(api) -> None:
     response = api.post("/api/fleets/check/", {}, format="json")
     assert response.status_code == 400 and "toml" in str(response.json())
     assert APIClient().post("/api/fleets/check/", {"toml": DOC_AS_WRITTEN}, format="json").status_code in (401, 403)
+
+
+def test_form_edits_change_the_toml_in_place_and_keep_its_comments(api) -> None:
+    import tomllib
+
+    commented = DOC_AS_WRITTEN.replace("[traffic]", "[traffic]  # as the doc says", 1)
+    edits = [{"op": "set", "path": "traffic.qps", "value": 1200},
+             {"op": "set", "path": "hardware.gpu", "value": "A100-80GB"},
+             {"op": "unset", "path": "dispatcher.policy"},
+             {"op": "add", "path": "faults", "values": {"at_s": 30, "kill": "host:0"}}]
+    body = api.post("/api/fleets/check/", {"toml": commented, "edits": edits}, format="json").json()
+    assert body["valid"] is True, body["error"]
+    assert "[traffic]  # as the doc says" in body["toml"]
+    assert all(line in body["toml"] for line in commented.splitlines() if line.lstrip().startswith("#"))
+    data = tomllib.loads(body["toml"])
+    assert data["traffic"]["qps"] == 1200 and data["hardware"]["gpu"] == "A100-80GB"
+    assert "policy" not in data["dispatcher"] and data["faults"][-1] == {"at_s": 30, "kill": "host:0"}
+    fields = {f["path"]: f for g in body["form"] for f in g.get("fields", [])}
+    assert fields["traffic.qps"]["value"] == 1200 and fields["dispatcher.policy"]["used"] == "round_robin"
+
+
+def test_an_edit_the_emulator_refuses_comes_back_edited_with_the_error_at_its_key(api) -> None:
+    body = api.post("/api/fleets/check/", {"toml": DOC_AS_WRITTEN, "edits": [
+        {"op": "set", "path": "slo.tpot_s", "value": -1}]}, format="json").json()
+    assert body["valid"] is False and body["error"]["path"] == "slo.tpot_s"
+    assert body["error"]["message"].startswith("slo.tpot_s:")
+    assert "tpot_s = -1" in body["toml"]  # nothing typed is lost
+    refused = api.post("/api/fleets/check/", {"toml": DOC_AS_WRITTEN, "edits": [
+        {"op": "remove", "path": "hosts[7]"}]}, format="json")
+    assert refused.status_code == 400 and "hosts[7]" in str(refused.json())

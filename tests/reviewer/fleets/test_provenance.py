@@ -45,6 +45,7 @@ def test_it_keeps_the_marks_on_the_first_version(owner, doc) -> None:
     ({"traffic.rate": {"source": "assumed"}}, "provenance.traffic.rate", "has no key"),
     ({"traffic.qps": {"source": "guessed"}}, "provenance.traffic.qps", '"assumed"'),
     (["traffic.qps"], "provenance", "object"),
+    ({"worker.batch_s": {"source": "measured"}}, "provenance.worker.batch_s", "what measured it"),
 ])
 def test_it_refuses_a_mark_it_cannot_keep_naming_the_key_path(owner, doc, marks, path, words) -> None:
     with pytest.raises(Invalid) as caught:
@@ -183,3 +184,15 @@ def test_accepting_a_doc_figure_writes_the_key_marked_from_the_doc(owner, doc) -
                           format="json")
     assert refused.status_code == 400 and "traffic.qps" in str(refused.json())
     assert config.versions.count() == 2  # nothing saved by a refusal
+
+
+def test_a_measured_figure_keeps_what_measured_it_and_counts_as_not_assumed(owner, doc) -> None:
+    from reviewer.fleets.provenance import input_sources
+
+    marks = {"worker.batch_s": {"source": "measured", "note": "  benchmark of  r1 on 8 GPUs "}}
+    config = services.fleet_config_create(owner=owner, name="f", toml=TOML, doc=doc, provenance=marks)
+    assert config.provenance == {"worker.batch_s": {"source": "measured", "note": "benchmark of r1 on 8 GPUs"}}
+    assert split(config.provenance, config.scenario)["measured"] == [
+        {"path": "worker.batch_s", "value": 1.5, "note": "benchmark of r1 on 8 GPUs"}]
+    assert input_sources(config.provenance, config.scenario, ["worker.batch_s"]) == {"worker.batch_s": "measured"}
+    assert assumed_note(config.provenance, config.scenario) == ""

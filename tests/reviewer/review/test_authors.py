@@ -201,3 +201,39 @@ def test_it_lets_no_author_move_the_session_to_another_pass(team_api, drafting_r
     assert drafting_review.current_pass == "restate"
     assert team_api("reviewer").patch(f"/api/sessions/{drafting_review.pk}/", {"current_pass": "break"},
                                       format="json").status_code == 200
+
+
+def test_the_turn_names_the_authors_only_while_a_fix_now_finding_waits_on_them(team, team_api, drafting_review,
+                                                                              published):
+    from reviewer.models import Finding, FindingReply
+
+    turn_url = f"/api/sessions/{drafting_review.pk}/turn/"
+    replies = f"/api/findings/{published['id']}/replies/"
+    team_api("author").post(replies, {"body": "Replicated in r2."}, format="json")
+    assert team_api("reviewer").get(turn_url).json()["authors"] == []
+    # A reviewer's question back in the thread, once published, waits on them again.
+    team_api("reviewer").post(replies, {"body": "Replicated how: sync or async?"}, format="json")
+    turn = team_api("reviewer").get(turn_url).json()
+    assert (turn["turn"], turn["reviewers_with_drafts"], turn["authors"]) == ("reviewers", ["reviewer"], [])
+    team_api("reviewer").post(f"/api/sessions/{drafting_review.pk}/reviews/", {"verdict": "needs_changes"},
+                              format="json")
+    turn = team_api("reviewer").get(turn_url).json()
+    assert (turn["turn"], turn["authors"], turn["unanswered_fix_now"]) == ("authors", ["author"], 1)
+    team_api("author").post(replies, {"body": "Synchronous, to a second zone."}, format="json")
+    assert team_api("reviewer").get(turn_url).json()["turn"] == "nobody"
+    # An author's unpublished draft owes no review: it names nobody.
+    finding = Finding.objects.get(pk=published["id"])
+    FindingReply.objects.create(finding=finding, author=team["author"], body="a note to self")
+    assert team_api("reviewer").get(turn_url).json()["reviewers_with_drafts"] == []
+    # A fix-now finding merged into another waits on nobody.
+    team_api("reviewer").post(replies, {"body": "And the failover time?"}, format="json")
+    team_api("reviewer").post(f"/api/sessions/{drafting_review.pk}/reviews/", {"verdict": "needs_changes"},
+                              format="json")
+    assert team_api("reviewer").get(turn_url).json()["unanswered_fix_now"] == 1
+    other = Finding.objects.create(session=drafting_review, author=team["reviewer"], review_pass="break",
+                                   title="Queue loss", severity="fix_now", published_at=finding.published_at)
+    Finding.objects.filter(pk=finding.pk).update(merged_into=other)
+    turn = team_api("reviewer").get(turn_url).json()
+    assert (turn["unanswered_fix_now"], turn["authors"]) == (1, ["author"])  # the finding it was merged into
+    Finding.objects.filter(pk=other.pk).update(state="fixed")
+    assert team_api("reviewer").get(turn_url).json()["turn"] == "nobody"
