@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from reviewer import selectors
 from reviewer.models.review import FleetConfig, FleetConfigVersion, PlacementAnswer
+from reviewer.runs import broker
 
 __all__ = ["analysis_record", "latest_record", "placement_compute", "stored_placement", "stored_record"]
 
@@ -95,10 +96,8 @@ def stored_record(version: FleetConfigVersion) -> dict[str, Any] | None:
 
 def _send_task(version_id: int) -> None:
     """Hand the work to a docs worker once the ask is committed, off the request path."""
-    from reviewer.runs.services import send_task_after_commit
-
-    send_task_after_commit("fleet_analysis", [version_id], f"the analysis of fleet version {version_id}",
-                           f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+    broker.send_task_after_commit("fleet_analysis", [version_id], f"the analysis of fleet version {version_id}",
+                                  f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
 
 
 @contextmanager
@@ -170,11 +169,9 @@ def stored_placement(version: FleetConfigVersion, hosts: int | None = None) -> d
     now = timezone.now()
     if row.asked_at is None or row.asked_at < now - timedelta(seconds=ASK_AGAIN_AFTER_S):
         PlacementAnswer.objects.filter(pk=row.pk).update(asked_at=now)
-        from reviewer.runs.services import send_task_after_commit
-
-        send_task_after_commit("placement_answer", [version.pk, hosts],
-                               f"the placement of fleet version {version.pk} on {hosts} hosts",
-                               f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+        broker.send_task_after_commit("placement_answer", [version.pk, hosts],
+                                      f"the placement of fleet version {version.pk} on {hosts} hosts",
+                                      f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
     return None
 
 

@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reviewer.models.review import FleetConfigVersion
+from reviewer.runs import broker
 
 #: An ask no worker answered within this long (a lost task, no docs worker yet) is sent again.
 ASK_AGAIN_AFTER_S = 60
@@ -67,7 +68,5 @@ def break_advice_compute(*, version_id: int) -> dict[str, Any]:
 
 def _send_task(version_id: int) -> None:
     """Hand the work to a docs worker once the ask is committed, off the request path."""
-    from reviewer.runs.services import send_task_after_commit
-
-    send_task_after_commit("break_advice", [version_id], f"the break advice of fleet version {version_id}",
-                           f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+    broker.send_task_after_commit("break_advice", [version_id], f"the break advice of fleet version {version_id}",
+                                  f"the page's next ask after {ASK_AGAIN_AFTER_S} s")

@@ -36,6 +36,7 @@ from reviewer.fleets.scenario_toml import scenario_dict_to_toml
 from reviewer.models.review import FleetConfig, TraceUpload, TraceUploadStatus
 from reviewer.ops.uploads import stage_upload
 from reviewer.review import services as review
+from reviewer.runs import broker
 
 
 def uploaded_trace_name(config: FleetConfig) -> str | None:
@@ -137,15 +138,13 @@ def trace_upload_start(*, config: FleetConfig, author: User, upload: UploadedFil
     The request reads nothing of the trace but its bytes: a trace of tens of MB takes
     seconds to parse. Quota and size limits are still refused here, at once.
     """
-    from reviewer.runs.services import send_task_after_commit
-
     path = _store(config, upload)
     try:
         with transaction.atomic():
             pending = TraceUpload.objects.create(config=config, author=author, name=path.name, path=str(path),
                                                  size=path.stat().st_size)
-            send_task_after_commit("trace_upload", [pending.pk], f"trace upload {pending.pk}",
-                                   "nothing: upload the trace again")
+            broker.send_task_after_commit("trace_upload", [pending.pk], f"trace upload {pending.pk}",
+                                          "nothing: upload the trace again")
     except BaseException:
         shutil.rmtree(path.parent, ignore_errors=True)
         raise

@@ -50,6 +50,7 @@ from reviewer.review.findings import (
     resolve_anchor,
     set_anchor,
 )
+from reviewer.runs import broker
 from reviewer.text.anchoring import Anchor, reanchor
 
 log = logging.getLogger(__name__)
@@ -272,15 +273,13 @@ def _send_reanchor_task(revision_id: int) -> None:
     a copy sent earlier (still queued, or redelivered) finds its number behind
     and returns at once, and a live copy superseded so stops at its next beat.
     """
-    from reviewer.runs.services import send_task_after_commit
-
     with transaction.atomic():
         DocRevision.objects.filter(pk=revision_id).update(
             reanchor_dispatch=F("reanchor_dispatch") + 1, reanchor_beat_at=timezone.now())
         dispatch = DocRevision.objects.values_list("reanchor_dispatch", flat=True).get(pk=revision_id)
     # The revision stays pending meanwhile.
-    send_task_after_commit("reanchor_revision", [revision_id, dispatch],
-                           f"the re-anchoring of revision {revision_id}", "reanchors_resume")
+    broker.send_task_after_commit("reanchor_revision", [revision_id, dispatch],
+                                  f"the re-anchoring of revision {revision_id}", "reanchors_resume")
 
 
 # How often a working re-anchoring task renews its lease (the watchdog allows

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -33,6 +31,7 @@ from reviewer.models import (
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
 from reviewer.realtime import groups as realtime
+from reviewer.runs import broker
 
 log = logging.getLogger(__name__)
 
@@ -272,57 +271,15 @@ def hand_to_broker(run: EmulatorRun) -> None:
     The task carries the run's ``dispatches``: a run handed to the broker again
     (see :func:`runs_requeue_lost`) is started only by its latest task.
     """
-    from reviewer.tasks import run_emulation
-
     soft, hard = time_limits_for(duration_s=run.duration_s, speed=run.speed)
-    run_id, dispatch = run.pk, run.dispatches
-
-    def send() -> None:
-        try:
-            run_emulation.apply_async(args=[run_id, dispatch], soft_time_limit=soft, time_limit=hard)
-        except Exception:
-            # The run stays queued; runs_requeue_lost hands it over once the broker answers.
-            log.warning("could not hand run %s to the broker", run_id, exc_info=True)
-
-    # Off the request path: a broker that stops answering must not hold up the request.
-    transaction.on_commit(lambda: submit_off_request_path(send))
-
-
-def submit_off_request_path(send: Any) -> None:
-    """Run ``send`` (a call to the broker) on this process's hand-off thread, in order."""
-    _enqueuer().submit(send)
-
-
-def send_task_after_commit(task_name: str, args: list[Any], what: str, retried_by: str) -> None:
-    """Send the Celery task ``task_name`` (of ``reviewer.tasks``) with ``args`` once the
-    current transaction commits, off the request path. A broker that cannot take it is
-    logged, naming ``what`` was not handed over and ``retried_by`` what sends it again."""
-
-    def send() -> None:
-        from reviewer import tasks
-
-        try:
-            getattr(tasks, task_name).apply_async(args=args)
-        except Exception:
-            log.warning("could not hand %s to the broker; %s sends it again", what, retried_by, exc_info=True)
-
-    transaction.on_commit(lambda: submit_off_request_path(send))
-
-
-_ENQUEUER: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _enqueuer() -> ThreadPoolExecutor:
-    """One thread per process that hands runs to the broker, in order (a fresh one after a fork)."""
-    global _ENQUEUER
-    if _ENQUEUER is None or _ENQUEUER[0] != os.getpid():
-        _ENQUEUER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-enqueue"))
-    return _ENQUEUER[1]
+    # The run stays queued when the broker refuses; runs_requeue_lost hands it over once it answers.
+    broker.send_task_after_commit("run_emulation", [run.pk, run.dispatches], f"run {run.pk}",
+                                  "the stale-run watchdog", soft_time_limit=soft, time_limit=hard)
 
 
 def wait_enqueued(timeout_s: float = 10.0) -> None:
-    """Block until the runs handed over so far reached the broker (for commands and tests)."""
-    _enqueuer().submit(lambda: None).result(timeout=timeout_s)
+    """Block until the tasks handed over so far reached the broker (for commands and tests)."""
+    broker.wait_sent(timeout_s)
 
 
 def build_run(
