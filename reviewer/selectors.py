@@ -23,16 +23,20 @@ from typing import Any, TypeVar
 from django.db.models import Case, Exists, IntegerField, Model, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 
+from reviewer.models.collaboration import FindingState, Notification
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
+    DocRevision,
     Finding,
     FindingReply,
     FindingStatus,
     FleetConfig,
+    ReanchorStatus,
     ReviewSession,
 )
 from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, RunStatus, Sweep
+from reviewer.runs.fair_order import queue_positions
 
 M = TypeVar("M", bound=Model)
 
@@ -188,7 +192,6 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
 
 def run_queue_positions() -> dict[int, int]:
     """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
-    from reviewer.runs.fair_order import queue_positions
 
     return queue_positions()
 
@@ -203,7 +206,6 @@ def doc_reanchoring(doc: Any) -> dict[str, Any]:
 
 def pending_revision_number(doc_id: int) -> int | None:
     """The newest revision of the doc whose findings are still being moved onto it, if any."""
-    from reviewer.models.review import DocRevision, ReanchorStatus
 
     return (DocRevision.objects.filter(doc_id=doc_id, reanchor_status=ReanchorStatus.PENDING)
             .order_by("-number").values_list("number", flat=True).first())
@@ -220,7 +222,6 @@ def session_turn(session: ReviewSession) -> dict[str, Any]:
     reopened with no reply from any of them since it was published (or
     reopened).
     """
-    from reviewer.models.collaboration import FindingState
 
     drafting = set(
         Finding.objects.filter(session=session, published_at__isnull=True).values_list("author__username", flat=True)
@@ -263,7 +264,6 @@ def session_turn(session: ReviewSession) -> dict[str, Any]:
 
 def notifications_for(user: Any) -> QuerySet[Any]:
     """``user``'s inbox, newest first (nobody else's items, staff included)."""
-    from reviewer.models.collaboration import Notification
 
     if not _signed_in(user):
         return Notification.objects.none()

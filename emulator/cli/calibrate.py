@@ -15,6 +15,16 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from emulator.analysis.calibration import (
+    NAMED_MEASUREMENTS,
+    fit,
+    read_groups,
+    resolve_measurements,
+    select,
+)
+from emulator.analysis.roofline_gap import floors, roofline_for
+from emulator.scenario import ScenarioError
+
 if TYPE_CHECKING:
     from emulator.analysis.calibration import Fit
 
@@ -28,7 +38,6 @@ CAVEAT = (
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``calibrate`` subcommand to an argparse subparsers object."""
-    from emulator.analysis.calibration import NAMED_MEASUREMENTS
 
     parser = subparsers.add_parser(
         "calibrate",
@@ -52,8 +61,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Read, fit and print; a bad file or filter is one line on stderr and status 2."""
-    from emulator.analysis.calibration import fit, read_groups, resolve_measurements, select
-    from emulator.scenario import ScenarioError
 
     try:
         source = resolve_measurements(args.measurements).name
@@ -134,9 +141,9 @@ def _group_text(source: str, f: dict[str, Any]) -> list[str]:
 def _with_roofline(f: Fit) -> dict[str, Any]:
     """The fit's dict, with each point's pure-roofline floor and the medians of
     measured / floor when the catalog knows the model and the hardware."""
+    # numpy is heavy; only the roofline-gap fit needs it
     import numpy as np
 
-    from emulator.analysis.roofline_gap import floors, roofline_for
 
     out = f.to_dict()
     group_floors = floors(f.group)

@@ -13,6 +13,7 @@ from typing import Any
 
 from emulator.scenario import catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.limits import (
     MAX_HOST_UNITS,
     MAX_MODELS,
@@ -44,6 +45,7 @@ from emulator.scenario.specs import (
     WorkerSlot,
     WorkerSpec,
 )
+from emulator.scenario.traces import load_trace, replay_times
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _SLOT = re.compile(r"^([^@\s]+)@(\d+)$")
@@ -267,6 +269,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         hardware=hardware,
     )
     if top.has("autoscaler"):
+        # cycle: autoscale_checks imports this module's _show and _Table at load time
         from emulator.scenario.autoscale_checks import parse_autoscaler
 
         scenario = scenario.replace(
@@ -315,7 +318,6 @@ def _traffic(t: _Table) -> Traffic:
     )
     _check_arrival(t, traffic)
     if traffic.trace is not None and traffic.trace_loop:
-        from emulator.scenario.traces import load_trace, replay_times
 
         # Refused here (one line naming the key) rather than when the run starts.
         try:
@@ -349,7 +351,6 @@ def _trace_path(t: _Table) -> str | None:
     """``traffic.trace``: a readable trace file (read and checked now, once)."""
     if not t.has("trace"):
         return None
-    from emulator.scenario.traces import load_trace
 
     path = t.text("trace")
     load_trace(path, key=t.key("trace"))
@@ -359,7 +360,6 @@ def _trace_path(t: _Table) -> str | None:
 def _check_trace_models(traffic: Traffic, models: dict[str, ModelSpec]) -> None:
     if traffic.trace is None:
         return
-    from emulator.scenario.traces import load_trace
 
     names = load_trace(traffic.trace).model
     if names is None:
@@ -514,7 +514,6 @@ def _efficiency(t: _Table, name: str, default: float) -> float:
 
 def _hardware(raw: Any) -> HardwareSpec:
     """``[hardware]``: a catalog gpu, or memory_gb, hbm_tb_s and bf16_tflops given."""
-    from emulator.scenario.hardware import GPUS
 
     t = _Table(raw, "hardware", tuple(HardwareSpec.__dataclass_fields__))
     gpu = t.text("gpu") if t.has("gpu") else None
@@ -544,7 +543,6 @@ def _hardware(raw: Any) -> HardwareSpec:
 
 def _arch(raw: Any, path: str) -> ArchSpec:
     """``[models.NAME.arch]``: a catalog model, or its shape given."""
-    from emulator.scenario.hardware import MODEL_SHAPES
 
     t = _Table(raw, path, tuple(ArchSpec.__dataclass_fields__))
     model = t.text("model") if t.has("model") else None
@@ -584,7 +582,6 @@ def _resolve_hardware(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | 
     """Check what ``kv_cache_tokens = "auto"`` and ``step_model = "roofline"`` need and
     that the model's weights fit on its worker's GPUs, and give ``w`` with its KV
     capacity resolved."""
-    from emulator.scenario.specs import Scenario
 
     where = dict(model.worker_overrides)
 

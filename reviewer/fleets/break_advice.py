@@ -18,6 +18,9 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from emulator.sim.policies import POLICY_REGISTRY
+from reviewer.fleets.analysis_record import analysis_record
+from reviewer.fleets.scenario_view import measured_comparison
 from reviewer.models.review import FleetConfigVersion
 from reviewer.runs import broker
 
@@ -51,13 +54,10 @@ def break_advice(version: FleetConfigVersion) -> dict[str, Any] | None:
 
 def break_advice_compute(*, version_id: int) -> dict[str, Any]:
     """Work the version's advice out and store it (nothing to do if it is stored already)."""
-    from emulator.sim.policies import POLICY_REGISTRY
-    from reviewer.fleets.scenario_view import measured_comparison
 
     version = FleetConfigVersion.objects.get(pk=version_id)
     if version.break_advice is not None:
         return version.break_advice
-    from reviewer.fleets.analysis_record import analysis_record
 
     record = analysis_record(version)  # the advice reads the version's one analysis
     analysis = ((record or {}).get("numbers") or {}).get("analysis")

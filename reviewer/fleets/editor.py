@@ -13,6 +13,8 @@ from typing import Any
 
 from django.conf import settings
 
+from emulator.scenario import Scenario, ScenarioError
+from emulator.scenario.limits import loads_toml
 from reviewer.errors import Invalid
 from reviewer.fleets.scenario_toml import trace_path_problem
 
@@ -31,8 +33,6 @@ def scenario_check(*, toml: str | None = None, scenario: Any = None) -> dict[str
     otherwise ``error`` is ``{"path", "message"}``, the key path at fault (``""``
     for the document as a whole) and the emulator's one-line message with its fix.
     """
-    from emulator.scenario import Scenario, ScenarioError
-    from emulator.scenario.limits import loads_toml
 
     if toml is None and scenario is None:
         raise Invalid("toml", "toml: give the scenario as toml text or as a scenario object")

@@ -20,6 +20,7 @@ from django.utils import timezone
 from reviewer.models.runs import EmulatorRun, RunStatus
 from reviewer.runs import broker
 from reviewer.runs import fair_order as run_queue
+from reviewer.runs.services import hand_to_broker
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,6 @@ def _lock_dispatch() -> None:
 
 def runs_dispatch(*, slots: int | None = None) -> list[int]:
     """Hand waiting runs to the broker for the free worker slots; return their ids."""
-    from reviewer.runs.services import hand_to_broker
 
     # Most calls (the watchdog's every 2 s) find nothing waiting: no lock, no Redis call then.
     if not EmulatorRun.objects.filter(status=RunStatus.QUEUED, awaiting_slot=True).exists():

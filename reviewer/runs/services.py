@@ -17,7 +17,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
+from kombu.exceptions import ChannelError
 
+from emulator.scenario import Scenario, ScenarioError, load_scenario
+from emulator.scenario.limits import loads_toml
+from emulator.scenario.overrides import apply_overrides
+from emulator.scenario.presets import PRESETS
+from emulator.sim.engine import Engine
+from reviewer.celery import app
 from reviewer.errors import Conflict, Invalid, OverLimit
 from reviewer.fleets.scenario_toml import trace_path_problem
 from reviewer.fleets.scenario_view import run_facts
@@ -28,6 +35,7 @@ from reviewer.models import (
     ReviewSession,
     RunCommand,
     RunStatus,
+    Sweep,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
 from reviewer.realtime import groups as realtime
@@ -81,7 +89,6 @@ def resolve_scenario(
     The source is, in order: ``scenario`` (TOML text, a preset name, or a dict in
     the TOML spelling), ``config_version``, or the session's fleet config.
     """
-    from emulator.scenario import ScenarioError
 
     try:
         if scenario is not None:
@@ -106,8 +113,6 @@ def resolve_scenario(
             raise Invalid("overrides", 'overrides: give a list of "key=value" strings')
         try:
             # Scenario.with_overrides, with the trace checked before the emulator reads it.
-            from emulator.scenario import Scenario
-            from emulator.scenario.overrides import apply_overrides
 
             data = apply_overrides(loaded.to_dict(), list(overrides))
             _check_trace(data, "overrides")
@@ -126,9 +131,6 @@ def _check_trace(data: Any, field: str) -> None:
 
 
 def _load_text(text: str) -> Any:
-    from emulator.scenario import ScenarioError, load_scenario
-    from emulator.scenario.limits import loads_toml
-
     # Not TOML: a preset's name, or a TOML error that load_scenario reports.
     with contextlib.suppress(ScenarioError):
         _check_trace(loads_toml(text), "scenario")
@@ -139,8 +141,6 @@ def _load_text(text: str) -> Any:
 
 def _load_given(scenario: str | dict[str, Any]) -> Any:
     """A scenario sent by a user: a dict, TOML text, or a preset name, never a file path."""
-    from emulator.scenario import Scenario
-    from emulator.scenario.presets import PRESETS
 
     if isinstance(scenario, dict):
         _check_trace(scenario, "scenario")
@@ -228,7 +228,6 @@ def check_budgets(*, user: Any, scenarios: list[Any], speed: str) -> None:
 
 def active_runs_for(user: Any) -> int:
     """Runs and sweeps of ``user`` that are queued or running; a sweep counts once."""
-    from reviewer.models import Sweep
 
     runs = EmulatorRun.objects.filter(started_by=user, sweep__isnull=True, status__in=ACTIVE_STATUSES)
     sweeps = Sweep.objects.filter(started_by=user, status__in=ACTIVE_STATUSES)
@@ -260,6 +259,7 @@ def enqueue_run(run: EmulatorRun) -> None:
     transaction commits, a dispatch is asked for (see
     :mod:`reviewer.runs.handoff`).
     """
+    # cycle: handoff imports hand_to_broker from this module at load time
     from reviewer.runs.handoff import dispatch_soon
 
     dispatch_soon()
@@ -294,7 +294,6 @@ def build_run(
     sweep_value: float | None = None,
 ) -> EmulatorRun:
     """Create (not enqueue) a run row for a resolved scenario."""
-    from emulator.sim.engine import Engine
 
     scenario = resolved.scenario
     effective_seed = int(scenario.seed if seed is None else seed)
@@ -400,7 +399,6 @@ def parse_fault(fault: dict[str, Any] | str) -> str:
 
 def validate_fault_target(run: EmulatorRun, command: str) -> None:
     """Check the target against the run's scenario with the emulator's own rules."""
-    from emulator.scenario import Scenario, ScenarioError
 
     action, target = command.split(" ", 1)
     data = dict(run.scenario)
@@ -476,9 +474,7 @@ def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
 
 def broker_queue_length() -> int:
     """Tasks waiting in the broker's default queue (0 when the queue does not exist)."""
-    from kombu.exceptions import ChannelError
 
-    from reviewer.celery import app
 
     with app.connection_for_write() as connection:
         try:

@@ -12,6 +12,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from emulator.scenario.checks import _policy_names
+from emulator.scenario.specs import BATCHING, SHAPES, STANDBYS
+from emulator.scenario.traces import NAMED_TRACES
 from reviewer import permissions, selectors
 from reviewer.models import FleetConfig
 from reviewer.text.markdown import render_markdown
@@ -23,9 +26,6 @@ STARTER_PRESET = "continuous-comfortable.toml"
 
 def editor_choices() -> dict[str, Any]:
     """The values the form's selects offer, from the emulator's own lists."""
-    from emulator.scenario.checks import _policy_names
-    from emulator.scenario.specs import BATCHING, SHAPES, STANDBYS
-    from emulator.scenario.traces import NAMED_TRACES
 
     return {
         "policies": list(_policy_names()),

@@ -35,6 +35,7 @@ from emulator.analysis.fleet.workload import Workload, workload_of
 from emulator.analysis.placement.core import exact
 from emulator.scenario import Scenario
 from emulator.scenario.pools import kv_bytes_per_token
+from emulator.scenario.traces import load_trace, replay_times
 
 __all__ = ["FleetAnalysis", "HostLoss", "ModelAnalysis", "PoolAnalysis", "analyse"]
 
@@ -457,7 +458,6 @@ def _trace_capacity(scenario: Scenario, load: Workload, capacity: Fraction,
     """The highest mean rate, replaying the trace faster or slower over the same run,
     at which a fluid queue served at ``capacity`` keeps GOODPUT of the requests within
     the slack of their goal (the TTFT goal less its floor, else the client's timeout)."""
-    from emulator.scenario.traces import load_trace, replay_times
 
     t = scenario.traffic
     goal = scenario.slo.ttft_s if scenario.slo.ttft_s is not None else scenario.client.timeout_s

@@ -522,6 +522,7 @@ def solve(
     scored, or for large questions only those a bound cannot rule out) or
     "brute_force" (the reference, small fleets only).
     """
+    # cycle: search imports the placement package, which loads this module
     from emulator.analysis.placement import search as placement_exact
 
     problem = make_problem(hosts, units, workers, split, qps_per_worker=qps_per_worker,
