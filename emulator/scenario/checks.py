@@ -2,6 +2,11 @@
 
 Each check raises ``ScenarioError`` with the key path and the fix, so a user sees one
 line such as ``dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded``.
+
+Kept as one module: every table's checks share the key-path helpers (``_Table``,
+``_show``) and run in the order of the format, so a scenario's first error is the first
+one a reader meets; the tables only some scenarios have (pools, prefixes, the
+autoscaler) have their own modules.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ Disaggregated serving adds ``[models.NAME.disaggregated]`` (``DisaggSpec``) and 
 both are written back only when set.
 
 Errors are ``ScenarioError``: one line naming the key path and the fix.
+
+Kept as one module: the dataclasses are the format, read top to bottom as one
+description of a serving system; reading and checking them lives in
+:mod:`emulator.scenario.checks`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ the SLOs, the scheduled faults), and the one-click changes the break pass offers
 
 Pure functions of a scenario (an ``emulator.scenario.Scenario``, or its dict in
 the TOML spelling for the page's config); nothing here touches the database.
+
+Kept as one module: the trace path, the break controls, the policy equivalences and the
+run facts all read the same scenario through the same helpers; what the emulator's typed
+scenario can answer is meant to move there, which shrinks this module.
 """
 
 from __future__ import annotations

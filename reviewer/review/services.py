@@ -6,6 +6,10 @@ module for all of them. Plain functions with keyword-only arguments, shared by t
 the pages and the management commands. Writes are atomic; live events for a
 session's viewers go out through :func:`reviewer.realtime.groups.session_event` once
 the transaction commits.
+
+Kept as one module: a doc's revision and the re-anchoring of its findings onto it are
+one workflow (the revision is saved, then its findings move in leased batches that the
+watchdog resumes); the fleet config and session workflows beside it are short.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Plain functions shared by the REST API, the websocket consumers and the Celery
 tasks. Playing a run (the loop inside the worker) is in
 :mod:`reviewer.runs.player`; sweeps are in :mod:`reviewer.runs.sweeps`.
+
+Kept as one module: starting a run, steering it and the watchdog's checks share the
+run's budgets, limits and statuses; the hand-off, the player and sweeps are modules
+beside it.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ A model's pools:
   transfer at a time. The model serves the least of what its prefill pool prefills (for
   the share of requests sent there), its decode pool decodes and its decode links move.
   Losing every worker of either pool takes the model down.
+
+Kept as one module: every figure is read from one ``FleetAnalysis``, built in one pass
+over the models and their pools; the parts with rules of their own (workload, capacity,
+step costs, prefix routing) are modules beside it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ All arithmetic is exact (``fractions.Fraction``); floats appear only in
 
 The search itself lives in :mod:`emulator.analysis.placement.search` (an exact method over
 counts of layout types, and the brute-force reference it is tested against).
+
+Kept as one module: the layouts, the fleet ranking and the exact arithmetic they share
+are one model of the problem; the search over it is in its own module.
 """
 
 from __future__ import annotations
