@@ -18,7 +18,7 @@ from emulator.cli import main
 from emulator.scenario import load_scenario
 from emulator.scenario.presets import PRESETS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = [*sorted(PRESETS), str(ROOT / "reviewer" / "review" / "example" / "chat-70b-fleet.toml")]
 
 

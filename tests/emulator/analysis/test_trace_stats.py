@@ -15,7 +15,7 @@ from emulator.analysis.trace_stats import trace_stats
 from emulator.cli import main
 from emulator.scenario.traces import load_trace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scenarios import EXAMPLE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def numbers(*args: str) -> subprocess.CompletedProcess[str]:

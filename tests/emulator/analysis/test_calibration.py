@@ -17,7 +17,7 @@ from token_scenarios import scenario
 from emulator.analysis.calibration import DATA, Group, Point, fit, read_groups
 from emulator.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEADER = "model,hardware,prompt_size,batch_size,token_size,prompt_time,token_time,tensor_parallel\n"
 TRUTH = {"step_base_s": 0.03, "prefill_token_s": 1e-4, "decode_seq_s": 2e-4, "kv_token_s": 1.5e-7}
 

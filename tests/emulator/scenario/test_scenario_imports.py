@@ -14,7 +14,7 @@ from emulator.scenario.presets import load_preset
 from emulator.sim.policies import POLICY_REGISTRY
 from emulator.sim.workers import WORKER_MODELS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_scenario_layer_imports_nothing_from_the_simulation_layer() -> None:

@@ -14,7 +14,7 @@ from emulator.analysis.placement import PlacementError, make_problem, solve
 from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
 from emulator.scenario import load_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

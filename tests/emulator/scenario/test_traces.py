@@ -11,7 +11,7 @@ import pytest
 from emulator.scenario.traces import Trace, TraceError, read_trace, replay_times, write_jsonl
 
 #: The conversation trace of the Azure LLM inference trace 2023, as the package ships it.
-AZURE = Path(__file__).resolve().parents[2] / "emulator" / "scenario" / "trace_data" / "azure-conv-2023.csv"
+AZURE = Path(__file__).resolve().parents[3] / "emulator" / "scenario" / "trace_data" / "azure-conv-2023.csv"
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 

@@ -10,7 +10,7 @@ from emulator.analysis.record import RECORD_VERSION, fleet_record
 from emulator.scenario import load_scenario
 from emulator.scenario.presets import load_preset
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_it_holds_the_numbers_the_placement_and_the_doc_figures_in_json():

@@ -9,7 +9,7 @@ import pytest
 from emulator.analysis.doc_figures import conflicts, find_figures
 from emulator.scenario import load_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEED_DOC = (ROOT / "reviewer" / "review" / "example" / "design-doc.md").read_text()
 
 
