@@ -1,7 +1,7 @@
 // The top bar's unread count, kept live over /ws/inbox/, and the inbox page's
 // "mark read" buttons and e-mail setting.
 
-import { api, wsUrl } from "./api.js";
+import { api, wsUrl } from "../lib/api.js";
 
 const badge = document.getElementById("inbox-unread");
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Offsets in one unit end to end: the server counts code points (Python str
 // indices) while the DOM counts UTF-16 code units, so an emoji or any other
 // astral character ("😀", "𝔘") is one on the server and two here. Every offset

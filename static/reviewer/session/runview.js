@@ -2,11 +2,11 @@
 // placement heatmap restyled every frame, the fault buttons and the
 // attach-as-evidence bar. Frames arrive on /ws/runs/<id>/?after=N.
 
-import { api, el, fill, wsUrl } from "./api.js";
-import { config } from "./config.js";
+import { api, el, fill, wsUrl } from "../lib/api.js";
+import { config } from "../lib/config.js";
 import { changedKeysText, ChangeControls } from "./breakpass.js";
-import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, TimeAxisGroup, timeAxis, valueAxes } from "./charts.js";
-import { keepChartsFitted } from "./fit.js";
+import { BASE_LAYOUT, decorations, KV_LEGEND, kvHeatmapTrace, TimeAxisGroup, timeAxis, valueAxes } from "../lib/charts.js";
+import { keepChartsFitted } from "../lib/fit.js";
 import { MechanismCharts, parseScaleEvent } from "./mechanisms.js";
 import { heatmapTrace, HEATMAP_LEGEND, unitGrid } from "./placement.js";
 

@@ -8,7 +8,7 @@
 // an anchor through the map from source to rendered offsets the server put in
 // the page's config (config.docMap). Nothing here searches the text.
 
-import { codePointLength, codePointToUtf16, firstCodePoints, lastCodePoints, utf16ToCodePoint } from "./offsets.js";
+import { codePointLength, codePointToUtf16, firstCodePoints, lastCodePoints, utf16ToCodePoint } from "../lib/offsets.js";
 
 const CONTEXT_CHARS = 32;
 

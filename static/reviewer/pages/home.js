@@ -1,7 +1,7 @@
 // The home page: adding a design doc (POST /api/docs/); the page then reloads
 // with the doc offered for a new review and a new fleet config.
 
-import { api, describeError } from "./api.js";
+import { api, describeError } from "../lib/api.js";
 
 const form = document.getElementById("new-doc-form");
 if (form) {

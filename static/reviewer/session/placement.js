@@ -2,7 +2,7 @@
 // state and backlog), and the placement solver's ranked layouts with their
 // failure verdicts and "use this layout".
 
-import { api, el, fleetFigures } from "./api.js";
+import { api, el, fleetFigures } from "../lib/api.js";
 
 const BACKLOG_CAP = 10;
 export const HEATMAP_LEGEND = "Heatmap: dark red dead · pale green idle · blue busy · orange busy with a backlog of queued batches · blank free unit. Hover a cell for details.";

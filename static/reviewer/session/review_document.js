@@ -4,7 +4,7 @@
 // carry the version they started from; a change saved by someone else shows up
 // live in every part the reader has not touched.
 
-import { api, el } from "./api.js";
+import { api, el } from "../lib/api.js";
 
 const PARTS = {
   opening: {

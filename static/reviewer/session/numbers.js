@@ -2,7 +2,7 @@
 // with their one-line explanations, and its suggested findings, each adopted
 // with one click.
 
-import { api, el, fleetFigures } from "./api.js";
+import { api, el, fleetFigures } from "../lib/api.js";
 
 // Where a figure's inputs come from, in the reader's words.
 const SOURCE_WORDS = { doc: "from the doc", assumed: "rests on an assumption", unmarked: "inputs not marked" };

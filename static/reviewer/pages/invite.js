@@ -1,8 +1,8 @@
 // The session's reviewers, and inviting one by username (its owner only):
 // PATCH /api/sessions/<id>/ with the new list of reviewers.
 
-import { api, el } from "./api.js";
-import { config } from "./config.js";
+import { api, el } from "../lib/api.js";
+import { config } from "../lib/config.js";
 
 const box = document.getElementById("people");
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Moving the findings onto a new revision of the doc: "re-anchoring: N of M
 // findings placed" above the doc while a worker places them, from the page's
 // starting state and then the session socket's doc.reanchoring events.

@@ -5,8 +5,8 @@
 // draws comes from the server (config.mechanismCharts); a chart appears only once
 // the run's frames carry a value for it, so a run without a mechanism shows nothing.
 
-import { el } from "./api.js";
-import { config } from "./config.js";
+import { el } from "../lib/api.js";
+import { config } from "../lib/config.js";
 
 const VOCAB = config.mechanismCharts;
 const SCALE_EVENT = new RegExp(VOCAB.scaleEventPattern);

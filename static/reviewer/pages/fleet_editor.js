@@ -4,8 +4,8 @@
 // TOML refills the form, and the first problem is shown next to the field whose
 // key path it names. Saving makes a new version of the config.
 
-import { api, el } from "./api.js";
-import { config } from "./config.js";
+import { api, el } from "../lib/api.js";
+import { config } from "../lib/config.js";
 
 const CHECK_DELAY_MS = 350;
 const choices = config.choices;

@@ -1,9 +1,9 @@
 // The break pass's emulator panel: one run, or two side by side (the same
 // seed with a different policy, say), and opening a finding's evidence.
 
-import { api, apiList, el } from "./api.js";
+import { api, apiList, el } from "../lib/api.js";
 import { changedKeysText } from "./breakpass.js";
-import { BASE_LAYOUT, shapeTop, TimeAxisGroup, timeAxis, valueAxes, yExtent } from "./charts.js";
+import { BASE_LAYOUT, shapeTop, TimeAxisGroup, timeAxis, valueAxes, yExtent } from "../lib/charts.js";
 import { RunView } from "./runview.js";
 
 /** Two runs' charts on shared value axes: per chart, the same y range (their time

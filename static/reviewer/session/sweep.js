@@ -3,7 +3,7 @@
 // dropped, run at full speed on the workers; progress as points done, then the
 // curve of p99 and ok-rate against the value and the answer, or why there is none.
 
-import { api, el } from "./api.js";
+import { api, el } from "../lib/api.js";
 
 const POLL_MS = 1000;
 

@@ -2,8 +2,8 @@
 // session's published reviews, whose turn it is, and the owner's "file
 // directly" switch.
 
-import { api, apiList, el } from "./api.js";
-import { labelOf } from "./config.js";
+import { api, apiList, el } from "../lib/api.js";
+import { labelOf } from "../lib/config.js";
 import { authorName } from "./findings.js";
 
 export function initPublish(ctx) {

@@ -3,8 +3,8 @@
 // y = x line on which a perfect fit would put every point. The step kinds come
 // from the page config (config.stepKinds), never spelled out here.
 
-import { config } from "./config.js";
-import { loadPlotly } from "./api.js";
+import { config } from "../lib/config.js";
+import { loadPlotly } from "../lib/api.js";
 
 const SYMBOLS = ["circle", "diamond", "square", "triangle-up"];
 

@@ -1,7 +1,7 @@
 // The five passes as steps: which one this reader is looking at, which one the
 // session is at (shared live), and starting each pass's tools on first view.
 
-import { api, loadPlotly } from "./api.js";
+import { api, loadPlotly } from "../lib/api.js";
 
 const starters = (ctx) => ({
   numbers: () => import("./numbers.js").then((m) => m.initNumbers),

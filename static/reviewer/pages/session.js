@@ -2,16 +2,16 @@
 // session socket together. Each pass's tools live in their own module and are
 // started the first time their pass is shown.
 
-import { api, apiList, describeError, fill } from "./api.js";
-import { config } from "./config.js";
-import { drawHighlights, selectionIn } from "./doc.js";
-import { FindingStore, authorName, findingItem, passOf } from "./findings.js";
-import { initKeyboard } from "./keyboard.js";
-import { initPasses } from "./passes.js";
-import { connectSession } from "./presence.js";
-import { initReviewDocument } from "./review_document.js";
-import { initPublish } from "./publish.js";
-import { initReanchoring } from "./reanchoring.js";
+import { api, apiList, describeError, fill } from "../lib/api.js";
+import { config } from "../lib/config.js";
+import { drawHighlights, selectionIn } from "../session/doc.js";
+import { FindingStore, authorName, findingItem, passOf } from "../session/findings.js";
+import { initKeyboard } from "../session/keyboard.js";
+import { initPasses } from "../session/passes.js";
+import { connectSession } from "../session/presence.js";
+import { initReviewDocument } from "../session/review_document.js";
+import { initPublish } from "../session/publish.js";
+import { initReanchoring } from "../session/reanchoring.js";
 
 const store = new FindingStore();
 const docBody = document.getElementById("doc-body");

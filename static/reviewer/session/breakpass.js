@@ -4,7 +4,7 @@
 // KEY=VALUE form the run API takes. The server builds the controls from the
 // scenario (config.fleet.breakControls).
 
-import { el } from "./api.js";
+import { el } from "../lib/api.js";
 
 export class ChangeControls {
   constructor(label, spec) {

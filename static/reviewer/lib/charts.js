@@ -1,3 +1,4 @@
+// @ts-check
 // What a run's charts draw besides their lines: the axes with their units, the
 // SLO lines, the fault and scale events as markers at their time, the note where
 // a series stops, and the KV heatmap (hosts × units coloured by each worker's KV

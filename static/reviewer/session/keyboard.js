@@ -7,7 +7,7 @@
 // reviewer gets the publish form with its verdict focused. Without them x
 // marks the reader's own finding resolved and p says there is nothing to publish.
 
-import { el } from "./api.js";
+import { el } from "../lib/api.js";
 
 const KEYS = [
   ["j", "Next finding"],

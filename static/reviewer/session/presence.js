@@ -1,7 +1,7 @@
 // The session's live socket: findings made by others, the session's current
 // pass, and who is looking at which pass. Reconnects with backoff.
 
-import { el, wsUrl } from "./api.js";
+import { el, wsUrl } from "../lib/api.js";
 
 function renderPresence(ctx, viewers) {
   const box = document.getElementById("presence");

@@ -1,8 +1,8 @@
 // Findings on the client: one store shared by every panel, and how a finding
 // is drawn in a list.
 
-import { api, apiList, el } from "./api.js";
-import { config, labelOf } from "./config.js";
+import { api, apiList, el } from "../lib/api.js";
+import { config, labelOf } from "../lib/config.js";
 
 /** Who wrote a finding (the API gives the author's username). */
 export function authorName(f) {

@@ -5,7 +5,7 @@
 // (up/down within a column, left/right between columns), Space or Enter drops
 // it and saves, Escape puts it back.
 
-import { api, el } from "./api.js";
+import { api, el } from "../lib/api.js";
 import { authorName, passOf } from "./findings.js";
 
 export function initRank(ctx) {

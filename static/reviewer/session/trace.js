@@ -2,7 +2,7 @@
 // shows the fleet config's facts about it and the findings attached to it; a
 // hop is chosen by click or keyboard and a finding can be filed against it.
 
-import { el } from "./api.js";
+import { el } from "../lib/api.js";
 import { findingItem } from "./findings.js";
 
 const SVG = "http://www.w3.org/2000/svg";
