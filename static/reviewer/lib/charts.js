@@ -6,6 +6,9 @@
 
 export const CHART_HEIGHT = 240;
 
+/** The page's plotly (a global the page loads before its modules). @returns {any} */
+const plotly = () => /** @type {any} */ (window).Plotly;
+
 // Every time chart keeps the same margins, a right-hand axis or not, so the time
 // axes of a run's charts (and of two compared runs) line up to the pixel.
 export const BASE_LAYOUT = {
@@ -223,7 +226,7 @@ export class TimeAxisGroup {
       if (d === source || !d.isConnected || !d._fullLayout || d.hidden) continue;
       const now = d._fullLayout.xaxis && d._fullLayout.xaxis.range;
       if (now && Math.abs(now[0] - range[0]) < 1e-6 && Math.abs(now[1] - range[1]) < 1e-6) continue;
-      window.Plotly.relayout(d, { "xaxis.range": [...range], "xaxis.autorange": false });
+      plotly().relayout(d, { "xaxis.range": [...range], "xaxis.autorange": false });
     }
     for (const d of this.divs) {
       if (this.window) d.dataset.zoomed = "1"; else delete d.dataset.zoomed;
@@ -236,7 +239,7 @@ export class TimeAxisGroup {
     this.hovering = true;
     try {
       for (const d of this.divs) {
-        if (d !== div && d.isConnected && d._fullLayout && !d.hidden) window.Plotly.Fx.hover(d, { xval: x }, "xy", true);
+        if (d !== div && d.isConnected && d._fullLayout && !d.hidden) plotly().Fx.hover(d, { xval: x }, "xy", true);
       }
     } finally {
       this.hovering = false;
@@ -247,7 +250,7 @@ export class TimeAxisGroup {
     if (this.hovering) return;
     this.hovering = true;
     try {
-      for (const d of this.divs) if (d !== div && d.isConnected && d._fullLayout) window.Plotly.Fx.unhover(d);
+      for (const d of this.divs) if (d !== div && d.isConnected && d._fullLayout) plotly().Fx.unhover(d);
     } finally {
       this.hovering = false;
     }
