@@ -35,16 +35,20 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Greatest
 
+from reviewer.models.collaboration import FindingState, Notification
 from reviewer.models.review import (
     SEVERITY_ORDER,
     DesignDoc,
+    DocRevision,
     Finding,
     FindingReply,
     FindingStatus,
     FleetConfig,
+    ReanchorStatus,
     ReviewSession,
 )
 from reviewer.models.runs import FINAL_STATUSES, EmulatorRun, RunFrame, RunStatus, Sweep
+from reviewer.runs.fair_order import queue_positions
 
 M = TypeVar("M", bound=Model)
 
@@ -200,7 +204,6 @@ def sweep_progress(sweep: Sweep) -> dict[str, int]:
 
 def run_queue_positions() -> dict[int, int]:
     """Each queued run's place in the queue for a worker, 1 for the next to start (fair between users)."""
-    from reviewer.runs.fair_order import queue_positions
 
     return queue_positions()
 
@@ -215,7 +218,6 @@ def doc_reanchoring(doc: Any) -> dict[str, Any]:
 
 def pending_revision_number(doc_id: int) -> int | None:
     """The newest revision of the doc whose findings are still being moved onto it, if any."""
-    from reviewer.models.review import DocRevision, ReanchorStatus
 
     return (DocRevision.objects.filter(doc_id=doc_id, reanchor_status=ReanchorStatus.PENDING)
             .order_by("-number").values_list("number", flat=True).first())
@@ -234,7 +236,6 @@ def session_turn(session: ReviewSession) -> dict[str, Any]:
     since a reviewer's latest published reply to it (a question back to them).
     An author owes no review, so an author's own drafts do not name them.
     """
-    from reviewer.models.collaboration import FindingState
 
     author_ids = list(session.authors.values_list("pk", flat=True))
     drafting = set(
@@ -283,7 +284,6 @@ def session_turn(session: ReviewSession) -> dict[str, Any]:
 
 def notifications_for(user: Any) -> QuerySet[Any]:
     """``user``'s inbox, newest first (nobody else's items, staff included)."""
-    from reviewer.models.collaboration import Notification
 
     if not _signed_in(user):
         return Notification.objects.none()

@@ -19,10 +19,28 @@ import logging
 from typing import Any
 
 from celery import bootsteps, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import OperationalError
+from django.db import OperationalError, close_old_connections
 
 from reviewer.celery import app
+from reviewer.fleets import break_advice as advice
+from reviewer.fleets.analysis_record import (
+    analysis_compute,
+    analysis_refuse_slow,
+    placement_compute,
+    placement_refuse_slow,
+)
+from reviewer.fleets.traces import trace_upload_process, traces_cleanup
+from reviewer.review.notifications import send_digests
+from reviewer.review.services import reanchor_revision as reanchor
+from reviewer.review.services import reanchoring_representation, reanchors_resume
+from reviewer.runs.fair_order import announce_worker_slots, withdraw_worker_slots
+from reviewer.runs.handoff import runs_dispatch
+from reviewer.runs.player import run_play
+from reviewer.runs.services import runs_reap_stale, runs_requeue_lost
+from reviewer.runs.sweeps import sweep_finish as finish
+from reviewer.runs.sweeps import sweeps_finish_stalled
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +63,6 @@ def run_emulation(self: Any, run_id: int, dispatch: int | None = None) -> str:
     ``dispatch`` is the run's hand-off number when the task was sent; a task
     superseded by a later hand-off returns without starting the run.
     """
-    from reviewer.runs.player import run_play
 
     return run_play(run_id=run_id, worker=self.request.hostname or "", dispatch=dispatch)
 
@@ -53,7 +70,6 @@ def run_emulation(self: Any, run_id: int, dispatch: int | None = None) -> str:
 @shared_task(name="reviewer.dispatch_runs", soft_time_limit=30, time_limit=60)
 def dispatch_runs() -> list[int]:
     """Hand waiting runs to free worker slots, fairly between users; the ids handed over."""
-    from reviewer.runs.handoff import runs_dispatch
 
     return runs_dispatch()
 
@@ -61,7 +77,6 @@ def dispatch_runs() -> list[int]:
 @shared_task(name="reviewer.sweep_finish", acks_late=True, soft_time_limit=60, time_limit=90)
 def sweep_finish(sweep_id: int) -> str:
     """Gather a sweep's runs into its curve (the callback of sweeps sent as a chord before points were dispatched)."""
-    from reviewer.runs.sweeps import sweep_finish as finish
 
     return finish(sweep_id=sweep_id).status
 
@@ -82,8 +97,6 @@ def reanchor_revision(revision_id: int, dispatch: int | None = None) -> dict[str
     ``dispatch`` is the hand-over number the task was sent with; a copy sent
     before the latest hand-over returns at once.
     """
-    from reviewer.review.services import reanchor_revision as reanchor
-    from reviewer.review.services import reanchoring_representation
 
     return reanchoring_representation(reanchor(revision_id=revision_id, dispatch=dispatch).revision)
 
@@ -93,9 +106,7 @@ def reanchor_revision(revision_id: int, dispatch: int | None = None) -> dict[str
              soft_time_limit=600, time_limit=630)
 def break_advice(version_id: int) -> bool:
     """Work out and store a fleet config version's break-pass advice; whether it is stored."""
-    from reviewer.fleets.break_advice import break_advice_compute
-
-    return break_advice_compute(version_id=version_id) is not None
+    return advice.break_advice_compute(version_id=version_id) is not None
 
 
 @shared_task(name="reviewer.fleet_analysis", acks_late=True, reject_on_worker_lost=True,
@@ -104,9 +115,7 @@ def break_advice(version_id: int) -> bool:
 def fleet_analysis(version_id: int) -> bool:
     """Work out and store a fleet config version's analysis record, within a time and a
     memory limit; whether a record is stored."""
-    from celery.exceptions import SoftTimeLimitExceeded
 
-    from reviewer.fleets.analysis_record import analysis_compute, analysis_refuse_slow
 
     try:
         return analysis_compute(version_id=version_id) is not None
@@ -122,9 +131,7 @@ def placement_answer(version_id: int, hosts: int) -> bool:
     """Work out and store the placement pass's answer for a fleet config version on
     ``hosts`` hosts, within the analysis's time and memory limits; whether it was solved
     (an answer that says why the puzzle does not apply counts as solved)."""
-    from celery.exceptions import SoftTimeLimitExceeded
 
-    from reviewer.fleets.analysis_record import placement_compute, placement_refuse_slow
 
     try:
         return "refused" not in placement_compute(version_id=version_id, hosts=hosts)
@@ -138,7 +145,6 @@ def placement_answer(version_id: int, hosts: int) -> bool:
              soft_time_limit=600, time_limit=630)
 def trace_upload(upload_id: int) -> str:
     """Check an uploaded trace and make the fleet config version that replays it; the upload's status."""
-    from reviewer.fleets.traces import trace_upload_process
 
     return str(trace_upload_process(upload_id=upload_id).status)
 
@@ -149,7 +155,6 @@ def reap_stalled() -> dict[str, list[int]]:
 
     Re-anchorings that stopped making progress are handed over again too.
     """
-    from reviewer.review.services import reanchors_resume
 
     reaped = _reap()
     reanchors_resume()
@@ -159,7 +164,6 @@ def reap_stalled() -> dict[str, list[int]]:
 @shared_task(name="reviewer.cleanup_traces", soft_time_limit=600, time_limit=660)
 def cleanup_traces() -> int:
     """Remove uploaded trace files nothing names any more; how many were removed."""
-    from reviewer.fleets.traces import traces_cleanup
 
     return len(traces_cleanup())
 
@@ -167,15 +171,11 @@ def cleanup_traces() -> int:
 @shared_task(name="reviewer.send_notification_digests", soft_time_limit=300, time_limit=360)
 def send_notification_digests() -> int:
     """E-mail the daily digest to users who chose it; how many e-mails went out."""
-    from reviewer.review.notifications import send_digests
 
     return send_digests()
 
 
 def _reap() -> dict[str, list[int]]:
-    from reviewer.runs.services import runs_reap_stale, runs_requeue_lost
-    from reviewer.runs.sweeps import sweeps_finish_stalled
-
     # Runs first: a run marked failed here may be the last one a sweep waited for.
     reaped = runs_reap_stale()
     lost = runs_requeue_lost()
@@ -206,7 +206,6 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
         if self.tref is not None:
             self.tref.cancel()
             self.tref = None
-        from reviewer.runs.fair_order import withdraw_worker_slots
 
         try:
             withdraw_worker_slots(self.hostname)
@@ -215,7 +214,6 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
 
     def announce(self) -> None:
         """Tell the hand-off how many runs this worker plays at once (for the next few seconds)."""
-        from reviewer.runs.fair_order import announce_worker_slots
 
         try:
             announce_worker_slots(self.hostname, self.concurrency)
@@ -224,10 +222,7 @@ class StaleRunWatchdog(bootsteps.StartStopStep):
 
     def check(self) -> None:
         """One pass of the watchdog; errors are logged so the timer keeps running."""
-        from django.db import close_old_connections
 
-        from reviewer.review.services import reanchors_resume
-        from reviewer.runs.handoff import runs_dispatch
 
         self.announce()
         try:

@@ -53,12 +53,16 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _comment_near(lines: list[str], line: int) -> str:
-    """The comment on source line ``line`` (1-based) or on the line above it."""
+    """The comment on source line ``line`` (1-based), or on the line above it; a run of
+    import lines directly under one comment shares it."""
     here = lines[line - 1] if 0 < line <= len(lines) else ""
     if "#" in here:
         return here.split("#", 1)[1].strip()
-    above = lines[line - 2].strip() if line >= 2 else ""
-    return above[1:].strip() if above.startswith("#") else ""
+    above = line - 2
+    while above >= 0 and lines[above].strip().startswith(("from ", "import ")):
+        above -= 1
+    text = lines[above].strip() if above >= 0 else ""
+    return text[1:].strip() if text.startswith("#") else ""
 
 
 def _resolve(source: str, is_package: bool, level: int, module: str | None) -> str:
@@ -122,7 +126,19 @@ def import_edges(root: Path, *packages: str) -> list[ImportEdge]:
     """Every import statement in the given top-level packages under ``root``."""
     files = [p for pkg in packages for p in sorted((root / pkg).rglob("*.py")) if "migrations" not in p.parts]
     modules = {module_name(root, p) for p in files}
-    return [edge for p in files for edge in file_edges(root, p, modules)]
+    return [edge for p in files for edge in _cached_edges(root, p, modules)]
+
+
+_PARSED: dict[tuple[Path, Path, int, int, frozenset[str]], list[ImportEdge]] = {}
+
+
+def _cached_edges(root: Path, path: Path, modules: set[str]) -> list[ImportEdge]:
+    """``file_edges``, read again only when the file changed (several rules read one tree)."""
+    st = path.stat()
+    key = (root, path, st.st_mtime_ns, st.st_size, frozenset(modules))
+    if key not in _PARSED:
+        _PARSED[key] = file_edges(root, path, modules)
+    return _PARSED[key]
 
 
 def within(name: str, prefix: str) -> bool:

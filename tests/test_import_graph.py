@@ -43,3 +43,17 @@ def test_it_reads_the_reason_given_beside_an_import(tmp_path: Path) -> None:
     assert edges[8].reason == "the low layer is heavy to import"
     assert edges[9].reason == "a package, not a module file"
     assert edges[3].reason == ""
+
+
+def test_a_run_of_imports_under_one_comment_shares_its_reason(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(
+        "def late():\n"
+        "    # both are heavy\n"
+        "    import json\n"
+        "    import csv\n"
+        "\n"
+        "    import sqlite3\n"
+    )
+    reasons = {e.target: e.reason for e in import_edges(tmp_path, "pkg")}
+    assert reasons == {"json": "both are heavy", "csv": "both are heavy", "sqlite3": ""}

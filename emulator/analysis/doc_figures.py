@@ -21,6 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import pint
+
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES
+
 __all__ = ["DocFigure", "conflicts", "find_figures"]
 
 WORD_NUMBERS = {
@@ -86,8 +90,6 @@ class DocFigure:
 
 @lru_cache(maxsize=1)
 def _registry() -> Any:
-    import pint  # a well-kept unit library: conversions are its job, not ours
-
     ureg: Any = pint.UnitRegistry()
     for unit in ("request", "token", "gpu", "host", "worker", "sequence"):
         ureg.define(f"{unit} = [{unit}]")
@@ -228,7 +230,6 @@ def find_figures(text: str, scenario: Any = None) -> list[DocFigure]:
 
 def _in_sentence(text: str, start: int, end: int, models: list[str]) -> list[DocFigure]:
     """The figures of the sentence at ``text[start:end]``, in order."""
-    from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 
     sentence = text[start:end]
     group = 0

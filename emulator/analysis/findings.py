@@ -14,8 +14,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from emulator.analysis.fleet import analyse
+from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.numbers import show
 from emulator.analysis.placement import exact
+from emulator.analysis.token_numbers import BINDING_WORDS
 from emulator.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -101,7 +104,6 @@ def _gap(f: _Findings, report: NumbersReport, fa: FleetAnalysis) -> None:
 
 def _why(scenario: Scenario, report: NumbersReport, m: ModelAnalysis) -> str:
     """What caps a model's workers, in a clause with its figures."""
-    from emulator.analysis.token_numbers import BINDING_WORDS
 
     pool = m.pool(m.binding_pool) if m.binding_pool in ("prefill", "decode") else m.pools[0]
     if m.binding_pool == "transfer":
@@ -255,8 +257,6 @@ def _prefix_routing(f: _Findings, scenario: Scenario, m: ModelAnalysis) -> None:
     pool = next((p for p in m.pools if p.role in ("whole", "prefill")), m.pools[0])
     if pool.worker.hit_rate is None:
         return
-    from emulator.analysis.fleet import analyse
-    from emulator.analysis.fleet.prefix import routes_by_prefix
 
     if routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers) or pool.workers < 2:
         return

@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from emulator.analysis.fleet import analyse
 from emulator.analysis.placement import PlacementError, exact, make_problem
 from emulator.analysis.placement.search import best_fleet
 from emulator.scenario import Scenario
@@ -150,9 +151,9 @@ def div(a: Fraction | None, b: Fraction | None) -> Fraction | None:
 def compute(scenario: Scenario, analysis: FleetAnalysis | None = None) -> NumbersReport:
     """Every figure of the numbers pass for ``scenario`` (from ``analysis``, worked out
     here when not given), per model and for the fleet, with the headline and findings."""
+    # cycle: batch_numbers, findings and token_numbers import this module's helpers at load time
     from emulator.analysis.batch_numbers import batch_figures
     from emulator.analysis.findings import suggest
-    from emulator.analysis.fleet import analyse
     from emulator.analysis.token_numbers import token_figures
 
     fa = analysis if analysis is not None else analyse(scenario)

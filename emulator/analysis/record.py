@@ -13,6 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.analysis import placement
+from emulator.analysis.doc_figures import conflicts, find_figures
+from emulator.analysis.fleet import analyse
+from emulator.analysis.numbers import compute
+from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
 from emulator.scenario import Scenario
 
 __all__ = ["RECORD_VERSION", "fleet_record", "placement_answer", "placement_record"]
@@ -23,9 +28,6 @@ RECORD_VERSION = 2
 
 def fleet_record(scenario: Scenario, doc_text: str | None = None) -> dict[str, Any]:
     """The one record of ``scenario``: numbers, placement and the doc's figures."""
-    from emulator.analysis.doc_figures import conflicts, find_figures
-    from emulator.analysis.fleet import analyse
-    from emulator.analysis.numbers import compute
 
     analysis = analyse(scenario)
     report = compute(scenario, analysis)
@@ -46,8 +48,6 @@ def fleet_record(scenario: Scenario, doc_text: str | None = None) -> dict[str, A
 def placement_record(scenario: Scenario, analysis: Any = None) -> dict[str, Any]:
     """The placement answer for the scenario's hosts: the best layout, the layout as
     configured, and their verdicts; or ``{"applies": False, "why": ...}``."""
-    from emulator.analysis import placement
-    from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
 
     try:
         args = problem_args(scenario, analysis)
@@ -71,8 +71,6 @@ def placement_answer(scenario: Scenario, hosts: int | None = None, analysis: Any
     """The placement pass's answer: the solver's ranked layouts of the scenario's fleet
     (on ``hosts`` hosts of its size when given), the label of the layout as configured,
     and each ranked layout's scenario host groups; or ``{"error": why}``."""
-    from emulator.analysis import placement
-    from emulator.analysis.placement.scenario import current_fleet, problem_args
 
     try:
         # The scenario's own figures (per-worker throughput, split, demand),

@@ -11,6 +11,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from emulator.analysis.batch_numbers import load_figures, loss_figure
+from emulator.analysis.fleet.prefix import routes_by_prefix
+from emulator.analysis.fleet.steps import step_cost
 from emulator.analysis.numbers import Adder, div, show
 from emulator.scenario import Roofline, Scenario
 
@@ -145,7 +147,6 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
         add("tpot_at_full_concurrency_s", "Time per output token at full concurrency", name, w.full_tpot_s, "s",
             f"the mean step with {w.limit} sequences running: a decode step plus the prefills that share it", inputs)
     if pool.role != "decode":
-        from emulator.analysis.fleet.steps import step_cost
 
         add("prefill_s_per_1k_tokens", "A step prefilling 1,000 prompt tokens alone", name,
             step_cost(scenario, name).prefill_alone_s(1000), "s",
@@ -155,8 +156,6 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
 
 
 def _routed(scenario: Scenario) -> bool:
-    from emulator.analysis.fleet.prefix import routes_by_prefix
-
     return routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
 
 

@@ -17,9 +17,25 @@ roofline needs the catalog names of what it was measured on: ``--gpu``, ``--arch
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
+from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from emulator.analysis.calibration import (
+    NAMED_MEASUREMENTS,
+    fit,
+    read_groups,
+    resolve_measurements,
+    select,
+)
+from emulator.analysis.roofline_gap import floors, roofline_for
+from emulator.analysis.step_fits import compare
+from emulator.scenario import ScenarioError
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Roofline
+from emulator.scenario.step_table import NAMED_TABLES, STEP_COLUMNS, group_rows, read_step_rows
 
 if TYPE_CHECKING:
     from emulator.analysis.calibration import Fit
@@ -34,7 +50,6 @@ CAVEAT = (
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``calibrate`` subcommand to an argparse subparsers object."""
-    from emulator.analysis.calibration import NAMED_MEASUREMENTS
 
     parser = subparsers.add_parser(
         "calibrate",
@@ -60,8 +75,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Read, fit and print; a bad file or filter is one line on stderr and status 2."""
-    from emulator.analysis.calibration import fit, read_groups, resolve_measurements, select
-    from emulator.scenario import ScenarioError
 
     try:
         if _is_step_table(args.measurements):
@@ -81,10 +94,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _is_step_table(name_or_path: str) -> bool:
     """Whether the source is a step-time table rather than a calibration CSV."""
-    import csv
-    from pathlib import Path
-
-    from emulator.scenario.step_table import NAMED_TABLES, STEP_COLUMNS
 
     if name_or_path in NAMED_TABLES:
         return True
@@ -98,12 +107,6 @@ def _is_step_table(name_or_path: str) -> bool:
 
 def _run_table(args: argparse.Namespace) -> int:
     """The three step models on a step-time table."""
-    from fractions import Fraction
-
-    from emulator.analysis.step_fits import compare
-    from emulator.scenario import ScenarioError
-    from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Roofline
-    from emulator.scenario.step_table import read_step_rows
 
     roof = None
     if args.gpu or args.arch or args.tp:
@@ -212,11 +215,9 @@ def _models_text(models: dict[str, Any]) -> list[str]:
 def _with_roofline(f: Fit) -> dict[str, Any]:
     """The fit's dict, with each point's pure-roofline floor and the medians of
     measured / floor when the catalog knows the model and the hardware."""
+    # numpy is heavy; only the roofline-gap fit needs it
     import numpy as np
 
-    from emulator.analysis.roofline_gap import floors, roofline_for
-    from emulator.analysis.step_fits import compare
-    from emulator.scenario.step_table import group_rows
 
     out = f.to_dict()
     models = compare(group_rows(f.group), roofline_for(f.group, communication=True), f.group.name())

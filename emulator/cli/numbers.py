@@ -7,7 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from fractions import Fraction
 from typing import Any
+
+from emulator.analysis.numbers import compute, show
+from emulator.analysis.placement import PlacementError
+from emulator.scenario import ScenarioError, load_scenario
 
 __all__ = ["register", "render_text", "run"]
 
@@ -31,9 +36,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Compute and print the report; a bad scenario is one line on stderr and status 2."""
-    from emulator.analysis.numbers import compute
-    from emulator.analysis.placement import PlacementError
-    from emulator.scenario import ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(args.scenario, max_requests=None)
@@ -93,9 +95,7 @@ def _losses(analysis: dict[str, Any]) -> list[str]:
     losses = analysis.get("losses") or []
     if not losses:
         return []
-    from fractions import Fraction
 
-    from emulator.analysis.numbers import show
 
     models = list(analysis.get("models") or {})
     lines = ["", "== each host's loss ==", "  " + f"{'host':<8}" + "".join(f"{m:>16}" for m in models)

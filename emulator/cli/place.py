@@ -13,7 +13,13 @@ import json
 import sys
 from typing import Any
 
-from emulator.analysis.placement import PlacementError
+from emulator.analysis.fleet import analyse
+from emulator.analysis.numbers import compute
+from emulator.analysis.placement import PlacementError, make_problem, solve
+from emulator.analysis.placement.fragment import fleet_fragmentation, parse_slots, place_incremental
+from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
+from emulator.cli import place_text as cli_place_text
+from emulator.scenario import ScenarioError, load_scenario
 
 __all__ = ["register", "run"]
 
@@ -109,7 +115,6 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the subcommand; bad input is one line on stderr and status 2."""
-    from emulator.scenario import ScenarioError
 
     try:
         if args.overrides and not args.scenario:
@@ -123,9 +128,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from emulator.analysis.placement import solve
-    from emulator.cli import place_text as cli_place_text
-
     workers_raw = _pairs(args.worker, "worker")
     if not workers_raw:
         raise PlacementError("--worker: give at least one worker type, e.g. --worker small=2")
@@ -159,13 +161,6 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from emulator.analysis.fleet import analyse
-    from emulator.analysis.numbers import compute
-    from emulator.analysis.placement import make_problem, solve
-    from emulator.analysis.placement.scenario import current_fleet, problem_args, rank_of
-    from emulator.cli import place_text as cli_place_text
-    from emulator.scenario import load_scenario
-
     clash = [flag for flag, value in (("--hosts", args.hosts), ("--units", args.units), ("--worker", args.worker),
                                       ("--split", args.split), ("--qps-per-worker", args.qps_per_worker),
                                       ("--demand-qps", args.demand_qps), ("--check", args.check)) if value]
@@ -195,12 +190,6 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 def _run_check(
     args: argparse.Namespace, units: int, workers: dict[str, int]
 ) -> tuple[dict[str, Any], str]:
-    from emulator.analysis.placement.fragment import (
-        fleet_fragmentation,
-        parse_slots,
-        place_incremental,
-    )
-    from emulator.cli import place_text as cli_place_text
 
     hosts = [parse_slots(text, field_name=f"--check host {i}") for i, text in enumerate(args.check)]
     frag = fleet_fragmentation(units, workers, hosts)

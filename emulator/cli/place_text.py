@@ -6,6 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 from emulator.analysis.numbers import show
+from emulator.cli.numbers import headline_lines
 
 __all__ = ["analysis_lines", "render_check", "render_ranking", "strip_text", "symbols"]
 
@@ -41,7 +42,6 @@ def analysis_lines(report: dict[str, Any]) -> list[str]:
     model's capacity (its binding pool) and what its worst host loss leaves, and the
     fleet's capacity at its split with and without its worst host, all read from the
     one analysis the numbers pass shows."""
-    from emulator.cli.numbers import headline_lines
 
     analysis = report.get("analysis") or {}
     lines = [f"Numbers for {report['scenario']}", *headline_lines(report), "", "Capacity (the analysis's figures)"]

@@ -178,8 +178,6 @@ class _Progress:
 
 
 def _force_progress() -> bool:
-    import os
-
     return os.environ.get("EMULATOR_PROGRESS") == "1"
 
 

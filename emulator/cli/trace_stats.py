@@ -12,6 +12,10 @@ import json
 import sys
 from typing import Any
 
+from emulator.analysis.trace_stats import trace_stats
+from emulator.scenario import ScenarioError
+from emulator.scenario.traces import NAMED_TRACES, load_trace
+
 __all__ = ["register", "render_text", "run"]
 
 # ASCII, so a terminal or pipe of any encoding can print it.
@@ -20,7 +24,6 @@ _BARS = " .:-=+*#%@"
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``trace-stats`` subcommand to an argparse subparsers object."""
-    from emulator.scenario.traces import NAMED_TRACES
 
     parser = subparsers.add_parser(
         "trace-stats",
@@ -36,9 +39,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace and print its statistics; a bad trace is one line and status 2."""
-    from emulator.analysis.trace_stats import trace_stats
-    from emulator.scenario import ScenarioError
-    from emulator.scenario.traces import load_trace
 
     try:
         stats = trace_stats(load_trace(args.trace, key="trace"))

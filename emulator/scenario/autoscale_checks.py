@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.scenario.checks import _show, _Table
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import AUTOSCALE_METRICS, AutoscalerSpec, HostGroup, ModelSpec
 
@@ -25,7 +26,6 @@ def parse_autoscaler(
     hosts: tuple[HostGroup, ...],
 ) -> AutoscalerSpec:
     """``[autoscaler]`` as a checked ``AutoscalerSpec`` (raises ScenarioError)."""
-    from emulator.scenario.checks import _show, _Table
 
     t = _Table(raw, "autoscaler", AUTOSCALER_KEYS)
     if t.has("model"):

@@ -2,6 +2,11 @@
 
 Each check raises ``ScenarioError`` with the key path and the fix, so a user sees one
 line such as ``dispatcher.policy: "rr" is not one of round_robin, pull, least_loaded``.
+
+Kept as one module: every table's checks share the key-path helpers (``_Table``,
+``_show``) and run in the order of the format, so a scenario's first error is the first
+one a reader meets; the tables only some scenarios have (pools, prefixes, the
+autoscaler) have their own modules.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from emulator.scenario import catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.limits import (
     MAX_HOST_UNITS,
     MAX_MODELS,
@@ -44,6 +50,7 @@ from emulator.scenario.specs import (
     WorkerSlot,
     WorkerSpec,
 )
+from emulator.scenario.traces import load_trace, replay_times
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _SLOT = re.compile(r"^([^@\s]+)@(\d+)$")
@@ -275,6 +282,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         hardware=hardware,
     )
     if top.has("autoscaler"):
+        # cycle: autoscale_checks imports this module's _show and _Table at load time
         from emulator.scenario.autoscale_checks import parse_autoscaler
 
         scenario = scenario.replace(
@@ -323,7 +331,6 @@ def _traffic(t: _Table) -> Traffic:
     )
     _check_arrival(t, traffic)
     if traffic.trace is not None and traffic.trace_loop:
-        from emulator.scenario.traces import load_trace, replay_times
 
         # Refused here (one line naming the key) rather than when the run starts.
         try:
@@ -357,7 +364,6 @@ def _trace_path(t: _Table) -> str | None:
     """``traffic.trace``: a readable trace file (read and checked now, once)."""
     if not t.has("trace"):
         return None
-    from emulator.scenario.traces import load_trace
 
     path = t.text("trace")
     load_trace(path, key=t.key("trace"))
@@ -367,7 +373,6 @@ def _trace_path(t: _Table) -> str | None:
 def _check_trace_models(traffic: Traffic, models: dict[str, ModelSpec]) -> None:
     if traffic.trace is None:
         return
-    from emulator.scenario.traces import load_trace
 
     names = load_trace(traffic.trace).model
     if names is None:
@@ -524,7 +529,6 @@ def _efficiency(t: _Table, name: str, default: float) -> float:
 
 def _hardware(raw: Any) -> HardwareSpec:
     """``[hardware]``: a catalog gpu, or memory_gb, hbm_tb_s and bf16_tflops given."""
-    from emulator.scenario.hardware import GPUS
 
     t = _Table(raw, "hardware", tuple(HardwareSpec.__dataclass_fields__))
     gpu = t.text("gpu") if t.has("gpu") else None
@@ -558,7 +562,6 @@ def _hardware(raw: Any) -> HardwareSpec:
 
 def _arch(raw: Any, path: str) -> ArchSpec:
     """``[models.NAME.arch]``: a catalog model, or its shape given."""
-    from emulator.scenario.hardware import MODEL_SHAPES
 
     t = _Table(raw, path, tuple(ArchSpec.__dataclass_fields__))
     model = t.text("model") if t.has("model") else None
@@ -598,7 +601,6 @@ def _resolve_hardware(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | 
     """Check what ``kv_cache_tokens = "auto"`` and ``step_model = "roofline"`` need and
     that the model's weights fit on its worker's GPUs, and give ``w`` with its KV
     capacity resolved."""
-    from emulator.scenario.specs import Scenario
 
     where = dict(model.worker_overrides)
 

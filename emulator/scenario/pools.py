@@ -46,6 +46,7 @@ def worker_pools(scenario: Scenario) -> list[str | None]:
 
 def parse_disaggregated(raw: Any, path: str) -> DisaggSpec:
     """``[models.NAME.disaggregated]``, its keys checked one by one."""
+    # cycle: checks imports this module at load time
     from emulator.scenario.checks import _show, _Table
 
     t = _Table(raw, path, _KEYS)
@@ -120,6 +121,7 @@ def parse_disaggregated(raw: Any, path: str) -> DisaggSpec:
 
 def parse_pool(raw: Any, path: str) -> str:
     """A host group's ``pool`` key."""
+    # cycle: checks imports this module at load time
     from emulator.scenario.checks import _show
 
     if not isinstance(raw, str) or not _POOL.match(raw):

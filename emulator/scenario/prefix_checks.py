@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from emulator.scenario import catalog
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import SCORERS, PrefixSpec
+from emulator.scenario.traces import load_trace
 
 if TYPE_CHECKING:
     from emulator.scenario.checks import _Table
@@ -23,6 +24,7 @@ MAX_PREFIX_GROUPS = 1_000_000
 
 def prefixes(raw: Any, path: str) -> PrefixSpec:
     """``[models.NAME.prefixes]``: ``groups``, ``prefix_tokens`` and ``zipf_s``."""
+    # cycle: checks imports this module at load time
     from emulator.scenario.checks import _Table
 
     t = _Table(raw, path, tuple(PrefixSpec.__dataclass_fields__))
@@ -136,7 +138,6 @@ def check_scenario(
             'set dispatcher.policy = "weighted", or remove the scorers table',
         )
     if traffic.trace is not None:
-        from emulator.scenario.traces import load_trace
 
         trace = load_trace(traffic.trace)
         if trace.prefix_group is not None:

@@ -33,6 +33,10 @@ Disaggregated serving adds ``[models.NAME.disaggregated]`` (``DisaggSpec``) and 
 both are written back only when set.
 
 Errors are ``ScenarioError``: one line naming the key path and the fix.
+
+Kept as one module: the dataclasses are the format, read top to bottom as one
+description of a serving system; reading and checking them lives in
+:mod:`emulator.scenario.checks`.
 """
 
 from __future__ import annotations
@@ -45,9 +49,11 @@ from typing import Any
 
 import tomli_w
 
+from emulator.scenario import catalog
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES, Accelerator, ModelShape, Roofline
 from emulator.scenario.limits import loads_toml
+from emulator.scenario.traces import load_trace, replay_times
 
 SHAPES = ("constant", "ramp", "step", "diurnal", "burst")
 ARRIVALS = ("poisson", "gamma")
@@ -449,6 +455,7 @@ class Scenario:
         ``max_requests`` caps the simulated requests (default
         ``emulator.DEFAULT_REQUEST_BUDGET``; None: no cap). Raises ScenarioError.
         """
+        # cycle: checks imports this module's specs at load time
         from emulator.scenario.checks import parse_scenario
 
         return parse_scenario(data, _budget(max_requests))
@@ -504,7 +511,7 @@ class Scenario:
         A new ``dispatcher.policy`` that sums no scorers drops a ``[dispatcher.scorers]``
         table, with a note (``notes``) saying so.
         """
-        from emulator.scenario import catalog
+        # cycle: overrides imports the scenario package, which loads this module
         from emulator.scenario.overrides import apply_overrides
 
         data = apply_overrides(self.to_dict(), overrides)
@@ -575,7 +582,6 @@ class Scenario:
         """Fresh arrivals expected over the run, times one plus the client's retries."""
         t = self.traffic
         if t.trace is not None:
-            from emulator.scenario.traces import load_trace, replay_times
 
             _, times = replay_times(
                 load_trace(t.trace),
@@ -670,6 +676,7 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
 
 def _budget(max_requests: int | None | object) -> int | None:
     if max_requests is ...:
+        # cycle: the emulator package imports the scenario package, which loads this module
         from emulator import DEFAULT_REQUEST_BUDGET
 
         return DEFAULT_REQUEST_BUDGET
@@ -692,6 +699,7 @@ def load_scenario(path_or_text: str | Path, max_requests: int | None | object = 
     elif path_or_text.endswith(".toml") or "/" in path_or_text:
         raise ScenarioError(path_or_text, "no such file", "give a scenario file or a preset name")
     else:
+        # cycle: presets imports the scenario package, which loads this module
         from emulator.scenario.presets import load_preset
 
         return load_preset(path_or_text, max_requests=max_requests)

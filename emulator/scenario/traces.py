@@ -25,6 +25,9 @@ Traces shipped with the package are named (``NAMED_TRACES``): ``traffic.trace =
 (CC-BY 4.0; its attribution is in ``trace_data/README.md``).
 
 Errors are ``TraceError``: one line naming the file and line, the problem and the fix.
+
+Kept as one module: both formats end in one ``Trace`` and share its checks and its
+errors; the named traces are the shipped instances of it.
 """
 
 from __future__ import annotations

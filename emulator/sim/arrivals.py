@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emulator.scenario import Scenario
+from emulator.scenario.traces import load_trace, replay_times
 from emulator.sim.prefixes import PrefixDraw
 from emulator.sim.renewal import GammaRenewal, operational_grid, times_from_epochs
 
@@ -112,7 +113,6 @@ class ArrivalSource:
     def _replay(self, scenario: Scenario) -> Arrivals:
         """Every fresh request of the run from the trace: its rows at their replay times,
         each with its own sizes; rows without a model are split by share."""
-        from emulator.scenario.traces import load_trace, replay_times
 
         t = scenario.traffic
         assert t.trace is not None
@@ -433,7 +433,6 @@ def _trace_groups(scenario: Scenario) -> int:
     """How many prefix ids the scenario's trace names (drawn groups are numbered after)."""
     if scenario.traffic.trace is None:
         return 0
-    from emulator.scenario.traces import load_trace
 
     groups = load_trace(scenario.traffic.trace).prefix_group
     return int(groups.max()) + 1 if groups is not None and groups.size else 0

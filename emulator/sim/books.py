@@ -21,11 +21,13 @@ from emulator.scenario import ClientSpec
 from emulator.sim.arrivals import ArrivalSource
 from emulator.sim.histogram import LatencyHistogram
 from emulator.sim.requests import LOST, OK, ORPHANED, PENDING, TIMED_OUT, RequestStore
+from emulator.sim.results import OUTCOME_KEYS
 
 
 @dataclass
 class Counts:
-    """Outcome counts of one model over some interval."""
+    """Outcome counts of one model over some interval (the outcomes are
+    ``emulator.sim.results.OUTCOME_KEYS``)."""
 
     offered: int = 0
     ok: int = 0
@@ -55,7 +57,7 @@ class Counts:
 
     def finished(self) -> int:
         """Requests that got an outcome in the interval."""
-        return self.ok + self.shed + self.lost + self.timed_out + self.orphaned
+        return sum(getattr(self, key) for key in OUTCOME_KEYS)
 
 
 class ModelBooks:

@@ -474,12 +474,7 @@ def _goodput(met: int, out: Outcomes, any_slo: bool) -> float | None:
 
 def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram) -> Outcomes:
     return Outcomes(
-        offered=counts.offered,
-        ok=counts.ok,
-        timed_out=counts.timed_out,
-        shed=counts.shed,
-        lost=counts.lost,
-        orphaned=counts.orphaned,
+        **{key: getattr(counts, key) for key in COUNT_KEYS},
         in_system_end=in_system,
         wasted_batches=counts.wasted_batches,
         retried=counts.retried,

@@ -7,8 +7,12 @@ from typing import Any
 
 import numpy as np
 
-#: Per-model counts of one frame (requests whose outcome fell in the frame).
-COUNT_KEYS = ("offered", "ok", "shed", "lost", "timed_out", "orphaned")
+#: The outcomes an offered request can end with: the one spelling of their names, which
+#: the books' ``Counts``, the summaries' ``Outcomes``, the frames and the web app use.
+#: A request not yet ended when the run stops is ``in_system_end`` instead.
+OUTCOME_KEYS = ("ok", "timed_out", "shed", "lost", "orphaned")
+#: Per-model counts of one frame (requests offered, and those whose outcome fell in it).
+COUNT_KEYS = ("offered", *OUTCOME_KEYS)
 #: Per-model quantities read at the frame's end.
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
@@ -160,19 +164,12 @@ class Outcomes:
 
     def balanced(self) -> bool:
         """The conservation law: every offered request has exactly one outcome."""
-        return self.offered == (
-            self.ok + self.timed_out + self.shed + self.lost + self.orphaned + self.in_system_end
-        )
+        return self.offered == sum(getattr(self, key) for key in OUTCOME_KEYS) + self.in_system_end
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of the totals."""
         return {
-            "offered": self.offered,
-            "ok": self.ok,
-            "timed_out": self.timed_out,
-            "shed": self.shed,
-            "lost": self.lost,
-            "orphaned": self.orphaned,
+            **{key: getattr(self, key) for key in COUNT_KEYS},
             "in_system_end": self.in_system_end,
             "wasted_batches": self.wasted_batches,
             "retried": self.retried,
@@ -205,12 +202,7 @@ class Outcomes:
 
 #: The counts of ``Outcomes`` that add up over models.
 _TOTALS = (
-    "offered",
-    "ok",
-    "timed_out",
-    "shed",
-    "lost",
-    "orphaned",
+    *COUNT_KEYS,
     "in_system_end",
     "wasted_batches",
     "retried",

@@ -20,7 +20,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import generics, serializers
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -140,7 +140,6 @@ class NotificationList(generics.ListAPIView):
         elif unread == "false":
             qs = qs.filter(read_at__isnull=False)
         elif unread not in (None, ""):
-            from rest_framework.exceptions import ValidationError
 
             raise ValidationError({"unread": ["Use true or false."]})
         return qs

@@ -1,4 +1,9 @@
-"""Exports of a session's findings, and the JSON-LD context they use."""
+"""Exports of a session's findings, and the JSON-LD context they use.
+
+One view serves every format of :mod:`reviewer.exports.registry`, with a renderer per
+format chosen by the URL's suffix (``export.md``, ``export.csv`` ...), as DRF intends;
+a refusal (a session the user cannot see) is answered in JSON whatever the format.
+"""
 
 from __future__ import annotations
 
@@ -10,61 +15,60 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from reviewer import selectors
-from reviewer.exports import formats as exports
-from reviewer.models.review import ReviewSession
+from reviewer.exports.registry import FORMATS, ExportFormat
+from reviewer.exports.web_annotations import context_document
 
 
-def _session(request: Request, pk: int) -> ReviewSession:
-    return get_object_or_404(selectors.sessions_visible_to(request.user), pk=pk)
+class ExportRenderer(BaseRenderer):
+    """Renders a session (the view's data) in one export format."""
+
+    export: ExportFormat
+
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: dict[str, Any] | None = None) -> bytes:
+        context = renderer_context or {}
+        request, response = context["request"], context["response"]
+        response["Content-Disposition"] = f'inline; filename="review-{data.pk}.{self.format}"'
+        return self.export.render(data, request.build_absolute_uri).encode("utf-8")
 
 
-def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:
-    response = HttpResponse(body, content_type=content_type)
-    response["Content-Disposition"] = f'inline; filename="{filename}"'
-    return response
+def renderer_for(export: ExportFormat) -> type[ExportRenderer]:
+    """The renderer class of one export format."""
+    attrs = {"export": export, "format": export.suffix, "media_type": export.media_type, "charset": export.charset}
+    return type(f"{export.suffix.title()}ExportRenderer", (ExportRenderer,), attrs)
 
 
-class ExportJSON(APIView):
-    """The session's findings, with replies, as JSON."""
-
-    @extend_schema(responses={(200, "application/json"): OpenApiTypes.OBJECT})
-    def get(self, request: Request, pk: int) -> HttpResponse:
-        session = _session(request, pk)
-        body = json.dumps(exports.export_json(session), indent=2, ensure_ascii=False)
-        return _attachment(body, "application/json", f"review-{pk}.json")
+RENDERERS: dict[str, type[ExportRenderer]] = {f.suffix: renderer_for(f) for f in FORMATS}
 
 
-class ExportCSV(APIView):
-    """The session's findings as CSV, one row per finding."""
+class SessionExport(APIView):
+    """The session's findings in one export format (the URL's suffix)."""
 
-    @extend_schema(responses={(200, "text/csv"): OpenApiResponse(response=OpenApiTypes.STR)})
-    def get(self, request: Request, pk: int) -> HttpResponse:
-        session = _session(request, pk)
-        return _attachment(exports.export_csv(session), "text/csv; charset=utf-8", f"review-{pk}.csv")
+    renderer_classes = list(RENDERERS.values())
 
+    @extend_schema(
+        description=" ".join(f"`export.{f.suffix}`: {f.description}" for f in FORMATS),
+        responses={(200, f.media_type): (OpenApiTypes.OBJECT if f.json else OpenApiResponse(response=OpenApiTypes.STR))
+                   for f in FORMATS},
+    )
+    def get(self, request: Request, pk: int, format: str) -> Response:
+        return Response(get_object_or_404(selectors.sessions_visible_to(request.user), pk=pk))
 
-class ExportMarkdown(APIView):
-    """The review report in Markdown: restatement, numbers headline, then the buckets."""
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[BaseRenderer, str]:
+        """The format is the URL's, whatever the Accept header asks for."""
+        renderer = RENDERERS[self.kwargs["format"]]()
+        return renderer, renderer.media_type
 
-    @extend_schema(responses={(200, "text/markdown"): OpenApiResponse(response=OpenApiTypes.STR)})
-    def get(self, request: Request, pk: int) -> HttpResponse:
-        session = _session(request, pk)
-        return _attachment(exports.export_markdown(session), "text/markdown; charset=utf-8", f"review-{pk}.md")
-
-
-class ExportJSONLD(APIView):
-    """The findings as W3C Web Annotations (one per finding, motivation "assessing")."""
-
-    @extend_schema(responses={(200, "application/ld+json"): OpenApiTypes.OBJECT})
-    def get(self, request: Request, pk: int) -> HttpResponse:
-        session = _session(request, pk)
-        data = exports.export_jsonld(session, request.build_absolute_uri)
-        body = json.dumps(data, indent=2, ensure_ascii=False)
-        return _attachment(body, "application/ld+json", f"review-{pk}.jsonld")
+    def handle_exception(self, exc: Exception) -> Response:
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
 
 
 class AnnotationContext(APIView):
@@ -75,5 +79,5 @@ class AnnotationContext(APIView):
 
     @extend_schema(responses={(200, "application/ld+json"): OpenApiTypes.OBJECT})
     def get(self, request: Request) -> HttpResponse:
-        data = exports.context_document(request.build_absolute_uri(request.path))
+        data = context_document(request.build_absolute_uri(request.path))
         return HttpResponse(json.dumps(data, indent=2), content_type="application/ld+json")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reviewer import selectors
+from reviewer.fleets.traces import uploaded_trace_name
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -20,6 +22,7 @@ from reviewer.models.review import (
     FleetConfigVersion,
 )
 from reviewer.representations import VisibleToRequestUser, username_or_none
+from reviewer.review.services import scenario_dict_to_toml, validate_scenario_toml
 from reviewer.text.markdown import render_markdown
 
 # --- docs ------------------------------------------------------------------
@@ -192,15 +195,9 @@ class FleetConfigSerializer(serializers.ModelSerializer):
         return latest.pk if latest else None
 
     def get_trace(self, obj: FleetConfig) -> str | None:
-        from reviewer.fleets.traces import uploaded_trace_name
-
         return uploaded_trace_name(obj)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        from django.core.exceptions import ValidationError
-
-        from reviewer.review.services import scenario_dict_to_toml, validate_scenario_toml
-
         scenario = attrs.pop("scenario", None)
         if "toml" not in attrs and scenario is not None:
             if not isinstance(scenario, dict):

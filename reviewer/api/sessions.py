@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Count, ProtectedError, Q, QuerySet
 from rest_framework import viewsets
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from reviewer import permissions, selectors
 from reviewer.errors import Conflict
@@ -88,7 +88,6 @@ class ReviewSessionViewSet(viewsets.ModelViewSet):
             if changed and not permissions.can_change_pass(self.request.user, session):
                 raise PermissionDenied("Only the session's owner and reviewers move it to another pass.")
         if "doc" in data and data["doc"] != session.doc:
-            from rest_framework.exceptions import ValidationError
 
             raise ValidationError({"doc": ["A session's doc cannot be changed; open a new session."]})
         if "fleet_config" in data and data["fleet_config"] != session.fleet_config:

@@ -12,6 +12,7 @@ from reviewer.api import collaboration, exports, findings, review_document, runs
 from reviewer.api.docs import DesignDocViewSet
 from reviewer.api.fleets import FleetConfigViewSet
 from reviewer.api.sessions import ReviewSessionViewSet
+from reviewer.exports.registry import FORMATS as EXPORT_FORMATS
 
 router = SimpleRouter()
 router.register("docs", DesignDocViewSet, basename="api-doc")
@@ -36,10 +37,8 @@ urlpatterns = [
         findings.SessionFindingReorder.as_view(),
         name="api-session-findings-reorder",
     ),
-    path("sessions/<int:pk>/export.json", exports.ExportJSON.as_view(), name="api-session-export-json"),
-    path("sessions/<int:pk>/export.csv", exports.ExportCSV.as_view(), name="api-session-export-csv"),
-    path("sessions/<int:pk>/export.md", exports.ExportMarkdown.as_view(), name="api-session-export-md"),
-    path("sessions/<int:pk>/export.jsonld", exports.ExportJSONLD.as_view(), name="api-session-export-jsonld"),
+    *(path(f"sessions/<int:pk>/export.{f.suffix}", exports.SessionExport.as_view(), {"format": f.suffix},
+           name=f"api-session-export-{f.suffix}") for f in EXPORT_FORMATS),
     path("sessions/<int:pk>/document/", review_document.ReviewDocumentView.as_view(), name="api-session-document"),
     path("sessions/<int:pk>/diff/", review_document.SessionDiff.as_view(), name="api-session-diff"),
     path(

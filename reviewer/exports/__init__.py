@@ -1,2 +1,2 @@
-"""A review session's findings exported: JSON, CSV, the Markdown report and W3C Web
+"""A review session's findings exported: the Markdown report, JSON, CSV and W3C Web
 Annotations."""

@@ -30,8 +30,12 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from emulator.analysis import record as emulator_record
+from emulator.analysis.record import RECORD_VERSION
+from emulator.scenario import Scenario, ScenarioError
 from reviewer import selectors
 from reviewer.models.review import FleetConfig, FleetConfigVersion, PlacementAnswer
+from reviewer.runs import broker
 
 __all__ = ["analysis_record", "latest_record", "placement_compute", "stored_placement", "stored_record"]
 
@@ -46,15 +50,12 @@ def in_background() -> bool:
 
 
 def _is_record(stored: Any) -> bool:
-    from emulator.analysis.record import RECORD_VERSION
-
     return isinstance(stored, dict) and (stored.get("version") == RECORD_VERSION or "refused" in stored)
 
 
 def analysis_record(version: FleetConfigVersion) -> dict[str, Any] | None:
     """The version's record, worked out here if it is not stored (None when the
     emulator no longer accepts its scenario)."""
-    from emulator.scenario import Scenario, ScenarioError
 
     if _is_record(version.analysis):
         return None if "refused" in version.analysis else version.analysis
@@ -62,11 +63,9 @@ def analysis_record(version: FleetConfigVersion) -> dict[str, Any] | None:
         scenario = Scenario.from_dict(version.scenario, max_requests=None)
     except ScenarioError:
         return None
-    from emulator.analysis.record import fleet_record
-
     # The doc's figures come from a doc the config's owner still sees.
     doc = selectors.linked_doc(version.config, version.config.owner)
-    record = fleet_record(scenario, doc.body if doc is not None else None)
+    record = emulator_record.fleet_record(scenario, doc.body if doc is not None else None)
     FleetConfigVersion.objects.filter(pk=version.pk).update(analysis=record)
     version.analysis = record
     return record
@@ -95,10 +94,8 @@ def stored_record(version: FleetConfigVersion) -> dict[str, Any] | None:
 
 def _send_task(version_id: int) -> None:
     """Hand the work to a docs worker once the ask is committed, off the request path."""
-    from reviewer.runs.services import send_task_after_commit
-
-    send_task_after_commit("fleet_analysis", [version_id], f"the analysis of fleet version {version_id}",
-                           f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+    broker.send_task_after_commit("fleet_analysis", [version_id], f"the analysis of fleet version {version_id}",
+                                  f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
 
 
 @contextmanager
@@ -170,24 +167,19 @@ def stored_placement(version: FleetConfigVersion, hosts: int | None = None) -> d
     now = timezone.now()
     if row.asked_at is None or row.asked_at < now - timedelta(seconds=ASK_AGAIN_AFTER_S):
         PlacementAnswer.objects.filter(pk=row.pk).update(asked_at=now)
-        from reviewer.runs.services import send_task_after_commit
-
-        send_task_after_commit("placement_answer", [version.pk, hosts],
-                               f"the placement of fleet version {version.pk} on {hosts} hosts",
-                               f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+        broker.send_task_after_commit("placement_answer", [version.pk, hosts],
+                                      f"the placement of fleet version {version.pk} on {hosts} hosts",
+                                      f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
     return None
 
 
 def placement_answer_for(version: FleetConfigVersion, hosts: int) -> dict[str, Any]:
     """The version's placement answer on ``hosts`` hosts, worked out here if it is not stored."""
-    from emulator.analysis.record import placement_answer
-    from emulator.scenario import Scenario, ScenarioError
-
     row = PlacementAnswer.objects.filter(version=version, hosts=hosts).first()
     if row is not None and row.answer is not None:
         return row.answer
     try:
-        answer = placement_answer(Scenario.from_dict(version.scenario, max_requests=None), hosts)
+        answer = emulator_record.placement_answer(Scenario.from_dict(version.scenario, max_requests=None), hosts)
     except ScenarioError as exc:
         answer = {"error": str(exc)}
     _store_placement(version.pk, hosts, answer)

@@ -18,7 +18,11 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from emulator.sim.policies import POLICY_REGISTRY
+from reviewer.fleets.analysis_record import analysis_record
+from reviewer.fleets.scenario_view import measured_comparison
 from reviewer.models.review import FleetConfigVersion
+from reviewer.runs import broker
 
 #: An ask no worker answered within this long (a lost task, no docs worker yet) is sent again.
 ASK_AGAIN_AFTER_S = 60
@@ -50,13 +54,10 @@ def break_advice(version: FleetConfigVersion) -> dict[str, Any] | None:
 
 def break_advice_compute(*, version_id: int) -> dict[str, Any]:
     """Work the version's advice out and store it (nothing to do if it is stored already)."""
-    from emulator.sim.policies import POLICY_REGISTRY
-    from reviewer.fleets.scenario_view import measured_comparison
 
     version = FleetConfigVersion.objects.get(pk=version_id)
     if version.break_advice is not None:
         return version.break_advice
-    from reviewer.fleets.analysis_record import analysis_record
 
     record = analysis_record(version)  # the advice reads the version's one analysis
     analysis = ((record or {}).get("numbers") or {}).get("analysis")
@@ -67,7 +68,5 @@ def break_advice_compute(*, version_id: int) -> dict[str, Any]:
 
 def _send_task(version_id: int) -> None:
     """Hand the work to a docs worker once the ask is committed, off the request path."""
-    from reviewer.runs.services import send_task_after_commit
-
-    send_task_after_commit("break_advice", [version_id], f"the break advice of fleet version {version_id}",
-                           f"the page's next ask after {ASK_AGAIN_AFTER_S} s")
+    broker.send_task_after_commit("break_advice", [version_id], f"the break advice of fleet version {version_id}",
+                                  f"the page's next ask after {ASK_AGAIN_AFTER_S} s")

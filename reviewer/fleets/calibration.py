@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.files.uploadedfile import UploadedFile
 
+from emulator.analysis.calibration import CalibrationError, fit, read_groups
+from emulator.analysis.roofline_gap import roofline_for
+from emulator.analysis.step_fits import compare
+from emulator.scenario.step_table import group_rows
 from reviewer.errors import Invalid
 from reviewer.ops.uploads import stage_upload
 
@@ -97,8 +101,6 @@ def group_key(group: Group) -> str:
 
 @functools.cache
 def _shipped_groups() -> tuple[Group, ...]:
-    from emulator.analysis.calibration import read_groups
-
     return tuple(read_groups(SHIPPED))
 
 
@@ -110,10 +112,6 @@ def shipped_group_choices() -> list[tuple[str, str]]:
 def calibration_fit(*, group: str | None = None, upload: UploadedFile | None = None) -> CalibrationResult:
     """Fit the step coefficients to a shipped group (``group``, a ``group_key``) or to
     an uploaded measurement CSV (its group ``group`` if it has it, else its first)."""
-    from emulator.analysis.calibration import CalibrationError, fit, read_groups
-    from emulator.analysis.roofline_gap import roofline_for
-    from emulator.analysis.step_fits import compare
-    from emulator.scenario.step_table import group_rows
 
     try:
         if upload is None:

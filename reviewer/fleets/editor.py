@@ -16,6 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
+from emulator.scenario import Scenario, ScenarioError
+from emulator.scenario.limits import loads_toml
 from reviewer.errors import Invalid
 from reviewer.fleets import toml_edit
 from reviewer.fleets.form_catalog import form_groups
@@ -89,8 +91,6 @@ def scenario_check(*, toml: str | None = None, scenario: Any = None, edits: Any 
     (:func:`form_groups`; None when the TOML cannot be read), and an edited TOML
     comes back as ``toml`` even when it is not valid, so the reviewer keeps it.
     """
-    from emulator.scenario import Scenario, ScenarioError
-    from emulator.scenario.limits import loads_toml
 
     if toml is None and scenario is None:
         raise Invalid("toml", "toml: give the scenario as toml text or as a scenario object")

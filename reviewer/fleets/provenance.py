@@ -11,7 +11,11 @@ which of their inputs are assumed, and so do the exports.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any
+
+from emulator.scenario import Scenario, ScenarioError
 
 FROM_DOC = "doc"
 ASSUMED = "assumed"
@@ -120,8 +124,6 @@ def split(provenance: dict[str, dict[str, str]], scenario: dict[str, Any]) -> di
 
 
 def _spec(scenario: dict[str, Any]) -> Any:
-    from emulator.scenario import Scenario, ScenarioError
-
     try:
         return Scenario.from_dict(scenario)
     except ScenarioError:
@@ -130,7 +132,6 @@ def _spec(scenario: dict[str, Any]) -> Any:
 
 def _subtree(scenario: Any, path: str) -> Any:
     """The value at a key path of a scenario's JSON form, or of its spec objects."""
-    import re
 
     node: Any = scenario
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
@@ -163,9 +164,7 @@ def markable_keys(scenario: dict[str, Any]) -> list[str]:
     overrides, the SLOs, the worker's efficiencies and step coefficients, the
     dispatcher, traffic, client, gateway and autoscaler. A figure stands on these, so
     each can be marked as from the doc or assumed."""
-    import dataclasses
 
-    from emulator.scenario import Scenario
 
     spec = _spec(scenario)
     if not isinstance(spec, Scenario):

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 
 from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario.limits import loads_toml
+from emulator.scenario.traces import NAMED_TRACES
 
 
 def trace_path_problem(data: Any) -> str | None:
@@ -25,7 +26,6 @@ def trace_path_problem(data: Any) -> str | None:
     among them). So a scenario given to the web app replays a named trace or a
     trace uploaded to a fleet config (a file in ``TRACE_UPLOAD_DIR``), nothing else.
     """
-    from emulator.scenario.traces import NAMED_TRACES
 
     traffic = data.get("traffic") if isinstance(data, dict) else None
     trace = traffic.get("trace") if isinstance(traffic, dict) else None

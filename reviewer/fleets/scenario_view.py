@@ -5,6 +5,10 @@ the SLOs, the scheduled faults), and the one-click changes the break pass offers
 
 Pure functions of a scenario (an ``emulator.scenario.Scenario``, or its dict in
 the TOML spelling for the page's config); nothing here touches the database.
+
+Kept as one module: the trace path, the break controls, the policy equivalences and the
+run facts all read the same scenario through the same helpers; what the emulator's typed
+scenario can answer is meant to move there, which shrinks this module.
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from fractions import Fraction
 from typing import Any
+
+from emulator.analysis.numbers import show
+from emulator.scenario import Scenario, ScenarioError
+from emulator.scenario.overrides import apply_overrides
+from emulator.sim.engine import Engine
+from emulator.sim.policies import POLICY_REGISTRY
 
 #: How much the break pass's QPS buttons scale the offered load.
 QPS_FACTORS = (0.5, 1.5, 2.0)
@@ -96,7 +107,6 @@ def policy_equivalence(data: dict[str, Any], policies: list[str]) -> dict[str, A
 def valid_policies(data: dict[str, Any], policies: list[str]) -> list[str]:
     """The policies this scenario can run with (some route only continuous batching),
     the scenario's own first among them as given."""
-    from emulator.scenario import Scenario, ScenarioError
 
     own = (data.get("dispatcher") or {}).get("policy", "round_robin")
     out = []
@@ -340,7 +350,6 @@ def page_facts(data: dict[str, Any] | None, toml: str | None = None,
     sweep offers with their default values (``sweepKeys``). ``toml`` is the fleet
     config as written: the path has only the components it names; its hop figures come
     from the fleet version's stored analysis ``record`` when given."""
-    from emulator.sim.policies import POLICY_REGISTRY
 
     policies = list(POLICY_REGISTRY)
     written = written_tables(toml)
@@ -360,10 +369,6 @@ def written_tables(toml: str | None) -> set[str] | None:
 
 
 def _qps(value: Any) -> str:
-    from fractions import Fraction
-
-    from emulator.analysis.numbers import show
-
     return show(None if value is None else Fraction(value), "QPS")
 
 
@@ -393,8 +398,6 @@ HOST_COUNT_FACTORS = (0.5, 1, 2, 4, 8)
 
 def _valid_with(data: dict[str, Any], overrides: list[str]) -> bool:
     """Whether the scenario with ``overrides`` applied is one the emulator accepts."""
-    from emulator.scenario import Scenario, ScenarioError
-    from emulator.scenario.overrides import apply_overrides
 
     try:
         Scenario.from_dict(apply_overrides(data, overrides), max_requests=None)
@@ -523,7 +526,6 @@ def _transfer_facts(model: str, pools: dict[str, Any]) -> list[str]:
 def _auto_kv_tokens(data: dict[str, Any], model: str) -> int | None:
     """A model's ``kv_cache_tokens = "auto"`` as the emulator resolves it from the
     hardware and the model's arch (None when the scenario does not load)."""
-    from emulator.scenario import Scenario, ScenarioError
 
     try:
         return int(Scenario.from_dict(data, max_requests=None).worker_for(model).kv_cache_tokens)
@@ -680,9 +682,6 @@ def measured_comparison(data: dict[str, Any] | None, policies: list[str], seed: 
     measured difference. Falls back to ``break_controls``' reasoning when the runs
     would cost more than ``MEASURE_BUDGET`` simulated requests. With the stored
     ``analysis`` the comparison it calls for is tried first."""
-    from emulator.scenario import Scenario, ScenarioError
-    from emulator.scenario.overrides import apply_overrides
-    from emulator.sim.engine import Engine
 
     facts = break_controls(data, policies, analysis)
     out = {"equivalent": facts["equivalent"], "suggested": facts["suggested"], "measured": False}

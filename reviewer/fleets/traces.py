@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,14 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
+from emulator.scenario import traces as trace_files
 from reviewer.errors import Invalid, OverLimit, ServiceError
 from reviewer.fleets.scenario_toml import scenario_dict_to_toml
+from reviewer.models import EmulatorRun, FleetConfigVersion, Sweep
 from reviewer.models.review import FleetConfig, TraceUpload, TraceUploadStatus
 from reviewer.ops.uploads import stage_upload
 from reviewer.review import services as review
+from reviewer.runs import broker
 
 
 def uploaded_trace_name(config: FleetConfig) -> str | None:
@@ -86,11 +90,9 @@ def _version_replaying(*, config: FleetConfig, author: User | None, path: Path) 
 
 def _check_trace(path: Path) -> None:
     """Read the stored trace once, so a bad file is refused now, not by a run later."""
-    from emulator.scenario.traces import TraceError, read_trace
-
     try:
-        read_trace(path, max_bytes=settings.UPLOAD_MAX_BYTES)
-    except TraceError as exc:
+        trace_files.read_trace(path, max_bytes=settings.UPLOAD_MAX_BYTES)
+    except trace_files.TraceError as exc:
         raise Invalid("trace", f"trace: {exc}") from None
 
 
@@ -137,15 +139,13 @@ def trace_upload_start(*, config: FleetConfig, author: User, upload: UploadedFil
     The request reads nothing of the trace but its bytes: a trace of tens of MB takes
     seconds to parse. Quota and size limits are still refused here, at once.
     """
-    from reviewer.runs.services import send_task_after_commit
-
     path = _store(config, upload)
     try:
         with transaction.atomic():
             pending = TraceUpload.objects.create(config=config, author=author, name=path.name, path=str(path),
                                                  size=path.stat().st_size)
-            send_task_after_commit("trace_upload", [pending.pk], f"trace upload {pending.pk}",
-                                   "nothing: upload the trace again")
+            broker.send_task_after_commit("trace_upload", [pending.pk], f"trace upload {pending.pk}",
+                                          "nothing: upload the trace again")
     except BaseException:
         shutil.rmtree(path.parent, ignore_errors=True)
         raise
@@ -201,7 +201,6 @@ CLEANUP_GRACE_S = 3600.0
 
 def _referenced_traces() -> set[str]:
     """The trace paths some config, config version, run or sweep still names."""
-    from reviewer.models import EmulatorRun, FleetConfigVersion, Sweep
 
     # A pending upload's file is waiting for its check in a docs worker.
     referenced: set[str] = set(TraceUpload.objects.filter(status=TraceUploadStatus.PENDING)
@@ -222,7 +221,6 @@ def traces_cleanup(*, grace_s: float = CLEANUP_GRACE_S, dry_run: bool = False) -
     directory goes with its file, and a config's directory once it is empty. Files
     modified within ``grace_s`` are kept (an upload in progress).
     """
-    import time
 
     root = Path(settings.TRACE_UPLOAD_DIR)
     if not root.is_dir():

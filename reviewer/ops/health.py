@@ -14,8 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from reviewer.celery import app
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +41,6 @@ def check_database() -> str:
 
 def check_migrations() -> str:
     """'ok' when every migration is applied (a process on an old schema is not ready)."""
-    from django.db.migrations.executor import MigrationExecutor
 
     try:
         executor = MigrationExecutor(connection)
@@ -49,7 +52,6 @@ def check_migrations() -> str:
 
 def check_redis(timeout_s: float = REDIS_TIMEOUT_S) -> str:
     """'ok', or the reason the Redis server at REDIS_URL does not answer PING."""
-    import redis
 
     try:
         client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
@@ -65,7 +67,6 @@ def check_celery(timeout_s: float = CELERY_TIMEOUT_S) -> str:
     ``limit=1`` stops collecting at the first reply, so a healthy cluster
     answers in milliseconds instead of the whole timeout.
     """
-    from reviewer.celery import app
 
     try:
         replies = app.control.ping(timeout=timeout_s, limit=1)

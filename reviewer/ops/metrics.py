@@ -19,8 +19,13 @@ from django.conf import settings
 from django.db.models import Count, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django_prometheus.exports import ExportToDjangoView
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from reviewer.celery import app
+from reviewer.models import EmulatorRun, RunStatus
+from reviewer.runs.services import broker_queue_length
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +46,6 @@ class ReviewerCollector(Collector):
             yield GaugeMetricFamily(name, name)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from reviewer.models import EmulatorRun, RunStatus
-
         by_status = dict(EmulatorRun.objects.values_list("status").annotate(n=Count("pk")).values_list("status", "n"))
         runs = GaugeMetricFamily("reviewer_runs", "Emulator runs by status.", labels=["status"])
         for status in RunStatus:
@@ -63,9 +66,6 @@ class ReviewerCollector(Collector):
         yield from self._broker_and_workers()
 
     def _broker_and_workers(self) -> Iterator[GaugeMetricFamily]:
-        from reviewer.celery import app
-        from reviewer.runs.services import broker_queue_length
-
         try:
             waiting = broker_queue_length()
             workers = len(app.control.ping(timeout=WORKER_PING_TIMEOUT_S))
@@ -88,7 +88,6 @@ def _allowed(request: HttpRequest) -> bool:
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """The metrics in Prometheus's text format, for staff and holders of METRICS_TOKEN."""
-    from django_prometheus.exports import ExportToDjangoView
 
     if not _allowed(request):
         return HttpResponse("Send Authorization: Bearer METRICS_TOKEN, or sign in as staff.\n", status=403,

@@ -18,10 +18,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from reviewer import selectors
 from reviewer.api.errors import ws_reply
 from reviewer.errors import Invalid, OverLimit, ServiceError
+from reviewer.models import EmulatorRun, ReviewSession
 from reviewer.models.runs import FINAL_STATUSES
 from reviewer.realtime import fanout, presence
 from reviewer.realtime import groups as realtime
 from reviewer.representations import run_representation
+from reviewer.review import services
 from reviewer.runs.outcomes import outcome_shares
 
 log = logging.getLogger(__name__)
@@ -108,7 +110,6 @@ class GuardedJsonConsumer(AsyncJsonWebsocketConsumer):
 @database_sync_to_async
 def _run_for_user(run_id: int, user: Any) -> tuple[dict[str, Any] | None, int]:
     """The run as the API shows it and 0, or None and the close code that refuses the viewer."""
-    from reviewer.models import EmulatorRun
 
     run = selectors.runs_visible_to(user).filter(pk=run_id).first()
     if run is None:
@@ -295,7 +296,6 @@ class RunConsumer(GuardedJsonConsumer):
 @database_sync_to_async
 def _session_access(session_id: int, user: Any) -> int:
     """0 when ``user`` may watch the session, else the close code."""
-    from reviewer.models import ReviewSession
 
     if selectors.sessions_visible_to(user).filter(pk=session_id).exists():
         return 0
@@ -315,7 +315,6 @@ def _presence_pass(content: Any) -> str:
 @database_sync_to_async
 def _bring_everyone(session_id: int, user: Any, review_pass: Any) -> None:
     """Move the session, and every tab open on it, to ``review_pass``."""
-    from reviewer.review import services
 
     session = selectors.sessions_visible_to(user).get(pk=session_id)
     services.session_bring_everyone(session=session, user=user, review_pass=str(review_pass))

@@ -22,7 +22,7 @@ from reviewer.models.runs import EmulatorRun, RunCommand, RunFrame
 # Frames read per export at most (a window of a long run at a fine sample).
 MAX_FRAMES = 20_000
 # The whole-run figures quoted with every piece of evidence, in this order.
-SUMMARY_KEYS = ("offered", "ok", "timed_out", "lost", "orphaned", "shed")
+SUMMARY_KEYS = COUNT_KEYS
 
 
 def _fmt(value: float) -> str:

@@ -6,12 +6,17 @@ module for all of them. Plain functions with keyword-only arguments, shared by t
 the pages and the management commands. Writes are atomic; live events for a
 session's viewers go out through :func:`reviewer.realtime.groups.session_event` once
 the transaction commits.
+
+Kept as one module: a doc's revision and the re-anchoring of its findings onto it are
+one workflow (the revision is saved, then its findings move in leased batches that the
+watchdog resumes); the fleet config and session workflows beside it are short.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import time
 import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +31,9 @@ from django.utils import timezone
 
 from reviewer import permissions, selectors
 from reviewer.errors import Conflict, Forbidden, Invalid, OverLimit
+from reviewer.fleets.provenance import ProvenanceError, clean_provenance, input_figures
 from reviewer.fleets.scenario_toml import scenario_dict_to_toml, validate_scenario_toml
+from reviewer.fleets.toml_edit import TomlEditError, set_key
 from reviewer.models.review import (
     DesignDoc,
     DocRevision,
@@ -40,6 +47,7 @@ from reviewer.models.review import (
 )
 from reviewer.models.runs import FINAL_STATUSES, EmulatorRun
 from reviewer.realtime import groups as realtime
+from reviewer.representations import FindingSerializer
 from reviewer.review.findings import (
     finding_create,
     finding_delete,
@@ -50,7 +58,9 @@ from reviewer.review.findings import (
     resolve_anchor,
     set_anchor,
 )
+from reviewer.runs import broker
 from reviewer.text.anchoring import Anchor, reanchor
+from reviewer.text.markdown import rendered_text
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +80,6 @@ UNCHANGED: Final = Unchanged.UNCHANGED
 @transaction.atomic
 def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[str, str]]:
     """The provenance map checked against the config's scenario and its doc's text."""
-    from reviewer.fleets.provenance import ProvenanceError, clean_provenance
-    from reviewer.text.markdown import rendered_text
 
     doc_text = None
     # Quotes are checked against the doc only while the config's owner may see
@@ -91,7 +99,6 @@ def _clean_provenance(provenance: Any, config: FleetConfig) -> dict[str, dict[st
 def _carried(provenance: dict[str, dict[str, str]], scenario: dict[str, Any],
              written: dict[str, Any]) -> dict[str, dict[str, str]]:
     """Marks of the previous version whose keys the new scenario still has."""
-    from reviewer.fleets.provenance import input_figures
 
     figures = {**input_figures(written), **input_figures(scenario)}
     return {p: m for p, m in provenance.items()
@@ -173,7 +180,6 @@ def fleet_config_accept_figure(*, config: FleetConfig, author: User | None, key:
     its TOML (comments kept) and marked "from the doc" with ``quote``, the doc's words,
     as a new version. Refused, naming the key, when the key cannot be written or the
     emulator refuses the value."""
-    from reviewer.fleets.toml_edit import TomlEditError, set_key
 
     if not isinstance(value, int | float | str | bool):
         raise Invalid("value", f"value: {key} takes a number or a name; give the figure's value")
@@ -272,15 +278,13 @@ def _send_reanchor_task(revision_id: int) -> None:
     a copy sent earlier (still queued, or redelivered) finds its number behind
     and returns at once, and a live copy superseded so stops at its next beat.
     """
-    from reviewer.runs.services import send_task_after_commit
-
     with transaction.atomic():
         DocRevision.objects.filter(pk=revision_id).update(
             reanchor_dispatch=F("reanchor_dispatch") + 1, reanchor_beat_at=timezone.now())
         dispatch = DocRevision.objects.values_list("reanchor_dispatch", flat=True).get(pk=revision_id)
     # The revision stays pending meanwhile.
-    send_task_after_commit("reanchor_revision", [revision_id, dispatch],
-                           f"the re-anchoring of revision {revision_id}", "reanchors_resume")
+    broker.send_task_after_commit("reanchor_revision", [revision_id, dispatch],
+                                  f"the re-anchoring of revision {revision_id}", "reanchors_resume")
 
 
 # How often a working re-anchoring task renews its lease (the watchdog allows
@@ -300,8 +304,6 @@ class _Lease:
     """A re-anchoring task's hold on its revision: dispatch number ``dispatch`` (None: any)."""
 
     def __init__(self, revision_id: int, dispatch: int | None) -> None:
-        import time
-
         self.revision_id = revision_id
         self.dispatch = dispatch
         self.beaten_at = 0.0
@@ -309,14 +311,12 @@ class _Lease:
 
     def next_batch(self, first: bool) -> None:
         """Before each batch but the first: raise ReanchorSliceOver once REANCHOR_SLICE_S is spent."""
-        import time
 
         if not first and time.monotonic() - self.started_at >= settings.REANCHOR_SLICE_S:
             raise ReanchorSliceOver(self.revision_id)
 
     def beat(self, *, force: bool = False) -> None:
         """Renew the lease (at most every REANCHOR_HEARTBEAT_S); raise ReanchorLeaseLost if it is lost."""
-        import time
 
         now = time.monotonic()
         if not force and now - self.beaten_at < REANCHOR_HEARTBEAT_S:
@@ -543,7 +543,6 @@ def _publish_updated(findings: list[Finding]) -> None:
     """Send each changed finding to its session's viewers (serialized together, after the commit)."""
     if not findings:
         return
-    from reviewer.representations import FindingSerializer
 
     # Drafts are their writer's alone: a moved draft is not announced, and replies
     # still in draft are not counted.

@@ -20,6 +20,7 @@ import heapq
 from dataclasses import dataclass
 from datetime import datetime
 
+import redis
 from django.conf import settings
 from django.db.models import Count, Max
 
@@ -101,7 +102,6 @@ def worker_slots() -> int:
     """Runs the workers play at once: ``RUN_SLOTS`` when set, else what the live workers say."""
     if settings.RUN_SLOTS > 0:
         return int(settings.RUN_SLOTS)
-    import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
     try:
@@ -114,7 +114,6 @@ def worker_slots() -> int:
 
 def announce_worker_slots(hostname: str, concurrency: int) -> None:
     """Say (for ``SLOT_KEY_TTL_S``) that worker ``hostname`` plays ``concurrency`` runs at once."""
-    import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
     try:
@@ -125,7 +124,6 @@ def announce_worker_slots(hostname: str, concurrency: int) -> None:
 
 def withdraw_worker_slots(hostname: str) -> None:
     """A worker stopping takes its slots out of the count at once."""
-    import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
     try:

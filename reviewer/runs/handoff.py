@@ -18,7 +18,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from reviewer.models.runs import EmulatorRun, RunStatus
+from reviewer.runs import broker
 from reviewer.runs import fair_order as run_queue
+from reviewer.runs.services import hand_to_broker
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,6 @@ def _lock_dispatch() -> None:
 
 def runs_dispatch(*, slots: int | None = None) -> list[int]:
     """Hand waiting runs to the broker for the free worker slots; return their ids."""
-    from reviewer.runs.services import hand_to_broker
 
     # Most calls (the watchdog's every 2 s) find nothing waiting: no lock, no Redis call then.
     if not EmulatorRun.objects.filter(status=RunStatus.QUEUED, awaiting_slot=True).exists():
@@ -64,18 +65,8 @@ def runs_dispatch(*, slots: int | None = None) -> list[int]:
 
 def dispatch_soon() -> None:
     """Ask a worker to run the hand-off once the current transaction commits (off the request path)."""
-    from reviewer.runs.services import submit_off_request_path
-
-    def send() -> None:
-        from reviewer.tasks import dispatch_runs
-
-        try:
-            dispatch_runs.apply_async(expires=DISPATCH_TASK_EXPIRES_S)
-        except Exception:
-            # The watchdog and the beat dispatch every few seconds anyway.
-            log.warning("could not ask for a dispatch", exc_info=True)
-
-    transaction.on_commit(lambda: submit_off_request_path(send))
+    broker.send_task_after_commit("dispatch_runs", [], "a dispatch", "the watchdog and the beat",
+                                  expires=DISPATCH_TASK_EXPIRES_S)
 
 
 # A dispatch request nobody took this soon is dropped: the watchdog has dispatched since.

@@ -11,15 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: Each outcome of a summary, in the order the run page lists them, with its label.
-OUTCOMES: tuple[tuple[str, str], ...] = (
-    ("ok", "ok"),
-    ("timed_out", "timed out"),
-    ("shed", "shed"),
-    ("lost", "lost"),
-    ("orphaned", "orphaned"),
-    ("in_system_end", "in the system at the end"),
-)
+from emulator.sim.results import OUTCOME_KEYS
+
+#: The run page's words for the outcomes whose key does not read as it is.
+_LABELS = {"timed_out": "timed out", "in_system_end": "in the system at the end"}
+#: Each outcome of a summary, in the emulator's order, with its label.
+OUTCOMES: tuple[tuple[str, str], ...] = tuple(
+    (key, _LABELS.get(key, key)) for key in (*OUTCOME_KEYS, "in_system_end"))
 
 #: Shares are shown to one decimal place: 1000 tenths of a percent make the whole.
 _TENTHS = 1000

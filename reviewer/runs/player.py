@@ -18,14 +18,19 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from celery.exceptions import SoftTimeLimitExceeded
 from channels.layers import get_channel_layer
 from django.db import OperationalError, transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
+from emulator.scenario import Scenario, ScenarioError
+from emulator.sim.engine import Engine
 from reviewer.models import CommandKind, EmulatorRun, RunCommand, RunFrame, RunStatus
 from reviewer.realtime import groups as realtime
+from reviewer.runs.handoff import dispatch_quietly
 from reviewer.runs.services import publish_status, runs_reap_stale, status_message
+from reviewer.runs.sweeps import sweep_finish_if_ended
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +163,6 @@ class RunPlayer:
     """One attempt at playing one run."""
 
     def __init__(self, run: EmulatorRun) -> None:
-        from emulator.scenario import Scenario
-        from emulator.sim.engine import Engine
-
         self.run = run
         self.scenario = Scenario.from_dict(run.scenario, max_requests=None)
         self.engine = Engine(self.scenario, seed=run.seed)
@@ -271,7 +273,6 @@ class RunPlayer:
 
     def apply_pending(self) -> bool:
         """Apply commands sent since the last step; True when the run was cancelled."""
-        from emulator.scenario import ScenarioError
 
         pending = list(RunCommand.objects.filter(run=self.run, applied_after_frame__isnull=True).order_by("id"))
         for command in pending:
@@ -382,8 +383,6 @@ def run_play(*, run_id: int, worker: str = "", dispatch: int | None = None) -> s
 
 def after_run(run_id: int) -> None:
     """Finish the run's sweep if this was its last point, then hand the freed slot on."""
-    from reviewer.runs.handoff import dispatch_quietly
-    from reviewer.runs.sweeps import sweep_finish_if_ended
 
     sweep_id = EmulatorRun.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
     if sweep_id is not None:
@@ -407,7 +406,6 @@ def _play(*, run_id: int, worker: str, dispatch: int | None) -> str:
         log.warning("%s", exc)
         return EmulatorRun.objects.get(pk=run_id).status
     except Exception as exc:
-        from celery.exceptions import SoftTimeLimitExceeded
 
         if isinstance(exc, SoftTimeLimitExceeded):
             reason = "it ran past its time limit; run it at a higher speed or shorten duration_s"

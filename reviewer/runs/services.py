@@ -3,14 +3,16 @@
 Plain functions shared by the REST API, the websocket consumers and the Celery
 tasks. Playing a run (the loop inside the worker) is in
 :mod:`reviewer.runs.player`; sweeps are in :mod:`reviewer.runs.sweeps`.
+
+Kept as one module: starting a run, steering it and the watchdog's checks share the
+run's budgets, limits and statuses; the hand-off, the player and sweeps are modules
+beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,7 +21,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
+from kombu.exceptions import ChannelError
 
+from emulator.scenario import Scenario, ScenarioError, load_scenario
+from emulator.scenario.limits import loads_toml
+from emulator.scenario.overrides import apply_overrides
+from emulator.scenario.presets import PRESETS
+from emulator.sim.engine import Engine
+from reviewer.celery import app
 from reviewer.errors import Conflict, Invalid, OverLimit
 from reviewer.fleets.scenario_toml import trace_path_problem
 from reviewer.fleets.scenario_view import run_facts
@@ -30,9 +39,11 @@ from reviewer.models import (
     ReviewSession,
     RunCommand,
     RunStatus,
+    Sweep,
 )
 from reviewer.models.runs import ACTIVE_STATUSES, SPEEDS
 from reviewer.realtime import groups as realtime
+from reviewer.runs import broker
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +93,6 @@ def resolve_scenario(
     The source is, in order: ``scenario`` (TOML text, a preset name, or a dict in
     the TOML spelling), ``config_version``, or the session's fleet config.
     """
-    from emulator.scenario import ScenarioError
 
     try:
         if scenario is not None:
@@ -107,8 +117,6 @@ def resolve_scenario(
             raise Invalid("overrides", 'overrides: give a list of "key=value" strings')
         try:
             # Scenario.with_overrides, with the trace checked before the emulator reads it.
-            from emulator.scenario import Scenario
-            from emulator.scenario.overrides import apply_overrides
 
             data = apply_overrides(loaded.to_dict(), list(overrides))
             _check_trace(data, "overrides")
@@ -127,9 +135,6 @@ def _check_trace(data: Any, field: str) -> None:
 
 
 def _load_text(text: str) -> Any:
-    from emulator.scenario import ScenarioError, load_scenario
-    from emulator.scenario.limits import loads_toml
-
     # Not TOML: a preset's name, or a TOML error that load_scenario reports.
     with contextlib.suppress(ScenarioError):
         _check_trace(loads_toml(text), "scenario")
@@ -140,8 +145,6 @@ def _load_text(text: str) -> Any:
 
 def _load_given(scenario: str | dict[str, Any]) -> Any:
     """A scenario sent by a user: a dict, TOML text, or a preset name, never a file path."""
-    from emulator.scenario import Scenario
-    from emulator.scenario.presets import PRESETS
 
     if isinstance(scenario, dict):
         _check_trace(scenario, "scenario")
@@ -229,7 +232,6 @@ def check_budgets(*, user: Any, scenarios: list[Any], speed: str) -> None:
 
 def active_runs_for(user: Any) -> int:
     """Runs and sweeps of ``user`` that are queued or running; a sweep counts once."""
-    from reviewer.models import Sweep
 
     runs = EmulatorRun.objects.filter(started_by=user, sweep__isnull=True, status__in=ACTIVE_STATUSES)
     sweeps = Sweep.objects.filter(started_by=user, status__in=ACTIVE_STATUSES)
@@ -261,6 +263,7 @@ def enqueue_run(run: EmulatorRun) -> None:
     transaction commits, a dispatch is asked for (see
     :mod:`reviewer.runs.handoff`).
     """
+    # cycle: handoff imports hand_to_broker from this module at load time
     from reviewer.runs.handoff import dispatch_soon
 
     dispatch_soon()
@@ -272,57 +275,15 @@ def hand_to_broker(run: EmulatorRun) -> None:
     The task carries the run's ``dispatches``: a run handed to the broker again
     (see :func:`runs_requeue_lost`) is started only by its latest task.
     """
-    from reviewer.tasks import run_emulation
-
     soft, hard = time_limits_for(duration_s=run.duration_s, speed=run.speed)
-    run_id, dispatch = run.pk, run.dispatches
-
-    def send() -> None:
-        try:
-            run_emulation.apply_async(args=[run_id, dispatch], soft_time_limit=soft, time_limit=hard)
-        except Exception:
-            # The run stays queued; runs_requeue_lost hands it over once the broker answers.
-            log.warning("could not hand run %s to the broker", run_id, exc_info=True)
-
-    # Off the request path: a broker that stops answering must not hold up the request.
-    transaction.on_commit(lambda: submit_off_request_path(send))
-
-
-def submit_off_request_path(send: Any) -> None:
-    """Run ``send`` (a call to the broker) on this process's hand-off thread, in order."""
-    _enqueuer().submit(send)
-
-
-def send_task_after_commit(task_name: str, args: list[Any], what: str, retried_by: str) -> None:
-    """Send the Celery task ``task_name`` (of ``reviewer.tasks``) with ``args`` once the
-    current transaction commits, off the request path. A broker that cannot take it is
-    logged, naming ``what`` was not handed over and ``retried_by`` what sends it again."""
-
-    def send() -> None:
-        from reviewer import tasks
-
-        try:
-            getattr(tasks, task_name).apply_async(args=args)
-        except Exception:
-            log.warning("could not hand %s to the broker; %s sends it again", what, retried_by, exc_info=True)
-
-    transaction.on_commit(lambda: submit_off_request_path(send))
-
-
-_ENQUEUER: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _enqueuer() -> ThreadPoolExecutor:
-    """One thread per process that hands runs to the broker, in order (a fresh one after a fork)."""
-    global _ENQUEUER
-    if _ENQUEUER is None or _ENQUEUER[0] != os.getpid():
-        _ENQUEUER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-enqueue"))
-    return _ENQUEUER[1]
+    # The run stays queued when the broker refuses; runs_requeue_lost hands it over once it answers.
+    broker.send_task_after_commit("run_emulation", [run.pk, run.dispatches], f"run {run.pk}",
+                                  "the stale-run watchdog", soft_time_limit=soft, time_limit=hard)
 
 
 def wait_enqueued(timeout_s: float = 10.0) -> None:
-    """Block until the runs handed over so far reached the broker (for commands and tests)."""
-    _enqueuer().submit(lambda: None).result(timeout=timeout_s)
+    """Block until the tasks handed over so far reached the broker (for commands and tests)."""
+    broker.wait_sent(timeout_s)
 
 
 def build_run(
@@ -337,7 +298,6 @@ def build_run(
     sweep_value: float | None = None,
 ) -> EmulatorRun:
     """Create (not enqueue) a run row for a resolved scenario."""
-    from emulator.sim.engine import Engine
 
     scenario = resolved.scenario
     effective_seed = int(scenario.seed if seed is None else seed)
@@ -443,7 +403,6 @@ def parse_fault(fault: dict[str, Any] | str) -> str:
 
 def validate_fault_target(run: EmulatorRun, command: str) -> None:
     """Check the target against the run's scenario with the emulator's own rules."""
-    from emulator.scenario import Scenario, ScenarioError
 
     action, target = command.split(" ", 1)
     data = dict(run.scenario)
@@ -519,9 +478,7 @@ def runs_reap_stale(*, stale_after_s: float = STALE_AFTER_S) -> list[int]:
 
 def broker_queue_length() -> int:
     """Tasks waiting in the broker's default queue (0 when the queue does not exist)."""
-    from kombu.exceptions import ChannelError
 
-    from reviewer.celery import app
 
     with app.connection_for_write() as connection:
         try:

@@ -21,12 +21,14 @@ from django.utils import timezone
 from reviewer.errors import Conflict, Invalid
 from reviewer.models import EmulatorRun, FleetConfigVersion, ReviewSession, RunStatus, Sweep
 from reviewer.models.runs import FINAL_STATUSES
+from reviewer.runs.handoff import dispatch_soon
 from reviewer.runs.services import (
     build_run,
     check_budgets,
     check_request_budget,
     check_run_limit,
     resolve_scenario,
+    run_cancel,
     time_limits_for,
 )
 
@@ -124,7 +126,6 @@ def sweep_finish_if_ended(*, sweep_id: int) -> bool:
 @transaction.atomic
 def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
     """Cancel a sweep: its queued points at once, its running points at their next step."""
-    from reviewer.runs.services import run_cancel
 
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
     if sweep.is_final:
@@ -141,7 +142,6 @@ def sweep_cancel(*, sweep: Sweep, user: Any) -> Sweep:
 
 def enqueue_sweep(sweep_id: int, run_ids: list[int], soft: float, hard: float) -> None:
     """The points wait for worker slots like other runs: ask for a dispatch (called on commit)."""
-    from reviewer.runs.handoff import dispatch_soon
 
     dispatch_soon()
 

@@ -13,6 +13,9 @@ quote in the new text:
 
 A quote that cannot be placed with enough confidence gives ``None``: the
 caller marks the finding orphaned instead of guessing.
+
+Kept as one module: the exact and the fuzzy placement of a quote are one algorithm and
+share the scoring of a candidate.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ served from the plotly package.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,13 @@ from django.http import FileResponse, Http404, HttpRequest, JsonResponse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
+from emulator.analysis import numbers
+from emulator.analysis import record as emulator_record
+from emulator.analysis.placement.scenario import layout_config_name
+from emulator.scenario import Scenario, ScenarioError
+from reviewer.fleets.analysis_record import stored_placement, stored_record
+from reviewer.fleets.numbers_report import numbers_report
+from reviewer.fleets.provenance import _subtree, input_figures
 from reviewer.views.pages import get_session_for_user, int_or_none
 
 #: How long the page waits before asking again while a worker works the figures out.
@@ -31,7 +39,6 @@ def _fleet_for_session(user: Any, session_id: int) -> Any:
 
 def _scenario_for_session(user: Any, session_id: int) -> Any:
     """The emulator Scenario of the session's fleet config; 404 when it has none."""
-    from emulator.scenario import Scenario
 
     return Scenario.from_dict(_fleet_for_session(user, session_id).scenario)
 
@@ -49,9 +56,6 @@ def _stale_scenario(exc: Exception) -> JsonResponse:
 @require_GET
 def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     """The numbers pass of the session's fleet config, read from its stored analysis."""
-    from emulator.scenario import Scenario, ScenarioError
-    from reviewer.fleets.analysis_record import stored_record
-    from reviewer.fleets.numbers_report import numbers_report
 
     fleet = _fleet_for_session(request.user, session_id)
     try:
@@ -68,7 +72,6 @@ def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
     if record is not None and "refused" in record:
         return JsonResponse({"error": record["refused"]}, status=422)
     if record is None:  # a config saved without a version: worked out here, not stored
-        from emulator.analysis import numbers
 
         report = numbers.compute(Scenario.from_dict(fleet.scenario)).to_dict()
     else:
@@ -84,7 +87,6 @@ def session_numbers(request: HttpRequest, session_id: int) -> JsonResponse:
 def _doc_figures(record: dict[str, Any] | None, fleet: Any) -> list[dict[str, Any]]:
     """The figures the doc states (from the stored record), each with the config's value
     for its key and how that key is marked, so the page can offer to accept it."""
-    from reviewer.fleets.provenance import _subtree, input_figures
 
     if not record or not record.get("doc_figures"):
         return []
@@ -101,7 +103,6 @@ def _doc_figures(record: dict[str, Any] | None, fleet: Any) -> list[dict[str, An
 
 def _written(fleet: Any) -> dict[str, Any] | None:
     """The fleet config's TOML as written (keys at their default included), or None."""
-    import tomllib
 
     try:
         return tomllib.loads(fleet.toml)
@@ -119,9 +120,6 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
     about a different number of hosts, solved once per version and N. Each ranked
     layout carries the host groups that would make it a fleet config (``host_groups``).
     """
-    from emulator.analysis.placement.scenario import layout_config_name
-    from emulator.scenario import Scenario, ScenarioError
-    from reviewer.fleets.analysis_record import stored_placement
 
     fleet = _fleet_for_session(request.user, session_id)
     try:
@@ -135,9 +133,7 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
         requested = None  # the fleet as configured: the version's own record answers
     version = fleet.latest_version()
     if version is None:  # a config saved without a version: worked out here, not stored
-        from emulator.analysis.record import placement_answer
-
-        result: dict[str, Any] | None = placement_answer(scenario, requested)
+        result: dict[str, Any] | None = emulator_record.placement_answer(scenario, requested)
     else:
         result = stored_placement(version, requested)
     if result is None:
@@ -161,6 +157,7 @@ def session_placement(request: HttpRequest, session_id: int) -> JsonResponse:
 @cache_control(max_age=86400, public=True)
 def plotly_js(request: HttpRequest) -> FileResponse:
     """plotly.min.js from the installed plotly package: no CDN, works offline."""
+    # plotly is heavy; loaded only when its script is served
     import plotly
 
     path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from reviewer import permissions, selectors
+from reviewer.exports.registry import FORMATS as EXPORT_FORMATS
 from reviewer.fleets import scenario_view
 from reviewer.fleets.analysis_record import latest_record
 from reviewer.fleets.traces import uploaded_trace_name
@@ -178,7 +179,7 @@ def session_page(request: HttpRequest, session_id: int) -> HttpResponse:
         ],
         "severities": list(Severity),
         "hops": list(TraceHop),
-        "export_formats": ["md", "json", "csv", "jsonld"],
+        "export_formats": [f.suffix for f in EXPORT_FORMATS],
         "page_config": page_config,
         "can_manage": page_config["canManage"],
         "can_publish": page_config["canPublish"],

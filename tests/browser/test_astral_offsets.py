@@ -2,7 +2,7 @@
 
 The server counts code points and the DOM counts UTF-16 units, so "😀" and
 "𝔘" are one character on one side and two on the other; the page converts
-(static/reviewer/offsets.js).
+(static/reviewer/lib/offsets.js).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The session page says how far moving the findings onto a new revision got,
-from the session socket's doc.reanchoring events (static/reviewer/reanchoring.js)."""
+from the session socket's doc.reanchoring events (static/reviewer/session/reanchoring.js)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,10 @@ A model's pools:
   transfer at a time. The model serves the least of what its prefill pool prefills (for
   the share of requests sent there), its decode pool decodes and its decode links move.
   Losing every worker of either pool takes the model down.
+
+Kept as one module: every figure is read from one ``FleetAnalysis``, built in one pass
+over the models and their pools; the parts with rules of their own (workload, capacity,
+step costs, prefix routing) are modules beside it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from emulator.analysis.fleet.workload import Workload, workload_of
 from emulator.analysis.placement.core import exact
 from emulator.scenario import Scenario
 from emulator.scenario.pools import kv_bytes_per_token
+from emulator.scenario.traces import load_trace, replay_times
 
 __all__ = ["FleetAnalysis", "HostLoss", "ModelAnalysis", "PoolAnalysis", "analyse"]
 
@@ -478,7 +483,6 @@ def _trace_capacity(scenario: Scenario, load: Workload, capacity: Fraction,
     """The highest mean rate, replaying the trace faster or slower over the same run,
     at which a fluid queue served at ``capacity`` keeps GOODPUT of the requests within
     the slack of their goal (the TTFT goal less its floor, else the client's timeout)."""
-    from emulator.scenario.traces import load_trace, replay_times
 
     t = scenario.traffic
     goal = scenario.slo.ttft_s if scenario.slo.ttft_s is not None else scenario.client.timeout_s

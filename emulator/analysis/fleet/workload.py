@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from emulator.scenario import Scenario
+from emulator.scenario.traces import load_trace, replay_times
 
 __all__ = ["PrefixLoad", "SizeLaw", "Workload", "workload_of"]
 
@@ -150,8 +151,6 @@ def _drawn_prefixes(scenario: Scenario, name: str, prompt: SizeLaw) -> PrefixLoa
 
 
 def _trace_workload(scenario: Scenario, name: str) -> Workload:
-    from emulator.scenario.traces import load_trace, replay_times
-
     t = scenario.traffic
     spec = scenario.models[name]
     trace = load_trace(t.trace)  # type: ignore[arg-type]

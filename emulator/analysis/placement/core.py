@@ -15,6 +15,9 @@ All arithmetic is exact (``fractions.Fraction``); floats appear only in
 
 The search itself lives in :mod:`emulator.analysis.placement.search` (an exact method over
 counts of layout types, and the brute-force reference it is tested against).
+
+Kept as one module: the layouts, the fleet ranking and the exact arithmetic they share
+are one model of the problem; the search over it is in its own module.
 """
 
 from __future__ import annotations
@@ -522,6 +525,7 @@ def solve(
     scored, or for large questions only those a bound cannot rule out) or
     "brute_force" (the reference, small fleets only).
     """
+    # cycle: search imports the placement package, which loads this module
     from emulator.analysis.placement import search as placement_exact
 
     problem = make_problem(hosts, units, workers, split, qps_per_worker=qps_per_worker,

@@ -16,6 +16,7 @@ import re
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from emulator.analysis.fleet import analyse
 from emulator.analysis.placement import (
     FleetPlacement,
     HostLayout,
@@ -47,7 +48,6 @@ def type_name(model: str, pool: str | None, split: bool) -> str:
 
 def problem_args(scenario: Scenario, analysis: FleetAnalysis | None = None) -> dict[str, Any]:
     """Keyword arguments for :func:`emulator.analysis.placement.solve` describing the scenario's fleet."""
-    from emulator.analysis.fleet import analyse
 
     hosts = scenario.expanded_hosts()
     if not hosts:

@@ -159,6 +159,7 @@ def solve_counts(problem: PlacementProblem, *, top: int = 10, prune: bool | None
     :mod:`emulator.analysis.placement.prune` scores only those whose bound could reach the
     ranking (``prune`` forces one way or the other). Both give the same ranking.
     """
+    # cycle: prune imports this module's scoring at load time
     from emulator.analysis.placement.prune import top_rows
 
     maximal = host_layouts(problem, maximal_only=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from emulator.scenario import ScenarioError, load_scenario
+
 if TYPE_CHECKING:
     from emulator.scenario import Scenario
 
@@ -58,7 +60,6 @@ PRESETS: dict[str, str] = {
 
 def load_preset(name: str, max_requests: int | None | object = ...) -> Scenario:
     """Load the preset ``name`` as a validated Scenario (ScenarioError if unknown)."""
-    from emulator.scenario import ScenarioError, load_scenario
 
     if name not in PRESETS:
         raise ScenarioError(

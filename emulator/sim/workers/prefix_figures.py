@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from emulator.scenario.traces import load_trace
 from emulator.sim.workers.entities import STRETCH
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ class PrefixFigures:
         """Add the prefix figures to frames if any model has prefixes or a cache."""
         trace_prefixes = False
         if scenario.traffic.trace is not None:
-            from emulator.scenario.traces import load_trace
 
             trace_prefixes = load_trace(scenario.traffic.trace).prefix_group is not None
         self.prefix_on = trace_prefixes or any(

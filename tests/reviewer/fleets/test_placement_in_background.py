@@ -48,11 +48,11 @@ def _as_worker(calls: list[Any], task: Any, *args: Any) -> Any:
 
 @pytest.fixture
 def background(settings: Any, monkeypatch: Any) -> list[tuple[str, list[Any]]]:
-    from reviewer.runs import services as run_services
+    from reviewer.runs import broker
 
     settings.ANALYSIS_IN_BACKGROUND = True
     sent: list[tuple[str, list[Any]]] = []
-    monkeypatch.setattr(run_services, "send_task_after_commit", lambda name, args, *_: sent.append((name, args)))
+    monkeypatch.setattr(broker, "send_task_after_commit", lambda name, args, *_: sent.append((name, args)))
     return sent
 
 

@@ -222,7 +222,7 @@ def test_a_stale_copy_of_the_task_returns_at_once_and_the_live_one_stops_when_ha
         open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch,
         django_capture_on_commit_callbacks: Any) -> None:
     sent: list[list[Any]] = []
-    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+    monkeypatch.setattr("reviewer.runs.broker.send_task_after_commit",
                         lambda name, args, what, retried_by: sent.append(args))
     _file(open_review, people["reviewer"], 3)
     doc = open_review.doc
@@ -256,7 +256,7 @@ def test_the_watchdog_does_not_hand_over_a_task_that_beats_while_it_works(
         open_review: Any, people: Any, in_background: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch slower than the stall allowance: the live task's beats keep the watchdog off it."""
     sent: list[list[Any]] = []
-    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+    monkeypatch.setattr("reviewer.runs.broker.send_task_after_commit",
                         lambda name, args, what, retried_by: sent.append(args))
     monkeypatch.setattr(services, "REANCHOR_HEARTBEAT_S", 0.1, raising=False)
     stalled_after_s = 0.8
@@ -289,7 +289,7 @@ def test_a_big_re_anchoring_goes_to_the_back_of_the_docs_queue_after_its_slice(
     settings.REANCHOR_SLICE_S = 0  # one batch per slice
     monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
     queue: list[tuple[str, list[Any]]] = []
-    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit",
+    monkeypatch.setattr("reviewer.runs.broker.send_task_after_commit",
                         lambda name, args, what, retried_by: queue.append((name, args)))
     ran: list[str] = []
     real_progress = services._progress
@@ -329,7 +329,7 @@ def test_the_doc_reanchoring_event_says_how_many_findings_of_how_many_are_placed
     import re
 
     monkeypatch.setattr(services, "REANCHOR_BATCH", 2)
-    monkeypatch.setattr("reviewer.runs.services.send_task_after_commit", lambda *args: None)
+    monkeypatch.setattr("reviewer.runs.broker.send_task_after_commit", lambda *args: None)
     sent: list[dict[str, Any]] = []
     monkeypatch.setattr("reviewer.realtime.groups.session_event",
                         lambda sid, event, data: sent.append({"type": event, **data}))

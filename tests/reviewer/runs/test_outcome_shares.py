@@ -65,3 +65,11 @@ def test_rounding_each_share_alone_would_not_add_up_but_these_do() -> None:
 def test_an_empty_run_has_no_share() -> None:
     assert all(s["percent"] == 0 for s in outcome_shares({"offered": 0}))
     assert outcome_shares(None) == []
+
+
+def test_the_run_page_lists_the_emulators_outcomes_and_those_still_in_the_system() -> None:
+    from emulator.sim.results import OUTCOME_KEYS
+    from reviewer.runs.outcomes import OUTCOMES
+
+    assert [key for key, _ in OUTCOMES] == [*OUTCOME_KEYS, "in_system_end"]
+    assert dict(OUTCOMES)["timed_out"] == "timed out"

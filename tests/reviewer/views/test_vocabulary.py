@@ -68,9 +68,10 @@ def test_each_chart_draws_one_quantity_on_its_axis() -> None:
 
 def test_it_leaves_no_pass_severity_status_hop_or_metric_spelled_out_in_the_scripts() -> None:
     literal = re.compile(r"""["'`]([a-z_0-9]+)["'`]""")
+    assert len(list(STATIC.rglob("*.js"))) > 20  # the scripts, in their folders
     found = {
         f"{path.name}: {word}"
-        for path in sorted(STATIC.glob("*.js"))
+        for path in sorted(STATIC.rglob("*.js"))
         for word in literal.findall(path.read_text("utf-8"))
         if word in _words()
     }
