@@ -50,6 +50,7 @@ from emulator.scenario.specs import (
     WorkerSlot,
     WorkerSpec,
 )
+from emulator.scenario.step_table import NAMED_TABLES, load_step_table
 from emulator.scenario.traces import load_trace, replay_times
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -683,8 +684,6 @@ def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
 def _check_step_table(w: WorkerSpec, key: Any) -> None:
     """``step_model = "table"`` names its table, the table reads and fits, and a table
     is not given to another step model."""
-    from emulator.scenario.step_table import NAMED_TABLES, load_step_table
-
     if w.step_model == "table" and w.step_table is None:
         raise ScenarioError(
             key("step_model"), '"table" needs the table of step times',

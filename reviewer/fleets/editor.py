@@ -12,6 +12,7 @@ saved here; saving makes a new version through
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -34,8 +35,6 @@ def _problem(path: str, message: str) -> dict[str, Any]:
 
 
 def _rename_model(text: str, old: str, new: str) -> str:
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9_-]+", new):
         raise Invalid("edits", f"models.{old}: a model name is letters, digits, _ and -; {new!r} is not")
     header = re.compile(rf"^(\s*\[+\s*models\.){re.escape(old)}(\s*[\].])", re.M)

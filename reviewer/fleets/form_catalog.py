@@ -18,6 +18,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from emulator.scenario import catalog
+from emulator.scenario import specs as sp
+from emulator.scenario.hardware import GPUS, MODEL_SHAPES
+from emulator.scenario.specs import (
+    ARRIVALS,
+    AUTOSCALE_METRICS,
+    BATCHING,
+    SERVICES,
+    SHAPES,
+    STANDBYS,
+    STEP_MODELS,
+)
+from emulator.scenario.traces import NAMED_TRACES
+
 __all__ = ["form_groups", "label_of", "unit_of"]
 
 #: Units by the end of a key's name, the longest ending first.
@@ -92,19 +106,6 @@ def unit_of(name: str) -> str:
 
 
 def _choices(data: dict[str, Any]) -> dict[str, list[str]]:
-    from emulator.scenario import catalog
-    from emulator.scenario.hardware import GPUS, MODEL_SHAPES
-    from emulator.scenario.specs import (
-        ARRIVALS,
-        AUTOSCALE_METRICS,
-        BATCHING,
-        SERVICES,
-        SHAPES,
-        STANDBYS,
-        STEP_MODELS,
-    )
-    from emulator.scenario.traces import NAMED_TRACES
-
     models = list(data.get("models") or {}) if isinstance(data.get("models"), dict) else []
     pools = sorted({str(h["pool"]) for h in data.get("hosts") or [] if isinstance(h, dict) and h.get("pool")})
     return {
@@ -202,8 +203,6 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
     (one per model, host group or fault: ``{"title", "remove", "fields"}``) and
     ``add`` (the table a new item is written as); ``remove`` names an optional
     table the config has, so the group can take it out."""
-    from emulator.scenario import specs as sp
-
     data = data if isinstance(data, dict) else {}
     b = _Builder(data, spec)
     models: dict[str, Any] = data["models"] if isinstance(data.get("models"), dict) else {}

@@ -60,6 +60,10 @@ roofline, step 5) and the closed-form decode stretch (``stretch.py``). This modu
 ties them: requests in, steps scheduled as events, completions out. Prefix caching is
 the prefix cache (``prefix_cache.py``) the KV manager consults; disaggregated serving
 (``disaggregated.py``) adds handoffs between pools.
+
+Kept as one module: what is left here is the event loop of one worker model (admit,
+start a step or a stretch, end it, complete, fail), whose handlers share the worker's
+state and each other's invariants; the mechanisms it calls are in the modules above.
 """
 
 from __future__ import annotations

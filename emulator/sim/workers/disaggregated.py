@@ -46,6 +46,11 @@ holding for a transfer (queued or moving) are *stranded*: lost with it. A decode
 worker's death loses its running and waiting requests and the handoffs routed to it;
 their prefill workers free the KV. A handoff routed to a decode worker that died
 since the last health check is lost.
+
+Kept as one module: a handoff's life (reserve, queue on the link, move, land, or be
+stranded or cancelled by a fault or a timeout) is one state machine whose steps read
+and write the same records on both pools; split up, each piece would need the others'
+bookkeeping.
 """
 
 from __future__ import annotations
