@@ -343,7 +343,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "reviewer.api.pagination.PageNumberPagination",
     # DRF's JSON, form and multipart parsers; JSON bodies within a nesting bound.
     "DEFAULT_PARSER_CLASSES": [
         "reviewer.api.parsers.BoundedJSONParser",

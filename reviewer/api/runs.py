@@ -177,6 +177,10 @@ class RunFramesView(APIView):
     def get(self, request: Request, pk: int, format: str | None = None) -> Any:
         run = _run_for(request, pk)
         after = _int_param(request, "after", -1)
+        # Checked for CSV too, which streams every frame: a malformed parameter is refused whatever the format.
+        limit = _int_param(request, "limit", MAX_FRAMES_PER_PAGE)
+        if not 1 <= limit <= MAX_FRAMES_PER_PAGE:
+            raise serializers.ValidationError({"limit": [f"give 1 to {MAX_FRAMES_PER_PAGE}"]})
         frames = RunFrame.objects.filter(run=run, i__gt=after).order_by("i").values_list("data", flat=True)
         if request.accepted_renderer.format == "csv":
             writer = csv.writer(_Echo())
@@ -184,9 +188,6 @@ class RunFramesView(APIView):
             response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-frames.csv"'
             return response
-        limit = _int_param(request, "limit", MAX_FRAMES_PER_PAGE)
-        if not 1 <= limit <= MAX_FRAMES_PER_PAGE:
-            raise serializers.ValidationError({"limit": [f"give 1 to {MAX_FRAMES_PER_PAGE}"]})
         page = list(frames[: limit + 1])
         more = len(page) > limit
         page = page[:limit]
