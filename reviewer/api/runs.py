@@ -12,7 +12,12 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -61,12 +66,22 @@ class ScenarioSourceSerializer(serializers.Serializer):
                 "overrides": data.get("overrides", []), "seed": data.get("seed")}
 
 
+@extend_schema_field({"oneOf": [{"type": "integer", "enum": [1, 10, 100]},
+                                 {"type": "string", "enum": ["1", "10", "100", "max"]}]})
+class SpeedField(serializers.JSONField):
+    """A run's speed: 1, 10 or 100 simulated seconds per second (a number or its digits), or "max"."""
+
+
 class RunStartSerializer(ScenarioSourceSerializer):
     """A request for a run."""
 
-    speed = serializers.JSONField(required=False, default=10, help_text='1, 10, 100 or "max"')
+    speed = SpeedField(required=False, default=10, help_text='1, 10, 100 or "max"')
 
 
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("session", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                     description="Only this review session's runs (0 or left out: every run you can see)."),
+]))
 class RunListCreateView(generics.ListAPIView):
     """Runs you can see (``?session=ID`` narrows to one session); POST starts one (202)."""
 
@@ -171,8 +186,11 @@ class RunFramesView(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("after", int, description="Only frames after this frame number."),
-                    OpenApiParameter("limit", int, description="At most this many frames (JSON).")],
-        responses={200: OpenApiTypes.OBJECT},
+                    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_FRAMES_PER_PAGE},
+                                     description="At most this many frames (JSON; CSV streams them all).")],
+        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+        # ?format=csv answers its errors as CSV too: a "detail" column.
+        extensions={"x-error-media-types": ["text/csv"]},
     )
     def get(self, request: Request, pk: int, format: str | None = None) -> Any:
         run = _run_for(request, pk)
