@@ -29,6 +29,9 @@ from rest_framework.parsers import JSONParser
 NO_NUL = "^[^\\x00]*$"
 #: ... and not only whitespace (trimmed, it would be blank).
 NOT_BLANK = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
+#: ... and not empty: a field that takes blank text gets "" as a second branch (drf-spectacular's
+#: ``oneOf``), which must not overlap this one.
+NOT_EMPTY = "^[^\\x00]+$"
 
 
 class ReviewAutoSchema(AutoSchema):
@@ -56,8 +59,10 @@ def _request_rules(field: Any, schema: dict[str, Any]) -> None:
         and "format" not in schema
         and "enum" not in schema
     ):
-        blank_refused = not field.allow_blank and field.trim_whitespace
-        schema["pattern"] = NOT_BLANK if blank_refused else NO_NUL
+        if field.allow_blank:
+            schema["pattern"] = NOT_EMPTY
+        else:
+            schema["pattern"] = NOT_BLANK if field.trim_whitespace else NO_NUL
     if (
         isinstance(field, (serializers.ListField, serializers.ListSerializer))
         and not field.allow_empty

@@ -117,3 +117,12 @@ def test_list_pages_are_declared_from_1(client: Any) -> None:
     schema = _served_schema(client)
     page = next(p for p in schema["paths"]["/api/docs/"]["get"]["parameters"] if p["name"] == "page")
     assert page["schema"] == {"type": "integer", "minimum": 1}
+
+
+@pytest.mark.parametrize("text", ["", "   ", "[traffic]"])
+def test_a_field_that_takes_blank_text_takes_it_in_the_schema_too(client: Any, text: str) -> None:
+    import jsonschema_rs
+
+    toml = _served_schema(client)["components"]["schemas"]["FleetCheckRequest"]["properties"]["toml"]
+    assert jsonschema_rs.validator_for(toml).is_valid(text), toml
+    assert not jsonschema_rs.validator_for(toml).is_valid("a\x00b")

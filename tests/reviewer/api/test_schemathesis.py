@@ -118,7 +118,18 @@ def positive_data_acceptance_by_fields(ctx: Any, response: Any, case: Any) -> bo
     except AssertionError:
         if response.status_code == 400 and not field_validation_refused(response):
             return None
+        if _empty_file_lost_in_transport(case, response):
+            return None
         raise
+
+
+def _empty_file_lost_in_transport(case: Any, response: Any) -> bool:
+    """An empty file part as the in-process (werkzeug) transport encodes it: with no line break
+    before the closing boundary, which a multipart parser reads as no file. A browser's empty
+    file arrives (and is answered: "has no requests"); see test_api_traces."""
+    body = case.body if isinstance(case.body, dict) else {}
+    empty = any(isinstance(v, bytes | bytearray) and not v or getattr(v, "data", None) == b"" for v in body.values())
+    return case.media_type == "multipart/form-data" and empty and b"No file was submitted." in response.content
 
 
 # --- invalid input the API takes ---------------------------------------------
