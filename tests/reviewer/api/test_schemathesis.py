@@ -2,22 +2,24 @@
 as the schema says.
 
 Each operation gets generated requests, valid and invalid, as the owner of a
-session with a finding and a run (by token) and as an anonymous caller. Every
-answer is checked by schemathesis: no 5xx, a status code, content type, headers
-and body the schema documents for that operation, valid input accepted and
-invalid input refused.
+session with a finding and a run (by token), as one of its reviewers and as an
+anonymous caller. Every answer is checked by schemathesis: no 5xx, a status
+code, content type, headers and body the schema documents for that operation,
+valid input accepted and invalid input refused.
 
 Half the generated ids are swapped for the ids of the test's own rows (the doc,
 fleet config, session, finding and run the path names), so requests reach the
 views' validation and answers as well as the 404s of ids nobody can see.
 
 The app is called in process (WSGI) inside the test's database transaction.
-Examples are bounded and derandomized so the run is short and repeatable.
+Examples are bounded and derandomized so the run is short and repeatable;
+API_FUZZ_EXAMPLES=N runs N random examples per operation instead.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -254,34 +256,37 @@ def _real_ids(case: Any, rows: dict[str, int]) -> None:
                 params[name] = rows[collection]
 
 
+def _token_header(user: Any) -> dict[str, str]:
+    return {"Authorization": f"Token {Token.objects.create(user=user).key}"}
+
+
 @pytest.fixture
-def owner_headers(rows: dict[str, int], people: dict[str, Any]) -> dict[str, str]:
-    """The session owner's token."""
-    return {"Authorization": f"Token {Token.objects.create(user=people['owner']).key}"}
-
-
-def _call_and_check(case: Any, rows: dict[str, int], headers: dict[str, str]) -> None:
-    _real_ids(case, rows)
-    response = case.call(headers=headers)
-    case.validate_response(response, checks=CHECKS, headers=headers)
+def callers(rows: dict[str, int], people: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The roles each request is sent as: the session's owner and one of its reviewers (a
+    reviewer reads the session but may not manage it nor edit the owner's doc: 403s), by
+    token, and an anonymous caller (401s)."""
+    return {"owner": _token_header(people["owner"]), "reviewer": _token_header(people["reviewer"]),
+            "anonymous": {}}
 
 
 # Generated examples only: schemathesis' coverage phase (explicit boundary
 # cases) sends several hundred requests per write operation, minutes in all.
-BOUNDED = settings(deadline=None, derandomize=True, database=None, phases=[Phase.generate],
-                   suppress_health_check=list(HealthCheck))
+# API_FUZZ_EXAMPLES=50 runs that many random examples per operation instead.
+DEEPER = int(os.environ.get("API_FUZZ_EXAMPLES", "0"))
 
 
 @schema.parametrize()
-@settings(BOUNDED, max_examples=8)
-def test_every_operation_answers_its_owner_as_the_schema_says(
-    case: Any, rows: dict[str, int], owner_headers: dict[str, str]
+# One test per operation, every role per example: the rows are made once per operation.
+@settings(deadline=None, derandomize=not DEEPER, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck), max_examples=DEEPER or 6)
+def test_every_operation_answers_each_role_as_the_schema_says(
+    case: Any, rows: dict[str, int], callers: dict[str, dict[str, str]]
 ) -> None:
-    _call_and_check(case, rows, owner_headers)
-
-
-@schema.parametrize()
-# Every answer is the same 401 (or the public context's 200): a few examples show it.
-@settings(BOUNDED, max_examples=3)
-def test_every_operation_answers_an_anonymous_caller_as_the_schema_says(case: Any, rows: dict[str, int]) -> None:
-    _call_and_check(case, rows, {})
+    _real_ids(case, rows)
+    for role, headers in callers.items():
+        response = case.call(headers=headers)
+        try:
+            case.validate_response(response, checks=CHECKS, headers=headers)
+        except Exception as exc:
+            exc.add_note(f"Sent as: {role}")
+            raise
