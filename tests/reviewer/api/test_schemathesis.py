@@ -8,7 +8,7 @@ code, content type, headers and body the schema documents for that operation,
 valid input accepted and invalid input refused.
 
 Half the generated ids are swapped for the ids of the test's own rows (the doc,
-fleet config, session, finding and run the path names), so requests reach the
+fleet config, session, finding, run and trace upload the path names), so requests reach the
 views' validation and answers as well as the 404s of ids nobody can see.
 
 The app is called in process (WSGI) inside the test's database transaction.
@@ -229,15 +229,20 @@ def _keep_the_test_connection() -> Iterator[None]:
 
 @pytest.fixture
 def rows(_keep_the_test_connection: None, db: Any, people: dict[str, Any], open_review: Any) -> dict[str, int]:
-    """The ids a path can name: the session's doc, fleet config, the session, a finding and a run."""
+    """The ids a path can name: the session's doc, fleet config, the session, a finding, a run
+    and a failed trace upload."""
     from reviewer.models import EmulatorRun
+    from reviewer.models.review import TraceUpload
 
     finding = services.finding_create(session=open_review, author=people["owner"], review_pass="trace",
                                       title="Push to busy workers", anchor_exact="round-robin")
     run = EmulatorRun.objects.create(session=open_review, started_by=people["owner"],
                                      scenario=open_review.fleet_config.scenario, seed=1, status="done")
+    upload = TraceUpload.objects.create(config=open_review.fleet_config, author=people["owner"], name="day.jsonl",
+                                        path="missing/day.jsonl", status="failed", error_field="trace",
+                                        error="trace: day.jsonl line 2: prompt_tokens: give a whole number")
     return {"docs": open_review.doc_id, "fleets": open_review.fleet_config_id, "sessions": open_review.pk,
-            "findings": finding.pk, "runs": run.pk}
+            "findings": finding.pk, "runs": run.pk, "upload_id": upload.pk}
 
 
 def _real_ids(case: Any, rows: dict[str, int]) -> None:
@@ -252,6 +257,8 @@ def _real_ids(case: Any, rows: dict[str, int]) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value % 2 == 0:
             if name == "number":
                 params[name] = 1
+            elif name == "upload_id":
+                params[name] = rows["upload_id"]
             elif name in {"id", "session_pk"} and collection in rows:
                 params[name] = rows[collection]
 
