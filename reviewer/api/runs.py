@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 
 from reviewer import permissions, selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
+from reviewer.models.runs import RunStatus
 from reviewer.representations import RunSerializer, SweepSerializer
 from reviewer.runs import services as run_services
 from reviewer.runs import sweeps as sweep_services
@@ -177,6 +178,15 @@ class FramesCSVRenderer(BaseRenderer):
 MAX_FRAMES_PER_PAGE = 10_000
 
 
+class RunFramesSerializer(serializers.Serializer):
+    """A page of a run's frames."""
+
+    run = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    frames = serializers.ListField(child=serializers.DictField(), help_text="Frames in order (Frame.to_dict()).")
+    next_after = serializers.IntegerField(allow_null=True, help_text="The ?after= of the next page; null at the end.")
+
+
 class RunFramesView(APIView):
     """A run's stored frames in order. JSON: ``?after=N`` for those after frame N, at most
     ``?limit=`` (default and maximum 10000) with ``next_after`` to page on. CSV
@@ -188,7 +198,7 @@ class RunFramesView(APIView):
         parameters=[OpenApiParameter("after", int, description="Only frames after this frame number."),
                     OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_FRAMES_PER_PAGE},
                                      description="At most this many frames (JSON; CSV streams them all).")],
-        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
+        responses={(200, "application/json"): RunFramesSerializer, (200, "text/csv"): OpenApiTypes.STR},
         # ?format=csv answers its errors as CSV too: a "detail" column.
         extensions={"x-error-media-types": ["text/csv"]},
     )
@@ -231,10 +241,18 @@ class FaultSerializer(serializers.Serializer):
     restore = serializers.CharField(required=False)
 
 
+class FaultQueuedSerializer(serializers.Serializer):
+    """A fault command, queued for the run's next frame boundary."""
+
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    command = serializers.CharField()
+
+
 class RunFaultsView(APIView):
     """Inject a fault into a running run; it applies at the run's next frame boundary."""
 
-    @extend_schema(request=FaultSerializer, responses={202: dict})
+    @extend_schema(request=FaultSerializer, responses={202: FaultQueuedSerializer})
     def post(self, request: Request, pk: int) -> Response:
         run = _steered(request, _run_for(request, pk))
         fault = request.data if isinstance(request.data, dict) else {}
