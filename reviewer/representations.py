@@ -256,6 +256,10 @@ class FindingSerializer(serializers.ModelSerializer):
 # --- runs ------------------------------------------------------------------
 
 
+#: A run's speed as the API shows it: 1, 10 or 100 (simulated seconds per second), or "max".
+RUN_SPEED_SCHEMA = {"oneOf": [{"type": "integer", "enum": [1, 10, 100]}, {"type": "string", "enum": ["max"]}]}
+
+
 class RunSerializer(serializers.ModelSerializer):
     """A run's header: status, summary and where it came from."""
 
@@ -286,7 +290,7 @@ class RunSerializer(serializers.ModelSerializer):
             context["queue_positions"] = selectors.run_queue_positions()
         return context["queue_positions"].get(run.pk)
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(RUN_SPEED_SCHEMA)
     def get_speed(self, run: EmulatorRun) -> int | str:
         return run.speed_for_json()
 

@@ -343,7 +343,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "reviewer.api.pagination.PageNumberPagination",
     # DRF's JSON, form and multipart parsers; JSON bodies within a nesting bound.
     "DEFAULT_PARSER_CLASSES": [
         "reviewer.api.parsers.BoundedJSONParser",
@@ -351,7 +351,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "reviewer.api.schema.ReviewAutoSchema",
     # Rates are the API_THROTTLE_* settings below, read per request.
     "DEFAULT_THROTTLE_CLASSES": [
         "reviewer.api.throttles.BurstThrottle",
@@ -374,6 +374,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Request and answer bodies get components of their own: what a client sends
+    # (no read-only fields, text rules) differs from what it reads back.
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation lists its error answers (reviewer.api.schema).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "reviewer.api.schema.add_error_responses",
+    ],
     # Choice sets used by several fields get one name in the schema.
     "ENUM_NAME_OVERRIDES": {
         "ReviewPassEnum": "reviewer.models.review.ReviewPass",

@@ -125,7 +125,8 @@ class FindingStateView(APIView):
 
 
 @extend_schema_view(get=extend_schema(parameters=[
-    OpenApiParameter("unread", OpenApiTypes.BOOL, description="Only unread (true) or read (false) items."),
+    OpenApiParameter("unread", OpenApiTypes.STR, enum=["", "true", "false"],
+                     description="Only unread (true) or read (false) items; empty: all."),
 ]))
 class NotificationList(generics.ListAPIView):
     """Your inbox, newest first. Nobody else's items are ever listed."""

@@ -32,12 +32,17 @@ from reviewer.text.anchoring import Selection
 # The model's field, as the API calls it, in error answers.
 RENAME = {"review_pass": "pass"}
 
+# An empty value is no filter (``?pass=`` lists every pass), as a form sends an unset choice.
 FILTERS = [
-    OpenApiParameter("pass", OpenApiTypes.STR, enum=ReviewPass.values, description="Only this pass."),
-    OpenApiParameter("severity", OpenApiTypes.STR, enum=Severity.values, description="Only this bucket."),
-    OpenApiParameter("status", OpenApiTypes.STR, enum=FindingStatus.values, description="Only this status."),
+    OpenApiParameter("pass", OpenApiTypes.STR, enum=["", *ReviewPass.values],
+                     description="Only this pass (empty: every pass)."),
+    OpenApiParameter("severity", OpenApiTypes.STR, enum=["", *Severity.values],
+                     description="Only this bucket (empty: every bucket)."),
+    OpenApiParameter("status", OpenApiTypes.STR, enum=["", *FindingStatus.values],
+                     description="Only this status (empty: every status)."),
     OpenApiParameter("author", OpenApiTypes.STR, description="Only findings by this username."),
-    OpenApiParameter("orphaned", OpenApiTypes.BOOL, description="Only (un)placed findings."),
+    OpenApiParameter("orphaned", OpenApiTypes.STR, enum=["", "true", "false"],
+                     description="Only findings whose quote is (true) or is not (false) in the latest revision."),
 ]
 
 

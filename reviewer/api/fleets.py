@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import JSONField, OuterRef, ProtectedError, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import permissions as drf_permissions
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -22,6 +22,7 @@ from reviewer.api.serializers import (
     FleetConfigSerializer,
     FleetConfigVersionSerializer,
     TraceUploadSerializer,
+    TraceUploadStatusSerializer,
 )
 from reviewer.errors import Conflict
 from reviewer.fleets import traces as trace_services
@@ -112,10 +113,13 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
 
     @extend_schema(
         request={"multipart/form-data": TraceUploadSerializer},
+        parameters=[OpenApiParameter("Location", str, OpenApiParameter.HEADER, response=[202],
+                                     description="The upload's status URL.")],
         responses={
             200: FleetConfigSerializer,
-            202: OpenApiResponse(description="A trace over TRACE_PARSE_INLINE_MAX_BYTES, stored and waiting for its "
-                                             'check by a worker: {"status": "pending", "status_url": ...}'),
+            202: OpenApiResponse(TraceUploadStatusSerializer,
+                                 description="A trace over TRACE_PARSE_INLINE_MAX_BYTES, stored and waiting for "
+                                             "its check by a worker (Location: its status URL)."),
             400: OpenApiResponse(description='A bad trace: {"trace": ["<file> line <n>: <field> ...; <fix>"]}'),
             413: OpenApiResponse(description='Over UPLOAD_MAX_BYTES: {"detail": "...", "setting": "UPLOAD_MAX_BYTES"}'),
         },
@@ -143,8 +147,7 @@ class FleetConfigViewSet(viewsets.ModelViewSet):
         fresh = self.get_queryset().get(pk=config.pk)
         return Response(FleetConfigSerializer(fresh, context=self.get_serializer_context()).data)
 
-    @extend_schema(responses={200: OpenApiResponse(
-        description='{"status": "pending" | "done" | "failed", "field": ..., "error": ..., "version": ...}')})
+    @extend_schema(responses={200: TraceUploadStatusSerializer})
     @action(detail=True, methods=["get"], url_path=r"trace/(?P<upload_id>[0-9]+)", serializer_class=None)
     def trace_status(self, request: Request, pk: Any = None, upload_id: Any = None) -> Response:
         """Where an uploaded trace's check by a worker stands: pending, done (the version

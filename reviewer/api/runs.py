@@ -12,7 +12,12 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -22,6 +27,7 @@ from rest_framework.views import APIView
 
 from reviewer import permissions, selectors
 from reviewer.models import EmulatorRun, FleetConfigVersion, RunFrame
+from reviewer.models.runs import RunStatus
 from reviewer.representations import RunSerializer, SweepSerializer
 from reviewer.runs import services as run_services
 from reviewer.runs import sweeps as sweep_services
@@ -61,12 +67,22 @@ class ScenarioSourceSerializer(serializers.Serializer):
                 "overrides": data.get("overrides", []), "seed": data.get("seed")}
 
 
+@extend_schema_field({"oneOf": [{"type": "integer", "enum": [1, 10, 100]},
+                                 {"type": "string", "enum": ["1", "10", "100", "max"]}]})
+class SpeedField(serializers.JSONField):
+    """A run's speed: 1, 10 or 100 simulated seconds per second (a number or its digits), or "max"."""
+
+
 class RunStartSerializer(ScenarioSourceSerializer):
     """A request for a run."""
 
-    speed = serializers.JSONField(required=False, default=10, help_text='1, 10, 100 or "max"')
+    speed = SpeedField(required=False, default=10, help_text='1, 10, 100 or "max"')
 
 
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("session", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                     description="Only this review session's runs (0 or left out: every run you can see)."),
+]))
 class RunListCreateView(generics.ListAPIView):
     """Runs you can see (``?session=ID`` narrows to one session); POST starts one (202)."""
 
@@ -162,6 +178,15 @@ class FramesCSVRenderer(BaseRenderer):
 MAX_FRAMES_PER_PAGE = 10_000
 
 
+class RunFramesSerializer(serializers.Serializer):
+    """A page of a run's frames."""
+
+    run = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    frames = serializers.ListField(child=serializers.DictField(), help_text="Frames in order (Frame.to_dict()).")
+    next_after = serializers.IntegerField(allow_null=True, help_text="The ?after= of the next page; null at the end.")
+
+
 class RunFramesView(APIView):
     """A run's stored frames in order. JSON: ``?after=N`` for those after frame N, at most
     ``?limit=`` (default and maximum 10000) with ``next_after`` to page on. CSV
@@ -171,12 +196,19 @@ class RunFramesView(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("after", int, description="Only frames after this frame number."),
-                    OpenApiParameter("limit", int, description="At most this many frames (JSON).")],
-        responses={200: OpenApiTypes.OBJECT},
+                    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_FRAMES_PER_PAGE},
+                                     description="At most this many frames (JSON; CSV streams them all).")],
+        responses={(200, "application/json"): RunFramesSerializer, (200, "text/csv"): OpenApiTypes.STR},
+        # ?format=csv answers its errors as CSV too: a "detail" column.
+        extensions={"x-error-media-types": ["text/csv"]},
     )
     def get(self, request: Request, pk: int, format: str | None = None) -> Any:
         run = _run_for(request, pk)
         after = _int_param(request, "after", -1)
+        # Checked for CSV too, which streams every frame: a malformed parameter is refused whatever the format.
+        limit = _int_param(request, "limit", MAX_FRAMES_PER_PAGE)
+        if not 1 <= limit <= MAX_FRAMES_PER_PAGE:
+            raise serializers.ValidationError({"limit": [f"give 1 to {MAX_FRAMES_PER_PAGE}"]})
         frames = RunFrame.objects.filter(run=run, i__gt=after).order_by("i").values_list("data", flat=True)
         if request.accepted_renderer.format == "csv":
             writer = csv.writer(_Echo())
@@ -184,9 +216,6 @@ class RunFramesView(APIView):
             response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-frames.csv"'
             return response
-        limit = _int_param(request, "limit", MAX_FRAMES_PER_PAGE)
-        if not 1 <= limit <= MAX_FRAMES_PER_PAGE:
-            raise serializers.ValidationError({"limit": [f"give 1 to {MAX_FRAMES_PER_PAGE}"]})
         page = list(frames[: limit + 1])
         more = len(page) > limit
         page = page[:limit]
@@ -212,10 +241,18 @@ class FaultSerializer(serializers.Serializer):
     restore = serializers.CharField(required=False)
 
 
+class FaultQueuedSerializer(serializers.Serializer):
+    """A fault command, queued for the run's next frame boundary."""
+
+    id = serializers.IntegerField()
+    run = serializers.IntegerField()
+    command = serializers.CharField()
+
+
 class RunFaultsView(APIView):
     """Inject a fault into a running run; it applies at the run's next frame boundary."""
 
-    @extend_schema(request=FaultSerializer, responses={202: dict})
+    @extend_schema(request=FaultSerializer, responses={202: FaultQueuedSerializer})
     def post(self, request: Request, pk: int) -> Response:
         run = _steered(request, _run_for(request, pk))
         fault = request.data if isinstance(request.data, dict) else {}

@@ -227,6 +227,22 @@ class TraceUploadSerializer(serializers.Serializer):
     )
 
 
+class TraceUploadStatusSerializer(serializers.Serializer):
+    """Where an uploaded trace's check stands (``reviewer.fleets.traces.trace_upload_representation``)."""
+
+    id = serializers.IntegerField()
+    config = serializers.IntegerField()
+    name = serializers.CharField()
+    size = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["pending", "done", "failed"])
+    field = serializers.CharField(allow_null=True, help_text='The field at fault when failed, e.g. "trace".')
+    error = serializers.CharField(allow_null=True, help_text="The one-line error naming the fix, when failed.")
+    version = serializers.IntegerField(allow_null=True, help_text="The config version that replays it, when done.")
+    status_url = serializers.CharField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
 # --- findings --------------------------------------------------------------
 
 

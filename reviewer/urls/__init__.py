@@ -29,3 +29,5 @@ urlpatterns = [
     path("api/", include("reviewer.api.urls")),
     path("", include("reviewer.urls.pages")),
 ]
+
+handler404 = "reviewer.views.not_found.page_not_found"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
@@ -57,3 +58,71 @@ def test_the_schema_declares_the_fleet_configs_provenance_as_returned_not_write_
     field = schema["components"]["schemas"]["FleetConfig"]["properties"]["provenance"]
     assert not field.get("writeOnly"), field
     assert "provenance" in api_as("owner").get(f"/api/fleets/{review_fleet.pk}/").json()
+
+
+def _served_schema(client: Any) -> dict[str, Any]:
+    return json.loads(client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
+
+
+def _operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(path, method, op) for path, item in schema["paths"].items() for method, op in item.items()]
+
+
+def test_the_schema_generator_validates_without_a_warning(tmp_path: Any) -> None:
+    from django.core.management import call_command
+
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert out.read_text().startswith("openapi: 3.")
+
+
+def test_every_operation_documents_its_error_answers(client: Any) -> None:
+    schema = _served_schema(client)
+    assert schema["components"]["schemas"]["Error"]["properties"]["detail"] == {"type": "string"}
+    for path, method, op in _operations(schema):
+        responses = op["responses"]
+        assert "429" in responses and "Retry-After" in responses["429"]["headers"], (method, path)
+        if path != "/api/context.jsonld":
+            assert {"401", "403"} <= set(responses), (method, path)
+        if "{" in path:
+            assert "404" in responses, (method, path)
+        if "requestBody" in op:
+            assert {"400", "413"} <= set(responses), (method, path)
+        for code, response in responses.items():
+            if code.startswith("4"):
+                assert "application/json" in response["content"], (method, path, code)
+
+
+def test_request_bodies_are_json_but_the_trace_upload_is_multipart(client: Any) -> None:
+    schema = _served_schema(client)
+    for path, method, op in _operations(schema):
+        if "requestBody" in op:
+            expected = ["multipart/form-data"] if path == "/api/fleets/{id}/trace/" else ["application/json"]
+            assert list(op["requestBody"]["content"]) == expected, (method, path)
+
+
+def test_the_schema_says_what_the_fields_refuse(client: Any) -> None:
+    components = _served_schema(client)["components"]["schemas"]
+    title = components["FindingRequest"]["properties"]["title"]
+    assert title["minLength"] == 1 and re.search(title["pattern"], " x ") and not re.search(title["pattern"], " \xa0 ")
+    assert not re.search(title["pattern"], "a\x00b")
+    assert components["FindingsReorderRequest"]["properties"]["ids"]["minItems"] == 1
+    value = components["FleetAcceptFigureRequest"]["properties"]["value"]
+    assert "null" not in json.dumps(value) and {"type": "number"} in value["anyOf"]
+    assert components["Run"]["properties"]["speed"]["oneOf"] == [
+        {"type": "integer", "enum": [1, 10, 100]}, {"type": "string", "enum": ["max"]}]
+
+
+def test_list_pages_are_declared_from_1(client: Any) -> None:
+    schema = _served_schema(client)
+    page = next(p for p in schema["paths"]["/api/docs/"]["get"]["parameters"] if p["name"] == "page")
+    assert page["schema"] == {"type": "integer", "minimum": 1}
+
+
+@pytest.mark.parametrize("text", ["", "   ", "[traffic]"])
+def test_a_field_that_takes_blank_text_takes_it_in_the_schema_too(client: Any, text: str) -> None:
+    import jsonschema_rs
+
+    toml = _served_schema(client)["components"]["schemas"]["FleetCheckRequest"]["properties"]["toml"]
+    assert jsonschema_rs.validator_for(toml).is_valid(text), toml
+    assert not jsonschema_rs.validator_for(toml).is_valid("a\x00b")
