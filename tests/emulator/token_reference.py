@@ -145,6 +145,20 @@ class WorkerParams:
     kv_token_s: float = 0.0
     #: When set, steps follow the roofline and the linear terms above are not used.
     roofline: RooflineParams | None = None
+    #: KV in blocks of this many tokens, and the share of the blocks an admission
+    #: must leave free (1 and 0: KV counted token by token, no watermark).
+    kv_block_tokens: int = 1
+    kv_watermark: float = 0.0
+    #: "mixed" or "prefill_first" (see the module docstring).
+    scheduler: str = "mixed"
+
+    @property
+    def kv_blocks(self) -> int:
+        return self.kv_cache_tokens // self.kv_block_tokens
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.kv_watermark * self.kv_blocks)
 
 
 @dataclass(frozen=True)
@@ -160,6 +174,7 @@ class RequestRecord:
     tpot_s: float | None
     latency_s: float | None
     preemptions: int
+    longest_gap_s: float  # its longest time between two consecutive output tokens (0: none)
 
 
 @dataclass(frozen=True)
@@ -184,6 +199,9 @@ class ReferenceResult:
     steps: int
     busy_s: tuple[float, ...]
     step_log: tuple[StepRecord, ...]
+    #: Every time between two consecutive output tokens of any request (TBT), in the
+    #: order the second tokens came.
+    gaps: tuple[float, ...] = ()
 
     def count(self, outcome: str) -> int:
         """How many offered requests ended with ``outcome``."""
@@ -194,7 +212,7 @@ class _Req:
     __slots__ = (
         "index", "arrival_s", "prompt", "output", "deadline_s", "target", "progress",
         "generated", "kv", "worker", "admitted_s", "first_token_s", "done_s", "outcome",
-        "preemptions",
+        "preemptions", "last_token_s", "longest_gap_s",
     )
 
     def __init__(self, index: int, req: TokenRequest, timeout_s: float | None) -> None:
@@ -213,6 +231,8 @@ class _Req:
         self.done_s: float | None = None
         self.outcome: str | None = None
         self.preemptions = 0
+        self.last_token_s = 0.0
+        self.longest_gap_s = 0.0
 
     def expired(self, t: float) -> bool:
         return self.deadline_s is not None and self.deadline_s <= t
@@ -220,7 +240,7 @@ class _Req:
 
 class _Worker:
     __slots__ = (
-        "index", "waiting", "running", "kv_used", "asleep", "busy_s", "step_start_s",
+        "index", "waiting", "running", "asleep", "busy_s", "step_start_s",
         "step_end_s", "chunks", "decoding", "bound",
     )
 
@@ -228,7 +248,6 @@ class _Worker:
         self.index = index
         self.waiting: deque[_Req] = deque()
         self.running: list[_Req] = []
-        self.kv_used = 0
         self.asleep = True
         self.busy_s = 0.0
         self.step_start_s = 0.0
@@ -258,6 +277,19 @@ class _Sim:
         self.preemptions = 0
         self.steps = 0
         self.step_log: list[StepRecord] = []
+        self.gaps: list[float] = []
+        self.block = params.kv_block_tokens
+        self.total_blocks = params.kv_blocks
+        self.wm = params.watermark_blocks
+
+    def blocks(self, tokens: int) -> int:
+        return -(-tokens // self.block)
+
+    def used(self, w: _Worker, growing: Sequence[_Req] = ()) -> int:
+        """KV blocks the worker's running requests hold (with one more token for each
+        of ``growing``)."""
+        grow = {id(r) for r in growing}
+        return sum(self.blocks(r.kv + (id(r) in grow)) for r in w.running)
 
     # -- the event loop ------------------------------------------------------------
 
@@ -288,7 +320,7 @@ class _Sim:
     # -- dispatching ---------------------------------------------------------------
 
     def arrive(self, r: _Req, t: float) -> None:
-        if r.prompt + r.output > self.p.kv_cache_tokens:
+        if r.prompt + r.output > (self.total_blocks - self.wm) * self.block:
             r.outcome = "shed"
             return
         if self.policy == "pull":
@@ -315,41 +347,13 @@ class _Sim:
             self.drop_expired(w, t)
 
         decoding = [r for r in w.running if r.progress == r.target]
-        while p.kv_cache_tokens - w.kv_used < len(decoding):
-            self.preempt(w)
-            decoding = [r for r in w.running if r.progress == r.target]
-        for r in decoding:
-            r.kv += 1
-            w.kv_used += 1
-
-        budget = max(0, p.max_batched_tokens - len(decoding))
-        chunks: list[tuple[_Req, int]] = []
-        for r in w.running:
-            if r.progress < r.target and budget > 0:
-                chunk = min(r.target - r.progress, budget)
-                chunks.append((r, chunk))
-                budget -= chunk
-
-        queues = [w.waiting]
-        if self.policy == "pull":
-            queues.append(self.dispatch_queue)
-        for queue in queues:
-            while (
-                queue and budget > 0 and len(w.running) < p.max_num_seqs
-                and p.kv_cache_tokens - w.kv_used >= queue[0].target
-            ):
-                r = queue.popleft()
-                r.worker = w.index
-                r.kv = r.target
-                w.kv_used += r.kv
-                if r.admitted_s is None:
-                    r.admitted_s = t
-                w.running.append(r)
-                chunk = min(r.target, budget)
-                chunks.append((r, chunk))
-                budget -= chunk
-            if queue:  # its head blocks; nothing behind it, nor in the next queue, may pass
-                break
+        if p.scheduler == "prefill_first" and decoding:
+            # Prefill work first, with the whole budget; the decoders wait if any.
+            chunks = self.prefill_chunks(w, t, p.max_batched_tokens)
+            decoding = [] if chunks else self.grow(w)
+        else:
+            decoding = self.grow(w)
+            chunks = self.prefill_chunks(w, t, max(0, p.max_batched_tokens - len(decoding)))
 
         if not w.running:
             # With nothing running the whole cache and budget are free, and no unshed
@@ -377,13 +381,54 @@ class _Sim:
         w.decoding = decoding
         heapq.heappush(self.heap, (w.step_end_s, _STEP_END, w.index))
 
+    def grow(self, w: _Worker) -> list[_Req]:
+        """Step 1: preempt while the decoders' next tokens do not fit in the blocks,
+        then give each its token; returns the decoders."""
+        decoding = [r for r in w.running if r.progress == r.target]
+        while self.used(w, decoding) > self.total_blocks:
+            self.preempt(w)
+            decoding = [r for r in w.running if r.progress == r.target]
+        for r in decoding:
+            r.kv += 1
+        return decoding
+
+    def prefill_chunks(self, w: _Worker, t: float, budget: int) -> list[tuple[_Req, int]]:
+        """Steps 3-4: chunks for prefills in progress, then admissions (which leave the
+        watermark's blocks free)."""
+        p = self.p
+        chunks: list[tuple[_Req, int]] = []
+        for r in w.running:
+            if r.progress < r.target and budget > 0:
+                chunk = min(r.target - r.progress, budget)
+                chunks.append((r, chunk))
+                budget -= chunk
+        queues = [w.waiting]
+        if self.policy == "pull":
+            queues.append(self.dispatch_queue)
+        for queue in queues:
+            while (
+                queue and budget > 0 and len(w.running) < p.max_num_seqs
+                and self.total_blocks - self.used(w) - self.blocks(queue[0].target) >= self.wm
+            ):
+                r = queue.popleft()
+                r.worker = w.index
+                r.kv = r.target
+                if r.admitted_s is None:
+                    r.admitted_s = t
+                w.running.append(r)
+                chunk = min(r.target, budget)
+                chunks.append((r, chunk))
+                budget -= chunk
+            if queue:  # its head blocks; nothing behind it, nor in the next queue, may pass
+                break
+        return chunks
+
     def drop_expired(self, w: _Worker, t: float) -> None:
         for r in [r for r in w.waiting if r.expired(t)]:
             w.waiting.remove(r)
             r.outcome = "timed_out"
         for r in [r for r in w.running if r.expired(t)]:
             w.running.remove(r)
-            w.kv_used -= r.kv
             r.kv = 0
             r.outcome = "timed_out"
         # One timeout for all and FIFO order: the expired ones are at the front.
@@ -392,7 +437,6 @@ class _Sim:
 
     def preempt(self, w: _Worker) -> None:
         r = w.running.pop()
-        w.kv_used -= r.kv
         r.kv = 0
         r.target = r.prompt + r.generated
         r.progress = 0
@@ -415,6 +459,11 @@ class _Sim:
             if r.progress == r.target:
                 producing.append(r)
         for r in producing:
+            if r.generated:
+                gap = t - r.last_token_s
+                self.gaps.append(gap)
+                r.longest_gap_s = max(r.longest_gap_s, gap)
+            r.last_token_s = t
             r.generated += 1
             if r.first_token_s is None:
                 r.first_token_s = t
@@ -423,7 +472,6 @@ class _Sim:
                 late = r.deadline_s is not None and t > r.deadline_s
                 r.outcome = "timed_out" if late else "ok"
                 w.running.remove(r)
-                w.kv_used -= r.kv
                 r.kv = 0
         w.chunks = []
         w.decoding = []
@@ -441,7 +489,7 @@ def _record(r: _Req) -> RequestRecord:
     return RequestRecord(
         outcome=r.outcome or "in_system", worker=r.worker, admitted_s=r.admitted_s,
         first_token_s=r.first_token_s, done_s=r.done_s, ttft_s=ttft, tpot_s=tpot,
-        latency_s=latency, preemptions=r.preemptions,
+        latency_s=latency, preemptions=r.preemptions, longest_gap_s=r.longest_gap_s,
     )
 
 
@@ -462,6 +510,10 @@ def simulate(
         raise ValueError("workers must be 1 or more")
     if min(params.max_num_seqs, params.max_batched_tokens, params.kv_cache_tokens) < 1:
         raise ValueError("max_num_seqs, max_batched_tokens and kv_cache_tokens must be >= 1")
+    if params.kv_block_tokens < 1 or params.kv_blocks < 1 or not 0 <= params.kv_watermark < 1:
+        raise ValueError("kv_block_tokens must be 1 to kv_cache_tokens, kv_watermark in [0, 1)")
+    if params.scheduler not in ("mixed", "prefill_first"):
+        raise ValueError(f"scheduler {params.scheduler!r} is not mixed or prefill_first")
     for i, r in enumerate(requests):
         if r.prompt_tokens < 1 or r.output_tokens < 1:
             raise ValueError(f"request {i}: prompt_tokens and output_tokens must be >= 1")
@@ -475,4 +527,5 @@ def simulate(
         steps=sim.steps,
         busy_s=tuple(w.busy_s for w in sim.workers),
         step_log=tuple(sim.step_log),
+        gaps=tuple(sim.gaps),
     )

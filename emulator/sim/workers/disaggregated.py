@@ -52,6 +52,7 @@ from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
 from emulator.sim.results import DEAD
+from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.entities import HELD, LANDED, MOVING, QUEUED, STRETCH, Seq, Worker
 
@@ -236,16 +237,16 @@ class KvHandoffs:
     def take(self, wk: Worker, t: float) -> None:
         """Reserve KV for the requests handed to decode worker ``wk`` (in order, while
         they fit) and start their transfers."""
-        total, limit = wk.spec.kv_cache_tokens, wk.spec.max_num_seqs
+        total, limit = wk.kv_total, wk.spec.max_num_seqs
         incoming = wk.incoming
         while incoming:
             ds = incoming[0]
             reserved = self.reserved.get(wk.index, 0)
-            if total - wk.kv_used() < ds.prompt or len(wk.running) + reserved >= limit:
+            if total - wk.kv_used() - kv.blocks(wk, ds.prompt) < wk.wm or len(wk.running) + reserved >= limit:
                 break
             incoming.popleft()
             ds.kv = ds.prompt
-            wk.kv_prefill += ds.prompt
+            wk.kv_prefill += kv.blocks(wk, ds.prompt)
             ds.at = MOVING
             self.reserved[wk.index] = reserved + 1
             mv = self.moves[ds]
@@ -271,7 +272,7 @@ class KvHandoffs:
 
     def _release(self, wk: Worker, s: Seq, t: float) -> None:
         """The prefill worker ``wk`` frees the KV it held for ``s``; ``s`` left it."""
-        wk.kv_prefill -= s.kv
+        wk.kv_prefill -= kv.blocks(wk, s.kv)
         s.kv = 0
         s.at = 0
         wk.router.policy.work_done(wk.index)
@@ -302,7 +303,7 @@ class KvHandoffs:
         self.moves.pop(mv.ds, None)
         src, dst, ps, ds = mv.src, mv.dst, mv.ps, mv.ds
         if ps.at == HELD:
-            src.kv_prefill -= ps.kv
+            src.kv_prefill -= kv.blocks(src, ps.kv)
             ps.kv = 0
             ps.at = 0
             if src is not keep:
@@ -312,7 +313,7 @@ class KvHandoffs:
         if ds.at == QUEUED:
             dst.incoming.remove(ds)
         elif ds.at in (MOVING, LANDED):
-            dst.kv_prefill -= ds.kv
+            dst.kv_prefill -= kv.blocks(dst, ds.kv)
             if ds.at == MOVING:
                 self.reserved[dst.index] -= 1
             else:
