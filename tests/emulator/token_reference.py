@@ -17,8 +17,14 @@ run back to back. At the start of a step at time ``t``:
 0. Timeouts (only with ``timeout_s``): every request of the worker, waiting or
    running, with ``arrival_s + timeout_s <= t`` is removed as ``timed_out`` and its KV
    freed. Under ``pull`` the same is done to the dispatcher queue.
+KV is counted in blocks of ``kv_block_tokens`` (``kv_cache_tokens //
+kv_block_tokens`` of them): a request holding ``kv`` tokens holds ``ceil(kv /
+kv_block_tokens)`` blocks, and ``watermark = int(kv_watermark x blocks)``. With the
+defaults (1 and 0) that is KV counted token by token.
+
 1. ``D`` = running requests whose prefill is complete; each needs one more KV token.
-   While free KV < ``|D|``: preempt the most recently admitted running request (in
+   While the running requests' blocks, with that token added to each member of ``D``,
+   exceed the blocks: preempt the most recently admitted running request (in
    ``D`` or not): free its KV, set ``target = prompt_tokens + generated`` and
    ``progress = 0``, and put it at the FRONT of the waiting queue (recompute); count
    one preemption; recount ``D``. Then each member of ``D`` takes its KV token.
@@ -27,7 +33,8 @@ run back to back. At the start of a step at time ``t``:
    ``min(target - progress, budget)``; the budget shrinks by each chunk.
 4. Admission, from the worker's waiting queue and then (``pull`` only) from the
    dispatcher queue, in FIFO order while ``budget > 0``, ``len(running) <
-   max_num_seqs`` and free KV >= the head's ``target``: reserve ``kv = target``,
+   max_num_seqs`` and free blocks - the head's ``ceil(target / kv_block_tokens)`` >=
+   ``watermark``: reserve ``kv = target``,
    append to running, take a chunk ``min(target, budget)``. A head that does not fit
    blocks everything behind it; when the worker's own head blocks, the dispatcher
    queue is not looked at either.
@@ -44,10 +51,19 @@ run back to back. At the start of a step at time ``t``:
    request with ``generated == output_tokens`` completes: ``ok`` if ``done_s <=
    arrival_s + timeout_s`` (or no timeout), else ``timed_out``; its KV is freed.
 
+With ``scheduler = "prefill_first"`` and ``D`` not empty, steps 3-4 come first with
+``budget = max_batched_tokens``; if they give any chunk, the step has no decoders (no
+member of ``D`` takes a KV token or generates, nothing is preempted); if not, step 1
+runs and the step is decode only.
+
+Every output token after a request's first records a gap: its time minus the time of
+the request's previous token (``ReferenceResult.gaps``, and each request's longest in
+``longest_gap_s``).
+
 If a step start finds running empty and nothing admissible, the worker sleeps.
 
-Dispatching: a request with ``prompt_tokens + output_tokens > kv_cache_tokens`` is
-``shed`` on arrival. ``round_robin`` sends arrivals to workers 0, 1, ..., N-1, 0, ...;
+Dispatching: a request with ``prompt_tokens + output_tokens > (blocks - watermark) x
+kv_block_tokens`` is ``shed`` on arrival. ``round_robin`` sends arrivals to workers 0, 1, ..., N-1, 0, ...;
 ``least_loaded`` to the worker with the fewest waiting + running (lowest index on
 ties); ``pull`` gives the request to the lowest-index sleeping worker, or else appends
 it to one dispatcher FIFO queue that workers admit from at step starts. A sleeping
