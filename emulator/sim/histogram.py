@@ -3,6 +3,8 @@ with the number of requests served."""
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 _LOW_S = 1e-4  # latencies below land in the first bin
@@ -39,7 +41,10 @@ class LatencyHistogram:
             return
         logs = np.log10(np.maximum(values_s, _LOW_S) / _LOW_S) * _PER_DECADE
         index = np.minimum(logs.astype(np.int64), self.bins.size - 1)
-        np.add.at(self.bins, index, weights.astype(np.int64))
+        if index.size < 2000:  # a full-width bincount costs more than it saves here
+            np.add.at(self.bins, index, weights.astype(np.int64))
+        else:
+            self.bins += np.rint(np.bincount(index, weights, self.bins.size)).astype(np.int64)
         self.count += int(weights.sum())
         self.total_s += float((values_s * weights).sum())
         self.max_s = max(self.max_s, float(values_s.max()))
@@ -131,21 +136,23 @@ def weighted_quantiles(
 
 
 class GapBook:
-    """Times between tokens of one model: the frame's gaps (values with counts, and
-    arithmetic runs of values) until the frame closes, then the run's histogram."""
+    """Times between tokens of one model: the frame's gaps ((gap, count) pairs, and
+    arithmetic runs of gaps) until the frame closes, then the run's histogram. The
+    lists are cleared in place, so a worker may keep their ``append``."""
 
-    __slots__ = ("hist", "runs", "values", "weights")
+    __slots__ = ("hist", "pairs", "runs")
 
     def __init__(self) -> None:
-        self.values: list[float] = []
-        self.weights: list[int] = []
+        #: (gap_s, count): ``count`` tokens came ``gap_s`` after their previous one.
+        self.pairs: list[tuple[float, int]] = []
+        #: (first_s, rise_s, steps, count): gaps first_s, first_s + rise_s, ... (steps
+        #: of them), each for ``count`` tokens.
         self.runs: list[tuple[float, float, int, int]] = []
         self.hist = LatencyHistogram()
 
     def add(self, gap_s: float, count: int) -> None:
         """``count`` tokens came ``gap_s`` after their request's previous one."""
-        self.values.append(gap_s)
-        self.weights.append(count)
+        self.pairs.append((gap_s, count))
 
     def add_run(self, first_s: float, rise_s: float, steps: int, count: int) -> None:
         """``steps`` gaps first_s, first_s + rise_s, ..., each for ``count`` tokens."""
@@ -153,17 +160,23 @@ class GapBook:
 
     def pending(self) -> tuple[np.ndarray, np.ndarray]:
         """The gaps booked since the last frame, as values and counts."""
-        values = [np.array(self.values, dtype=np.float64)]
-        weights = [np.array(self.weights, dtype=np.int64)]
-        for first, rise, steps, count in self.runs:
-            values.append(first + rise * np.arange(steps, dtype=np.float64))
-            weights.append(np.full(steps, count, dtype=np.int64))
-        return np.concatenate(values), np.concatenate(weights)
+        flat = np.fromiter(chain.from_iterable(self.pairs), np.float64, 2 * len(self.pairs))
+        values, weights = flat[0::2], flat[1::2].astype(np.int64)
+        if not self.runs:
+            return values, weights
+        runs = np.array(self.runs, dtype=np.float64)
+        steps = runs[:, 2].astype(np.int64)
+        starts = np.cumsum(steps) - steps
+        j = np.arange(int(steps.sum()), dtype=np.float64) - np.repeat(starts, steps)
+        run_values = np.repeat(runs[:, 0], steps) + np.repeat(runs[:, 1], steps) * j
+        run_weights = np.repeat(runs[:, 3].astype(np.int64), steps)
+        return np.concatenate([values, run_values]), np.concatenate([weights, run_weights])
 
     def frame(self) -> tuple[np.ndarray, np.ndarray]:
         """Close the frame: its gaps (added to the run's histogram)."""
         values, weights = self.pending()
-        self.values, self.weights, self.runs = [], [], []
+        self.pairs.clear()
+        self.runs.clear()
         self.hist.add_weighted(values, weights)
         return values, weights
 

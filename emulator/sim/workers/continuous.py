@@ -139,6 +139,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 wk.dcnt = [0] * wk.blk
                 wk.prefill_first = spec.scheduler == "prefill_first"
                 wk.track_gaps = scenario.slo.tbt_s is not None
+                wk.gap_out = sim.disp[m].tbt.pairs.append  # type: ignore[union-attr]
         n_models = len(names)
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
@@ -493,7 +494,11 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             produced = wk.n_dec if decoded else 0
             if produced:
                 wk.clock += 1
-                gaps.decode_step(wk, t, produced)
+                if wk.fresh or wk.track_gaps:
+                    gaps.decode_step(wk, t, produced)
+                else:  # every decoder's gap since the last decode step (gaps.decode_step)
+                    wk.gap_out((t - wk.t_dec, produced))
+                    wk.t_dec = t
             for s, c in wk.chunks:
                 s.progress += c
                 if s.progress == s.target:

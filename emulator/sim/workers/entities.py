@@ -9,6 +9,7 @@ manager (``kv_manager.py``), the scheduler (``scheduler.py``), the decode stretc
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -99,6 +100,8 @@ class Worker:
     # Times between tokens (``gaps.py``): the end of its last decode step, the
     # decoders that joined since, and (with ``slo.tbt_s``) the gaps' falling stack.
     t_dec: float = 0.0
+    #: Books a (gap, count) pair: the model's ``GapBook.pairs.append``.
+    gap_out: Callable[[tuple[float, int]], None] = field(default_factory=lambda: [].append)
     fresh: list[Seq] = field(default_factory=list)
     track_gaps: bool = False
     gstack: list[tuple[int, float]] = field(default_factory=list)

@@ -43,43 +43,48 @@ def longest_since(wk: Worker, clock: int) -> float:
 
 def decode_step(wk: Worker, t: float, n: int) -> None:
     """One decode step of ``n`` decoders ended at ``t`` (the clock already moved)."""
-    book = wk.router.tbt
+    _first_step(wk, t, n, wk.clock)
+    wk.t_dec = t
+
+
+def _first_step(wk: Worker, t: float, n: int, clock: int) -> None:
+    """Book a decode step ending at ``t`` that moved the clock to ``clock``: the
+    veterans' gap, and each fresh decoder's own (it becomes a veteran)."""
     fresh = wk.fresh
     veterans = n - len(fresh)
     if veterans:
         gap = t - wk.t_dec
-        book.add(gap, veterans)
+        wk.gap_out((gap, veterans))
         if wk.track_gaps:
-            _push(wk, wk.clock, gap)
+            _push(wk, clock, gap)
     if fresh:
         for s in fresh:
             gap = t - s.last_s
-            book.add(gap, 1)
+            wk.gap_out((gap, 1))
             if gap > s.max_gap:
                 s.max_gap = gap
-            s.vet = wk.clock
+            s.vet = clock
         fresh.clear()
-    wk.t_dec = t
 
 
 def stretch(wk: Worker, t: float) -> None:
     """A stretch of ``wk.steps`` decode steps of ``wk.n`` decoders ended at ``t`` (the
     clock already moved): its first step as ``decode_step``, the rest in bulk."""
     k, n = wk.steps, wk.n
-    first_end = wk.t0 + wk.a + wk.b * wk.c  # T(1)
-    if k == 1:
-        decode_step(wk, t, n)
-        return
-    clock = wk.clock
-    wk.clock = clock - k + 1
-    decode_step(wk, first_end, n)
-    wk.clock = clock
-    # Steps 2..k: a + b (C + n (j - 1)) each, every decoder's.
-    first = wk.a + wk.b * (wk.c + n)
-    rise = wk.b * n
-    wk.router.tbt.add_run(first, rise, k - 1, n)
-    if wk.track_gaps:
-        _push(wk, clock, first + rise * (k - 2))
+    a, b, c = wk.a, wk.b, wk.c
+    if wk.fresh or wk.track_gaps:
+        _first_step(wk, wk.t0 + a + b * c, n, wk.clock - k + 1)  # T(1)
+    else:  # every decoder is a veteran
+        wk.gap_out((wk.t0 + a + b * c - wk.t_dec, n))
+    if k > 1:
+        # Steps 2..k: a + b (C + n (j - 1)) each, every decoder's.
+        first = a + b * (c + n)
+        if b:
+            wk.router.tbt.runs.append((first, b * n, k - 1, n))
+        else:
+            wk.gap_out((first, n * (k - 1)))
+        if wk.track_gaps:
+            _push(wk, wk.clock, first + b * n * (k - 2))
     wk.t_dec = t
 
 
@@ -105,7 +110,7 @@ def first_after_pause(wk: Worker, s: Seq, t: float) -> None:
     (a gap since its last token) or its first one."""
     if s.generated:
         gap = t - s.last_s
-        wk.router.tbt.add(gap, 1)
+        wk.gap_out((gap, 1))
         if gap > s.max_gap:
             s.max_gap = gap
     s.last_s = t

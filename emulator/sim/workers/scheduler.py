@@ -57,10 +57,18 @@ class Scheduler:
             self.make_room(wk)
             kv.grow(wk)
             return chunks
-        if wk.n_dec:
-            self.make_room(wk)
-        kv.grow(wk)
-        return self.fill(wk, t, wk.spec.max_batched_tokens - wk.n_dec)
+        n = wk.n_dec
+        if n:
+            # (Worker.kv_at(clock + 1), inlined for KV counted by the token: every step.)
+            if wk.blk == 1:
+                if wk.kv_prefill + wk.dec_base + n * (wk.clock + 1) + wk.cached > wk.kv_total:
+                    self.make_room(wk)
+            else:
+                self.make_room(wk)
+            wk.ahead = 1
+        else:
+            wk.ahead = 0
+        return self.fill(wk, t, wk.spec.max_batched_tokens - n)
 
     def make_room(self, wk: Worker) -> None:
         """1. Preempt while the decoders' next tokens do not fit (recompute)."""
