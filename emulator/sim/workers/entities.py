@@ -101,7 +101,7 @@ class Worker:
     # decoders that joined since, and (with ``slo.tbt_s``) the gaps' falling stack.
     t_dec: float = 0.0
     #: Books a (gap, count) pair: the model's ``GapBook.pairs.append``.
-    gap_out: Callable[[tuple[float, int]], None] = field(default_factory=lambda: [].append)
+    gap_out: Callable[[tuple[float, int]], None] = field(default=lambda pair: None)
     fresh: list[Seq] = field(default_factory=list)
     track_gaps: bool = False
     gstack: list[tuple[int, float]] = field(default_factory=list)
