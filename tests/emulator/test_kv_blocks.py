@@ -165,3 +165,32 @@ def test_the_decoders_blocks_follow_each_decoder_rounded_up() -> None:
         avail = wk.dec_blocks(t0) + rng.randint(0, 5 * len(es))
         last = wk.dec_last_clock(avail)
         assert wk.dec_blocks(last) <= avail < wk.dec_blocks(last + 1)
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_random_small_fleets_agree_with_the_reference_exactly(tmp_path: Path, case: int) -> None:
+    rng = random.Random(100 + case)
+    params = replace(
+        WORKER,
+        kv_cache_tokens=rng.choice([5_000, 8_000]),
+        kv_block_tokens=rng.choice([1, 2, 16, 64]),
+        kv_watermark=rng.choice([0.0, 0.01, 0.05]),
+        scheduler=rng.choice(["mixed", "prefill_first"]),
+        max_batched_tokens=rng.choice([1024, 4096]),
+        max_num_seqs=rng.choice([16, 64]),
+        kv_token_s=rng.choice([0.0, 3e-8]),
+    )
+    requests = poisson_requests(qps=rng.choice([20, 30]), duration_s=20, prompt=600, output=200,
+                                prompt_cv=0.7, output_cv=0.7, seed=case)
+    requests = [r for r in requests if r.prompt_tokens + r.output_tokens < 4_000]
+    policy = rng.choice(["round_robin", "least_loaded", "pull"])
+    timeout = rng.choice([None, 6.0])
+    summary, engine, reference = _run(requests, tmp_path, params, workers=2, duration_s=20,
+                                      policy=policy, timeout_s=timeout)
+    assert (summary.ok, summary.timed_out, summary.shed, summary.in_system_end, summary.preemptions) == (
+        reference.count("ok"), reference.count("timed_out"), reference.count("shed"),
+        reference.count("in_system"), reference.preemptions), params
+    booked = engine.disp[0].tbt.run_histogram(engine.workers.open_gaps(0))  # type: ignore[union-attr, attr-defined]
+    assert booked.count == len(reference.gaps)
+    if reference.gaps:
+        assert booked.total_s == pytest.approx(sum(reference.gaps), rel=1e-9)
