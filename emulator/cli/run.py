@@ -185,11 +185,15 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{1000 * value:.2f}"
+
+
 def format_summary(name: str, s: Summary) -> str:
     """A readable table of the summary: outcomes and latency, fleet and per model."""
     cols = ("offered", "ok", "timed_out", "shed", "lost", "orphaned", "in_system_end")
     head = f"{'':<10}" + "".join(f"{c:>14}" for c in cols) + f"{'served_qps':>12}"
-    head += "".join(f"{c:>9}" for c in ("p50_s", "p99_s", "mean_s"))
+    head += "".join(f"{c:>9}" for c in ("p50_s", "p90_s", "p99_s", "mean_s"))
     lines = [
         f"{name}: {s.sim_s:,.0f} s simulated in {s.wall_s:.2f} s wall, {s.events:,} events",
         head,
@@ -201,7 +205,7 @@ def format_summary(name: str, s: Summary) -> str:
             f"{label:<10}"
             + "".join(f"{getattr(o, c):>14,}" for c in cols)
             + f"{o.served_qps:>12.1f}"
-            + "".join(f"{_fmt(lat.get(k)):>9}" for k in ("p50", "p99", "mean"))
+            + "".join(f"{_fmt(lat.get(k)):>9}" for k in ("p50", "p90", "p99", "mean"))
         )
 
     lines.append(row("all", s))
@@ -224,9 +228,11 @@ def format_summary(name: str, s: Summary) -> str:
 
 
 def _token_table(s: Summary) -> str:
-    """TTFT, TPOT, throughput, preemptions and goodput of token-level models."""
+    """TTFT, TPOT, the times between tokens (in ms), throughput, preemptions and
+    goodput of token-level models."""
     head = (
-        f"{'':<10}{'ttft_p50_s':>11}{'ttft_p99_s':>11}{'tpot_p50_s':>11}{'tpot_p99_s':>11}"
+        f"{'':<10}{'ttft_p50_s':>11}{'ttft_p90_s':>11}{'ttft_p99_s':>11}{'tpot_p50_s':>11}"
+        f"{'tpot_p99_s':>11}{'tbt_p50_ms':>11}{'tbt_p99_ms':>11}"
         f"{'out_tok/s':>11}{'preempted':>11}{'slo_goodput':>12}"
     )
     lines = [head]
@@ -235,8 +241,10 @@ def _token_table(s: Summary) -> str:
             continue
         good = "n/a" if o.slo_goodput is None else f"{o.slo_goodput:.1%}"
         lines.append(
-            f"{label:<10}{_fmt(o.ttft_s.get('p50')):>11}{_fmt(o.ttft_s.get('p99')):>11}"
+            f"{label:<10}{_fmt(o.ttft_s.get('p50')):>11}{_fmt(o.ttft_s.get('p90')):>11}"
+            f"{_fmt(o.ttft_s.get('p99')):>11}"
             f"{_fmt(o.tpot_s.get('p50')):>11}{_fmt(o.tpot_s.get('p99')):>11}"
+            f"{_ms(o.tbt_s.get('p50')):>11}{_ms(o.tbt_s.get('p99')):>11}"
             f"{o.output_tokens_per_s:>11,.0f}{o.preemptions:>11,}{good:>12}"
         )
     return "\n".join(lines)

@@ -32,6 +32,7 @@ from emulator.scenario.specs import (
     AUTO_KV,
     BATCHING,
     FAULT_ACTIONS,
+    SCHEDULERS,
     SERVICES,
     SHAPES,
     STANDBYS,
@@ -501,7 +502,21 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "step_overhead_s": t.number("step_overhead_s", base.step_overhead_s, low=0.0),
         "step_table": t.text("step_table") if t.has("step_table") else base.step_table,
         **prefix_checks.worker_keys(t, base),
+        "kv_block_tokens": t.integer("kv_block_tokens", base.kv_block_tokens, low=1),
+        "kv_watermark": _watermark(t, base.kv_watermark),
+        "scheduler": t.choice("scheduler", SCHEDULERS, base.scheduler),
     }
+
+
+def _watermark(t: _Table, default: float) -> float:
+    """``kv_watermark``: the share of KV blocks an admission leaves free, below 1."""
+    value = t.number("kv_watermark", default, low=0.0)
+    if value >= 1:
+        raise ScenarioError(
+            t.key("kv_watermark"), f"{_show(value)} would keep the whole cache free",
+            "it is a share of the KV blocks, e.g. 0.01 (vLLM's default), or 0 for none",
+        )
+    return value
 
 
 def _kv_tokens(t: _Table, default: int) -> int:
@@ -667,9 +682,30 @@ def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
             "not give every running sequence its token",
             f"use at least {w.max_num_seqs}, or lower max_num_seqs",
         )
+    if w.prefix_cache and w.block_tokens % w.kv_block_tokens:
+        raise ScenarioError(
+            key("block_tokens"),
+            f"{w.block_tokens} is not a whole number of KV blocks of {w.kv_block_tokens} "
+            "tokens: prefix caching shares whole KV blocks",
+            f"use a multiple of kv_block_tokens ({w.kv_block_tokens}), or change kv_block_tokens",
+        )
+    if w.kv_blocks < 1:
+        raise ScenarioError(
+            key("kv_block_tokens"),
+            f"{w.kv_block_tokens:,} is more than the cache's {w.kv_cache_tokens:,} tokens",
+            "use blocks smaller than kv_cache_tokens (16 as vLLM), or 1 to count tokens",
+        )
     # With varied sizes the longest requests are shed as they come; a cache that cannot
     # hold even a request of mean size is a mistake in the file.
     need = model.tokens + model.output_tokens
+    if need > w.kv_request_limit and need <= w.kv_cache_tokens:
+        raise ScenarioError(
+            key("kv_watermark"),
+            f"{w.kv_watermark:g} of {w.kv_blocks:,} blocks of {w.kv_block_tokens} tokens leaves "
+            f"{w.kv_request_limit:,} tokens to admit into, too few for one request of model "
+            f"{model.name} (prompt {model.tokens:,} + output {model.output_tokens:,} = {need:,})",
+            "lower kv_watermark or kv_block_tokens, or raise kv_cache_tokens",
+        )
     if need > w.kv_cache_tokens:
         mean = "" if model.tokens_cv == 0 and model.output_tokens_cv == 0 else "a mean "
         raise ScenarioError(
@@ -708,6 +744,7 @@ def _slo(raw: Any) -> SloSpec:
     return SloSpec(
         ttft_s=t.number("ttft_s", positive=True) if t.has("ttft_s") else None,
         tpot_s=t.number("tpot_s", positive=True) if t.has("tpot_s") else None,
+        tbt_s=t.number("tbt_s", positive=True) if t.has("tbt_s") else None,
     )
 
 

@@ -62,6 +62,8 @@ STANDBYS = ("cold", "replicated")
 SERVICES = ("constant", "linear", "lognormal")
 FAULT_ACTIONS = ("kill", "restore")
 STEP_MODELS = ("linear", "roofline", "table")
+#: How a continuous worker fills a step (``worker.scheduler``).
+SCHEDULERS = ("mixed", "prefill_first")
 #: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
 #: it uses when none are given: the prefix-cache score counts more than the queue.
 SCORERS = ("prefix", "queue", "kv_free")
@@ -334,6 +336,31 @@ class WorkerSpec:
     #: size of a KV block; only whole blocks are cached.
     prefix_cache: bool = False
     block_tokens: int = 16
+    #: KV is held in blocks of ``kv_block_tokens`` (a request takes whole blocks, as
+    #: vLLM's block manager gives them), and an admission must leave ``kv_watermark``
+    #: of the blocks free (vLLM's default 1 %); 1 and 0 count KV token by token.
+    kv_block_tokens: int = 16
+    kv_watermark: float = 0.01
+    #: "mixed": a step runs the decoders and prefill chunks together (vLLM v1,
+    #: Sarathi-Serve); "prefill_first": while prefill work can run, a step runs only
+    #: prefill chunks and the decoders wait (vLLM v0's default scheduler).
+    scheduler: str = "mixed"
+
+    @property
+    def kv_blocks(self) -> int:
+        """The KV cache's whole blocks."""
+        return self.kv_cache_tokens // self.kv_block_tokens
+
+    @property
+    def kv_watermark_blocks(self) -> int:
+        """Blocks an admission must leave free (vLLM: int(watermark x blocks))."""
+        return int(self.kv_watermark * self.kv_blocks)
+
+    @property
+    def kv_request_limit(self) -> int:
+        """The largest prompt + output a worker can serve alone: the blocks an admission
+        may use, in tokens (``kv_cache_tokens`` when counting by the token)."""
+        return (self.kv_blocks - self.kv_watermark_blocks) * self.kv_block_tokens
 
 
 @dataclass(frozen=True)
@@ -361,10 +388,13 @@ class SloSpec:
 
     ttft_s: float | None = None
     tpot_s: float | None = None
+    #: A request meets it if none of its gaps between consecutive output tokens is
+    #: longer (the time between tokens, TBT, that streaming users see).
+    tbt_s: float | None = None
 
     def any(self) -> bool:
         """Whether any objective is set."""
-        return self.ttft_s is not None or self.tpot_s is not None
+        return self.ttft_s is not None or self.tpot_s is not None or self.tbt_s is not None
 
 
 @dataclass(frozen=True)
@@ -491,7 +521,7 @@ class Scenario:
                 for h in self.hosts
             ],
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
-            **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s"))} if self.slo.any() else {}),
+            **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s", "tbt_s"))} if self.slo.any() else {}),
             **({"hardware": _set_fields(self.hardware)} if self.hardware is not None else {}),
             **({"autoscaler": _fields(self.autoscaler)} if self.autoscaler is not None else {}),
         }
@@ -627,6 +657,9 @@ _NEW_WORKER = (
     "step_table",
     "prefix_cache",
     "block_tokens",
+    "kv_block_tokens",
+    "kv_watermark",
+    "scheduler",
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
 

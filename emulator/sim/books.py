@@ -19,7 +19,7 @@ import numpy as np
 
 from emulator.scenario import ClientSpec
 from emulator.sim.arrivals import ArrivalSource
-from emulator.sim.histogram import LatencyHistogram
+from emulator.sim.histogram import GapBook, LatencyHistogram
 from emulator.sim.requests import LOST, OK, ORPHANED, PENDING, TIMED_OUT, RequestStore
 from emulator.sim.results import OUTCOME_KEYS
 
@@ -80,8 +80,9 @@ class ModelBooks:
         #: runs once per batch.)
         self.complete = self.done.append
         #: Record a request a continuous-batching worker finished: call it with
-        #: ``(row, first_token_s, done_s, code, output_tokens)``; booked by ``book_done``.
-        self.token_done: list[tuple[int, float, float, int, int]] = []
+        #: ``(row, first_token_s, done_s, code, output_tokens, longest_gap_s)``; booked by
+        #: ``book_done``.
+        self.token_done: list[tuple[int, float, float, int, int, float]] = []
         self.complete_request = self.token_done.append
         self.frame = Counts()
         self.total = Counts()
@@ -94,6 +95,9 @@ class ModelBooks:
         #: SLOs (set by the engine for token-level models; None: not set).
         self.slo_ttft_s: float | None = None
         self.slo_tpot_s: float | None = None
+        self.slo_tbt_s: float | None = None
+        #: Times between tokens (every gap between two output tokens of a request).
+        self.tbt = GapBook()
 
     # -- outcomes ------------------------------------------------------------------
     def lose(self, start: int, end: int, now: float) -> None:
@@ -162,7 +166,7 @@ class ModelBooks:
         self.latencies.append((t_done - arrival)[delivered])
         self.ttfts.append(ttft)
         self.tpots.append(tpot)
-        if self.slo_ttft_s is not None or self.slo_tpot_s is not None:
+        if self.slo_ttft_s is not None or self.slo_tpot_s is not None or self.slo_tbt_s is not None:
             met = np.ones(n_ok, dtype=bool)
             if self.slo_ttft_s is not None:
                 met &= ttft <= self.slo_ttft_s
@@ -170,6 +174,8 @@ class ModelBooks:
                 per_token = np.zeros(n_ok)
                 per_token[several] = tpot
                 met &= per_token <= self.slo_tpot_s
+            if self.slo_tbt_s is not None:
+                met &= recs[:, 5][delivered] <= self.slo_tbt_s
             frame.slo_met += int(np.count_nonzero(met))
 
     def token_frame(self) -> tuple[np.ndarray, np.ndarray]:

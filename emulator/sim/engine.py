@@ -54,7 +54,7 @@ from emulator.sim.events import (
     EventQueue,
 )
 from emulator.sim.fleet import Fleet
-from emulator.sim.histogram import LatencyHistogram, frame_percentiles
+from emulator.sim.histogram import LatencyHistogram, frame_quantiles, weighted_quantiles
 from emulator.sim.policies import policy_class
 from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
 from emulator.sim.router import Router
@@ -112,6 +112,7 @@ class Engine:
             d.policy = wm.routing(d, policy) if isinstance(wm, DisaggregatedWorkers) else policy(self, d)
             if mode != "static":
                 d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
+                d.slo_tbt_s = scenario.slo.tbt_s
         self.token_level = "continuous" in self.worker_models
         self.frame_events: list[str] = []
         #: The autoscaler of ``[autoscaler]`` (None without one).
@@ -231,7 +232,7 @@ class Engine:
         per_model: dict[str, Outcomes] = {}
         fleet_hist = LatencyHistogram()
         fleet = Summary()
-        fleet_tokens = (LatencyHistogram(), LatencyHistogram(), [0])
+        fleet_tokens = (LatencyHistogram(), LatencyHistogram(), [0], LatencyHistogram())
         for d in self.disp:
             d.book_done()
             d.ingest(now)
@@ -252,9 +253,10 @@ class Engine:
         fleet.served_qps = fleet.ok / now if now > 0 else 0.0
         fleet.latency_s = fleet_hist.stats()
         if self.token_level:
-            fleet_ttft, fleet_tpot, tokens = fleet_tokens
+            fleet_ttft, fleet_tpot, tokens, fleet_tbt = fleet_tokens
             fleet.token_level = True
             fleet.ttft_s, fleet.tpot_s = fleet_ttft.stats(), fleet_tpot.stats()
+            fleet.tbt_s = fleet_tbt.stats()
             fleet.output_tokens_per_s = tokens[0] / now if now > 0 else 0.0
             fleet.slo_goodput = _goodput(fleet.slo_met, fleet, self.scenario.slo.any())
         fleet.per_model = per_model
@@ -355,7 +357,7 @@ class Engine:
         d: Router,
         counts: Counts,
         now: float,
-        fleet: tuple[LatencyHistogram, LatencyHistogram, list[int]],
+        fleet: tuple[LatencyHistogram, LatencyHistogram, list[int], LatencyHistogram],
     ) -> None:
         """The token-level figures of a continuous-batching model's outcomes."""
         ttft, tpot = LatencyHistogram(), LatencyHistogram()
@@ -369,6 +371,9 @@ class Engine:
         fleet[1].merge(tpot)
         workers = d.worker_model
         assert isinstance(workers, ContinuousWorkers)
+        tbt = d.tbt.run_histogram(workers.open_gaps(d.index))
+        fleet[3].merge(tbt)
+        out.tbt_s = tbt.stats()
         tokens = workers.tokens_generated(d.index)
         fleet[2][0] += tokens
         out.token_level = True
@@ -390,10 +395,15 @@ class Engine:
             return
         ttft, tpot = d.token_frame()
         for name, values in (("ttft", ttft), ("tpot", tpot)):
-            p50, p95, p99 = frame_percentiles(values)
+            p50, p90, p95, p99 = frame_quantiles(values)
             m[f"{name}_p50_s"].append(p50)
+            m[f"{name}_p90_s"].append(p90)
             m[f"{name}_p95_s"].append(p95)
             m[f"{name}_p99_s"].append(p99)
+        p50, p90, p99 = weighted_quantiles(*d.tbt.frame(), (0.5, 0.9, 0.99))
+        m["tbt_p50_s"].append(p50)
+        m["tbt_p90_s"].append(p90)
+        m["tbt_p99_s"].append(p99)
         finished = counts.finished()
         m["goodput"].append(
             counts.slo_met / finished if finished and self.scenario.slo.any() else None
@@ -420,8 +430,9 @@ class Engine:
             if self.autoscaler is not None:
                 for key, value in self.autoscaler.frame_figures(d.index).items():
                     m[key].append(value)
-            p50, p95, p99 = frame_percentiles(lat)
+            p50, p90, p95, p99 = frame_quantiles(lat)
             m["p50_s"].append(p50)
+            m["p90_s"].append(p90)
             m["p95_s"].append(p95)
             m["p99_s"].append(p99)
             m["batch_fill"].append(counts.fill_sum / counts.batches if counts.batches else None)

@@ -16,17 +16,25 @@ COUNT_KEYS = ("offered", *OUTCOME_KEYS)
 #: Per-model quantities read at the frame's end.
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
-STAT_KEYS = ("p50_s", "p95_s", "p99_s", "batch_fill")
+STAT_KEYS = ("p50_s", "p90_s", "p95_s", "p99_s", "batch_fill")
 #: Per-model statistics of token-level serving, for models with continuous batching:
-#: TTFT and TPOT percentiles of the requests delivered in the frame, and the fraction
-#: of the requests that got an outcome in the frame that met every SLO (None: no SLO).
+#: TTFT and TPOT percentiles of the requests delivered in the frame, percentiles of the
+#: times between tokens (TBT: every gap between two consecutive output tokens, booked
+#: when the worker's step or stretch of decode steps ends in the frame), and the
+#: fraction of the requests that got an outcome in the frame that met every SLO
+#: (None: no SLO).
 TOKEN_KEYS = (
     "ttft_p50_s",
+    "ttft_p90_s",
     "ttft_p95_s",
     "ttft_p99_s",
     "tpot_p50_s",
+    "tpot_p90_s",
     "tpot_p95_s",
     "tpot_p99_s",
+    "tbt_p50_s",
+    "tbt_p90_s",
+    "tbt_p99_s",
     "goodput",
 )
 
@@ -118,7 +126,9 @@ class Outcomes:
     new offered request, so the books balance with or without retries.
 
     Token-level serving (``token_level``) adds ``ttft_s`` and ``tpot_s`` (statistics
-    like ``latency_s``, over delivered requests), ``output_tokens_per_s``,
+    like ``latency_s``, over delivered requests; TPOT is each request's mean), ``tbt_s``
+    (the same over every gap between two consecutive output tokens of any request,
+    delivered or not), ``output_tokens_per_s``,
     ``preemptions``, ``slo_goodput`` (the fraction of finished requests that met every
     SLO; None without SLOs), ``shed_oversized`` (requests no worker's KV could hold) and
     ``shed_queue_full`` (requests refused at the waiting bound, ``queue_limit``).
@@ -142,6 +152,7 @@ class Outcomes:
     token_level: bool = False
     ttft_s: dict[str, float | None] = field(default_factory=dict)
     tpot_s: dict[str, float | None] = field(default_factory=dict)
+    tbt_s: dict[str, float | None] = field(default_factory=dict)
     output_tokens_per_s: float = 0.0
     preemptions: int = 0
     slo_met: int = 0
@@ -191,6 +202,7 @@ class Outcomes:
         return {
             "ttft_s": dict(self.ttft_s),
             "tpot_s": dict(self.tpot_s),
+            "tbt_s": dict(self.tbt_s),
             "output_tokens_per_s": self.output_tokens_per_s,
             "preemptions": self.preemptions,
             "slo_met": self.slo_met,
@@ -246,7 +258,7 @@ class Summary(Outcomes):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Summary:
         """Rebuild a summary from ``to_dict`` output."""
-        stats = ("latency_s", "ttft_s", "tpot_s")
+        stats = ("latency_s", "ttft_s", "tpot_s", "tbt_s")
         keys = [
             k
             for k in Outcomes.__dataclass_fields__

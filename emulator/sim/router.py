@@ -39,7 +39,7 @@ class Router(Intake):
     ) -> None:
         super().__init__(index, spec, scenario, source, queue, workers)
         #: Largest prompt + output one worker's KV cache holds.
-        self.kv_limit = scenario.worker_for(spec.name).kv_cache_tokens
+        self.kv_limit = scenario.worker_for(spec.name).kv_request_limit
         self.shed_oversized = 0
         #: Arrivals refused at the waiting bound (``queue_limit``).
         self.shed_queue_full = 0

@@ -34,7 +34,7 @@ def run_facts(scenario: Any) -> dict[str, Any]:
     the scheduled faults (time and command) and the frame interval."""
     return {
         "batching": {m: scenario.worker_for(m).batching for m in scenario.models},
-        "slo": {"ttft_s": scenario.slo.ttft_s, "tpot_s": scenario.slo.tpot_s},
+        "slo": {"ttft_s": scenario.slo.ttft_s, "tpot_s": scenario.slo.tpot_s, "tbt_s": scenario.slo.tbt_s},
         "faults": [{"at_s": f.at_s, "command": f"{f.action} {f.target}"} for f in scenario.faults],
         "sample_s": scenario.sample_s,
     }

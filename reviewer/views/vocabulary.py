@@ -42,7 +42,7 @@ RUN_CHARTS: list[dict[str, Any]] = [
     # Frames with no ok request have no percentile: a gap, never a line across it.
     {"key": "latency", "title": "Latency of ok requests", "per_model": True, "markers": True,
      "y_title": "seconds", "stops_without_completions": True,
-     "metrics": [{"key": key, "label": key.removesuffix("_s")} for key in ("p50_s", "p95_s", "p99_s")]},
+     "metrics": [{"key": key, "label": key.removesuffix("_s")} for key in ("p50_s", "p90_s", "p95_s", "p99_s")]},
     # A spike of one outcome must not flatten the others: a log axis.
     {"key": "outcomes", "title": "Requests per frame by outcome (log scale)", "per_model": False,
      "y_title": "requests per frame", "log": True,
@@ -51,12 +51,18 @@ RUN_CHARTS: list[dict[str, Any]] = [
     # SLO lines come from the scenario's [slo].
     {"key": "ttft", "title": "Time to first token", "per_model": True, "markers": True,
      "continuous": True, "y_title": "seconds", "slo": "ttft_s", "stops_without_completions": True,
-     "metrics": [{"key": f"ttft_{p}_s", "label": f"TTFT {p}"} for p in ("p50", "p95", "p99")]},
+     "metrics": [{"key": f"ttft_{p}_s", "label": f"TTFT {p}"} for p in ("p50", "p90", "p95", "p99")]},
     # Per-token times read in milliseconds: the frames' seconds times ``scale``.
     {"key": "tpot", "title": "Time per output token", "per_model": True, "markers": True,
      "continuous": True, "y_title": "ms per token", "scale": 1000, "unit": "ms", "slo": "tpot_s",
      "stops_without_completions": True,
-     "metrics": [{"key": f"tpot_{p}_s", "label": f"TPOT {p}"} for p in ("p50", "p95", "p99")]},
+     "metrics": [{"key": f"tpot_{p}_s", "label": f"TPOT {p}"} for p in ("p50", "p90", "p95", "p99")]},
+    # Every gap between two consecutive tokens of a request, not a request's mean:
+    # the stalls TPOT averages away (a decode paused for prefills, a recompute).
+    {"key": "tbt", "title": "Time between tokens", "per_model": True, "markers": True,
+     "continuous": True, "y_title": "ms between tokens", "scale": 1000, "unit": "ms", "slo": "tbt_s",
+     "stops_without_completions": True,
+     "metrics": [{"key": f"tbt_{p}_s", "label": f"TBT {p}"} for p in ("p50", "p90", "p99")]},
     {"key": "tokens", "title": "Output tokens per second", "per_model": True, "continuous": True,
      "y_title": "tokens/s",
      "metrics": [{"key": "output_tokens_per_s", "label": "output tokens/s"}]},

@@ -72,7 +72,9 @@ def test_a_continuous_run_draws_ttft_tpot_with_slo_lines_the_kv_heatmap_and_faul
     ttft, tpot = chart_state(page, "ttft"), chart_state(page, "tpot")
     assert ttft["points"] > 0 and tpot["points"] > 0
     assert ttft["lines"] == [2.0] and tpot["lines"] == [100]  # the scenario's [slo], TPOT in ms
-    for chart in ("ttft", "tpot", "tokens", "goodput", "preemptions", "queue", "latency", "outcomes"):
+    tbt = chart_state(page, "tbt")
+    assert tbt["lines"] == [] and tbt["y_title"] == "ms between tokens"  # no slo.tbt_s here
+    for chart in ("ttft", "tpot", "tbt", "tokens", "goodput", "preemptions", "queue", "latency", "outcomes"):
         state = chart_state(page, chart)
         assert not state["hidden"] and state["points"] > 0, (chart, state)
         # The fault's own time, not the end of the frame that saw it.
@@ -88,6 +90,7 @@ def test_a_continuous_run_draws_ttft_tpot_with_slo_lines_the_kv_heatmap_and_faul
 
     page.locator(".run-view .heatmaps").screenshot(path=str(screenshot_path("run-view-heatmaps")))
     page.locator(".run-view [data-chart=ttft]").screenshot(path=str(screenshot_path("run-view-ttft")))
+    page.locator(".run-view [data-chart=tbt]").screenshot(path=str(screenshot_path("run-view-tbt")))
     for width in (1280, 800):
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(300)

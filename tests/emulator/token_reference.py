@@ -17,8 +17,14 @@ run back to back. At the start of a step at time ``t``:
 0. Timeouts (only with ``timeout_s``): every request of the worker, waiting or
    running, with ``arrival_s + timeout_s <= t`` is removed as ``timed_out`` and its KV
    freed. Under ``pull`` the same is done to the dispatcher queue.
+KV is counted in blocks of ``kv_block_tokens`` (``kv_cache_tokens //
+kv_block_tokens`` of them): a request holding ``kv`` tokens holds ``ceil(kv /
+kv_block_tokens)`` blocks, and ``watermark = int(kv_watermark x blocks)``. With the
+defaults (1 and 0) that is KV counted token by token.
+
 1. ``D`` = running requests whose prefill is complete; each needs one more KV token.
-   While free KV < ``|D|``: preempt the most recently admitted running request (in
+   While the running requests' blocks, with that token added to each member of ``D``,
+   exceed the blocks: preempt the most recently admitted running request (in
    ``D`` or not): free its KV, set ``target = prompt_tokens + generated`` and
    ``progress = 0``, and put it at the FRONT of the waiting queue (recompute); count
    one preemption; recount ``D``. Then each member of ``D`` takes its KV token.
@@ -27,7 +33,8 @@ run back to back. At the start of a step at time ``t``:
    ``min(target - progress, budget)``; the budget shrinks by each chunk.
 4. Admission, from the worker's waiting queue and then (``pull`` only) from the
    dispatcher queue, in FIFO order while ``budget > 0``, ``len(running) <
-   max_num_seqs`` and free KV >= the head's ``target``: reserve ``kv = target``,
+   max_num_seqs`` and free blocks - the head's ``ceil(target / kv_block_tokens)`` >=
+   ``watermark``: reserve ``kv = target``,
    append to running, take a chunk ``min(target, budget)``. A head that does not fit
    blocks everything behind it; when the worker's own head blocks, the dispatcher
    queue is not looked at either.
@@ -44,10 +51,19 @@ run back to back. At the start of a step at time ``t``:
    request with ``generated == output_tokens`` completes: ``ok`` if ``done_s <=
    arrival_s + timeout_s`` (or no timeout), else ``timed_out``; its KV is freed.
 
+With ``scheduler = "prefill_first"`` and ``D`` not empty, steps 3-4 come first with
+``budget = max_batched_tokens``; if they give any chunk, the step has no decoders (no
+member of ``D`` takes a KV token or generates, nothing is preempted); if not, step 1
+runs and the step is decode only.
+
+Every output token after a request's first records a gap: its time minus the time of
+the request's previous token (``ReferenceResult.gaps``, and each request's longest in
+``longest_gap_s``).
+
 If a step start finds running empty and nothing admissible, the worker sleeps.
 
-Dispatching: a request with ``prompt_tokens + output_tokens > kv_cache_tokens`` is
-``shed`` on arrival. ``round_robin`` sends arrivals to workers 0, 1, ..., N-1, 0, ...;
+Dispatching: a request with ``prompt_tokens + output_tokens > (blocks - watermark) x
+kv_block_tokens`` is ``shed`` on arrival. ``round_robin`` sends arrivals to workers 0, 1, ..., N-1, 0, ...;
 ``least_loaded`` to the worker with the fewest waiting + running (lowest index on
 ties); ``pull`` gives the request to the lowest-index sleeping worker, or else appends
 it to one dispatcher FIFO queue that workers admit from at step starts. A sleeping
@@ -192,6 +208,20 @@ class WorkerParams:
     roofline: RooflineParams | None = None
     #: When set, steps follow the table (and the linear terms are not used).
     table: TableParams | None = None
+    #: KV in blocks of this many tokens, and the share of the blocks an admission
+    #: must leave free (1 and 0: KV counted token by token, no watermark).
+    kv_block_tokens: int = 1
+    kv_watermark: float = 0.0
+    #: "mixed" or "prefill_first" (see the module docstring).
+    scheduler: str = "mixed"
+
+    @property
+    def kv_blocks(self) -> int:
+        return self.kv_cache_tokens // self.kv_block_tokens
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.kv_watermark * self.kv_blocks)
 
 
 @dataclass(frozen=True)
@@ -207,6 +237,7 @@ class RequestRecord:
     tpot_s: float | None
     latency_s: float | None
     preemptions: int
+    longest_gap_s: float  # its longest time between two consecutive output tokens (0: none)
 
 
 @dataclass(frozen=True)
@@ -231,6 +262,9 @@ class ReferenceResult:
     steps: int
     busy_s: tuple[float, ...]
     step_log: tuple[StepRecord, ...]
+    #: Every time between two consecutive output tokens of any request (TBT), in the
+    #: order the second tokens came.
+    gaps: tuple[float, ...] = ()
 
     def count(self, outcome: str) -> int:
         """How many offered requests ended with ``outcome``."""
@@ -241,7 +275,7 @@ class _Req:
     __slots__ = (
         "index", "arrival_s", "prompt", "output", "deadline_s", "target", "progress",
         "generated", "kv", "worker", "admitted_s", "first_token_s", "done_s", "outcome",
-        "preemptions",
+        "preemptions", "last_token_s", "longest_gap_s",
     )
 
     def __init__(self, index: int, req: TokenRequest, timeout_s: float | None) -> None:
@@ -260,6 +294,8 @@ class _Req:
         self.done_s: float | None = None
         self.outcome: str | None = None
         self.preemptions = 0
+        self.last_token_s = 0.0
+        self.longest_gap_s = 0.0
 
     def expired(self, t: float) -> bool:
         return self.deadline_s is not None and self.deadline_s <= t
@@ -267,7 +303,7 @@ class _Req:
 
 class _Worker:
     __slots__ = (
-        "index", "waiting", "running", "kv_used", "asleep", "busy_s", "step_start_s",
+        "index", "waiting", "running", "asleep", "busy_s", "step_start_s",
         "step_end_s", "chunks", "decoding", "bound",
     )
 
@@ -275,7 +311,6 @@ class _Worker:
         self.index = index
         self.waiting: deque[_Req] = deque()
         self.running: list[_Req] = []
-        self.kv_used = 0
         self.asleep = True
         self.busy_s = 0.0
         self.step_start_s = 0.0
@@ -305,6 +340,19 @@ class _Sim:
         self.preemptions = 0
         self.steps = 0
         self.step_log: list[StepRecord] = []
+        self.gaps: list[float] = []
+        self.block = params.kv_block_tokens
+        self.total_blocks = params.kv_blocks
+        self.wm = params.watermark_blocks
+
+    def blocks(self, tokens: int) -> int:
+        return -(-tokens // self.block)
+
+    def used(self, w: _Worker, growing: Sequence[_Req] = ()) -> int:
+        """KV blocks the worker's running requests hold (with one more token for each
+        of ``growing``)."""
+        grow = {id(r) for r in growing}
+        return sum(self.blocks(r.kv + (id(r) in grow)) for r in w.running)
 
     # -- the event loop ------------------------------------------------------------
 
@@ -335,7 +383,7 @@ class _Sim:
     # -- dispatching ---------------------------------------------------------------
 
     def arrive(self, r: _Req, t: float) -> None:
-        if r.prompt + r.output > self.p.kv_cache_tokens:
+        if r.prompt + r.output > (self.total_blocks - self.wm) * self.block:
             r.outcome = "shed"
             return
         if self.policy == "pull":
@@ -362,41 +410,13 @@ class _Sim:
             self.drop_expired(w, t)
 
         decoding = [r for r in w.running if r.progress == r.target]
-        while p.kv_cache_tokens - w.kv_used < len(decoding):
-            self.preempt(w)
-            decoding = [r for r in w.running if r.progress == r.target]
-        for r in decoding:
-            r.kv += 1
-            w.kv_used += 1
-
-        budget = max(0, p.max_batched_tokens - len(decoding))
-        chunks: list[tuple[_Req, int]] = []
-        for r in w.running:
-            if r.progress < r.target and budget > 0:
-                chunk = min(r.target - r.progress, budget)
-                chunks.append((r, chunk))
-                budget -= chunk
-
-        queues = [w.waiting]
-        if self.policy == "pull":
-            queues.append(self.dispatch_queue)
-        for queue in queues:
-            while (
-                queue and budget > 0 and len(w.running) < p.max_num_seqs
-                and p.kv_cache_tokens - w.kv_used >= queue[0].target
-            ):
-                r = queue.popleft()
-                r.worker = w.index
-                r.kv = r.target
-                w.kv_used += r.kv
-                if r.admitted_s is None:
-                    r.admitted_s = t
-                w.running.append(r)
-                chunk = min(r.target, budget)
-                chunks.append((r, chunk))
-                budget -= chunk
-            if queue:  # its head blocks; nothing behind it, nor in the next queue, may pass
-                break
+        if p.scheduler == "prefill_first" and decoding:
+            # Prefill work first, with the whole budget; the decoders wait if any.
+            chunks = self.prefill_chunks(w, t, p.max_batched_tokens)
+            decoding = [] if chunks else self.grow(w)
+        else:
+            decoding = self.grow(w)
+            chunks = self.prefill_chunks(w, t, max(0, p.max_batched_tokens - len(decoding)))
 
         if not w.running:
             # With nothing running the whole cache and budget are free, and no unshed
@@ -426,13 +446,54 @@ class _Sim:
         w.decoding = decoding
         heapq.heappush(self.heap, (w.step_end_s, _STEP_END, w.index))
 
+    def grow(self, w: _Worker) -> list[_Req]:
+        """Step 1: preempt while the decoders' next tokens do not fit in the blocks,
+        then give each its token; returns the decoders."""
+        decoding = [r for r in w.running if r.progress == r.target]
+        while self.used(w, decoding) > self.total_blocks:
+            self.preempt(w)
+            decoding = [r for r in w.running if r.progress == r.target]
+        for r in decoding:
+            r.kv += 1
+        return decoding
+
+    def prefill_chunks(self, w: _Worker, t: float, budget: int) -> list[tuple[_Req, int]]:
+        """Steps 3-4: chunks for prefills in progress, then admissions (which leave the
+        watermark's blocks free)."""
+        p = self.p
+        chunks: list[tuple[_Req, int]] = []
+        for r in w.running:
+            if r.progress < r.target and budget > 0:
+                chunk = min(r.target - r.progress, budget)
+                chunks.append((r, chunk))
+                budget -= chunk
+        queues = [w.waiting]
+        if self.policy == "pull":
+            queues.append(self.dispatch_queue)
+        for queue in queues:
+            while (
+                queue and budget > 0 and len(w.running) < p.max_num_seqs
+                and self.total_blocks - self.used(w) - self.blocks(queue[0].target) >= self.wm
+            ):
+                r = queue.popleft()
+                r.worker = w.index
+                r.kv = r.target
+                if r.admitted_s is None:
+                    r.admitted_s = t
+                w.running.append(r)
+                chunk = min(r.target, budget)
+                chunks.append((r, chunk))
+                budget -= chunk
+            if queue:  # its head blocks; nothing behind it, nor in the next queue, may pass
+                break
+        return chunks
+
     def drop_expired(self, w: _Worker, t: float) -> None:
         for r in [r for r in w.waiting if r.expired(t)]:
             w.waiting.remove(r)
             r.outcome = "timed_out"
         for r in [r for r in w.running if r.expired(t)]:
             w.running.remove(r)
-            w.kv_used -= r.kv
             r.kv = 0
             r.outcome = "timed_out"
         # One timeout for all and FIFO order: the expired ones are at the front.
@@ -441,7 +502,6 @@ class _Sim:
 
     def preempt(self, w: _Worker) -> None:
         r = w.running.pop()
-        w.kv_used -= r.kv
         r.kv = 0
         r.target = r.prompt + r.generated
         r.progress = 0
@@ -464,6 +524,11 @@ class _Sim:
             if r.progress == r.target:
                 producing.append(r)
         for r in producing:
+            if r.generated:
+                gap = t - r.last_token_s
+                self.gaps.append(gap)
+                r.longest_gap_s = max(r.longest_gap_s, gap)
+            r.last_token_s = t
             r.generated += 1
             if r.first_token_s is None:
                 r.first_token_s = t
@@ -472,7 +537,6 @@ class _Sim:
                 late = r.deadline_s is not None and t > r.deadline_s
                 r.outcome = "timed_out" if late else "ok"
                 w.running.remove(r)
-                w.kv_used -= r.kv
                 r.kv = 0
         w.chunks = []
         w.decoding = []
@@ -490,7 +554,7 @@ def _record(r: _Req) -> RequestRecord:
     return RequestRecord(
         outcome=r.outcome or "in_system", worker=r.worker, admitted_s=r.admitted_s,
         first_token_s=r.first_token_s, done_s=r.done_s, ttft_s=ttft, tpot_s=tpot,
-        latency_s=latency, preemptions=r.preemptions,
+        latency_s=latency, preemptions=r.preemptions, longest_gap_s=r.longest_gap_s,
     )
 
 
@@ -511,6 +575,10 @@ def simulate(
         raise ValueError("workers must be 1 or more")
     if min(params.max_num_seqs, params.max_batched_tokens, params.kv_cache_tokens) < 1:
         raise ValueError("max_num_seqs, max_batched_tokens and kv_cache_tokens must be >= 1")
+    if params.kv_block_tokens < 1 or params.kv_blocks < 1 or not 0 <= params.kv_watermark < 1:
+        raise ValueError("kv_block_tokens must be 1 to kv_cache_tokens, kv_watermark in [0, 1)")
+    if params.scheduler not in ("mixed", "prefill_first"):
+        raise ValueError(f"scheduler {params.scheduler!r} is not mixed or prefill_first")
     for i, r in enumerate(requests):
         if r.prompt_tokens < 1 or r.output_tokens < 1:
             raise ValueError(f"request {i}: prompt_tokens and output_tokens must be >= 1")
@@ -524,4 +592,5 @@ def simulate(
         steps=sim.steps,
         busy_s=tuple(w.busy_s for w in sim.workers),
         step_log=tuple(sim.step_log),
+        gaps=tuple(sim.gaps),
     )

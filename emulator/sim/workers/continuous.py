@@ -74,8 +74,10 @@ from typing import TYPE_CHECKING, Any
 from emulator.scenario import Scenario, WorkerSpec
 from emulator.scenario.step_table import load_step_table
 from emulator.sim.events import STEP_END
+from emulator.sim.histogram import GapBook
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
+from emulator.sim.workers import gaps
 from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.entities import (
@@ -144,6 +146,13 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                     wk.table = tables[m]
                 if spec.prefix_cache:
                     wk.cache = PrefixCache(spec.block_tokens)
+                wk.blk = spec.kv_block_tokens
+                wk.kv_total = spec.kv_blocks
+                wk.wm = spec.kv_watermark_blocks
+                wk.dcnt = [0] * wk.blk
+                wk.prefill_first = spec.scheduler == "prefill_first"
+                wk.track_gaps = scenario.slo.tbt_s is not None
+                wk.gap_out = sim.disp[m].tbt.pairs.append  # type: ignore[union-attr]
         n_models = len(names)
         self.preemptions = [0] * n_models
         self._frame_preemptions = [0] * n_models
@@ -225,13 +234,15 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 # (A waiting request of its own did not fit when the stretch began and
                 # fits no better before it ends: it blocks the held ones.)
                 k = min(first_step_ending_at_or_after(wk, now), wk.steps)
-                free = wk.spec.kv_cache_tokens - (wk.kv_used() + wk.n * k)
+                # Its next step start admits before the decoders grow under
+                # prefill_first, after they grow under mixed.
+                free = wk.kv_total - wk.kv_at(wk.clock + k + (0 if wk.prefill_first else wk.ahead))
                 room = need
                 if wk.cache is not None:  # its cached prefix and the blocks it may evict
                     room -= kv.cached_prefix(wk, group, prefix, need)
-                    free += wk.cache.evictable(group)
+                    free += wk.cache.evictable(group) // wk.blk
                 t = wk.stretch_end(k)
-                if free >= room and t < best_t:
+                if free - kv.blocks(wk, room) >= wk.wm and t < best_t:
                     best, best_t = wk, t
         if best is not None:
             self._cut(best)
@@ -255,7 +266,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         wk.finishing.clear()
         wk.deadlines.clear()
         wk.chunks = []
-        wk.n_dec = wk.dec_base = wk.kv_prefill = wk.ahead = wk.cached = 0
+        wk.n_dec = wk.dec_base = wk.kv_prefill = wk.ahead = wk.cached = wk.dq = 0
+        wk.dcnt = [0] * wk.blk
+        wk.fresh.clear()
+        wk.gstack.clear()
         if wk.cache is not None:
             wk.cache.clear()
         wk.version += 1
@@ -294,16 +308,17 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             wk = self.workers[w]
             if self.fleet.state[w] > BUSY:  # dead, warming up or parked
                 continue
-            capacity += wk.spec.kv_cache_tokens
+            capacity += wk.kv_total
             running += len(wk.running)
             waiting += len(wk.waiting)
-            kv += wk.kv_used()
             if wk.phase:
                 busy += 1
             if wk.phase == STRETCH:
                 done = wk.steps_by(now)
-                kv += wk.n * done
+                kv += wk.kv_at(wk.clock + wk.ahead + done)
                 tokens += wk.n * done
+            else:
+                kv += wk.kv_used()
         span = now - self._last_frame_s
         out = {
             "running": running,
@@ -352,10 +367,24 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
     def worker_figures(self, w: int) -> tuple[float, int]:
         """Worker ``w``'s KV in use (fraction) and running sequences, now."""
         wk = self.workers[w]
-        used = wk.kv_used()
         if wk.phase == STRETCH:
-            used += wk.n * wk.steps_by(self.queue.now_s)
-        return used / wk.spec.kv_cache_tokens, len(wk.running)
+            used = wk.kv_at(wk.clock + wk.ahead + wk.steps_by(self.queue.now_s))
+        else:
+            used = wk.kv_used()
+        return used / wk.kv_total, len(wk.running)
+
+    def open_gaps(self, model: int) -> GapBook:
+        """The times between tokens of ``model``'s stretches in progress, for steps
+        that ended by now (booked when the stretch ends)."""
+        book = GapBook()
+        now = self.queue.now_s
+        for w in self._router(model).workers:
+            ones, runs = gaps.so_far(self.workers[w], now)
+            for gap, count in ones:
+                book.add(gap, count)
+            for run in runs:
+                book.add_run(*run)
+        return book
 
     def tokens_generated(self, model: int) -> int:
         """Output tokens ``model``'s workers generated so far (stretches included)."""
@@ -401,7 +430,9 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         if self.handoffs is not None:
             self.handoffs.completed(wk, s)
         self._drop(wk, s)
-        d.complete_request((s.row, s.first_token_s, t, OK if s.epoch == d.epoch else ORPHANED, s.output))
+        d.complete_request(
+            (s.row, s.first_token_s, t, OK if s.epoch == d.epoch else ORPHANED, s.output, s.max_gap)
+        )
         d.policy.work_done(wk.index)
 
     def _drop_expired(self, wk: Worker, t: float, d: Router) -> None:
@@ -473,10 +504,17 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             return  # replaced (a cut stretch) or the worker died
         t = self.queue.now_s
         d = wk.router
+        decoded = wk.ahead  # the step ran the decoders (none wait under prefill_first)
         wk.ahead = 0
         if wk.phase == STEP:
-            wk.clock += 1 if wk.n_dec else 0
-            produced = wk.n_dec
+            produced = wk.n_dec if decoded else 0
+            if produced:
+                wk.clock += 1
+                if wk.fresh or wk.track_gaps:
+                    gaps.decode_step(wk, t, produced)
+                else:  # every decoder's gap since the last decode step (gaps.decode_step)
+                    wk.gap_out((t - wk.t_dec, produced))
+                    wk.t_dec = t
             for s, c in wk.chunks:
                 s.progress += c
                 if s.progress == s.target:
@@ -485,6 +523,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                     if wk.hands_off:
                         self.handoffs.hand_off(wk, s, t)  # type: ignore[union-attr]
                         continue
+                    gaps.first_after_pause(wk, s, t)
                     s.generated += 1
                     produced += 1
                     if s.first_token_s < 0:
@@ -497,6 +536,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         else:
             wk.clock += wk.steps
             produced = wk.n * wk.steps
+            gaps.stretch(wk, t)
         self.tokens_out[wk.model] += produced
         finishing = wk.finishing
         while finishing and finishing[0][0] <= wk.clock:

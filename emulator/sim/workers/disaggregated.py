@@ -282,19 +282,20 @@ class KvHandoffs:
     def take(self, wk: Worker, t: float) -> None:
         """Reserve KV for the requests handed to decode worker ``wk`` (in order, while
         they fit) and start their transfers."""
-        total, limit = wk.spec.kv_cache_tokens, wk.spec.max_num_seqs
+        total, limit = wk.kv_total, wk.spec.max_num_seqs
         incoming = wk.incoming
         while incoming:
             ds = incoming[0]
             reserved = self.reserved.get(wk.index, 0)
             if len(wk.running) + reserved >= limit:
                 break
-            short = ds.prompt - (total - wk.kv_used())
+            # Blocks missing for the prompt's KV with the watermark kept free.
+            short = kv.blocks(wk, ds.prompt) + wk.wm - (total - wk.kv_used())
             if short > 0 and not (wk.cached and kv.evict_cached(wk, short)):
                 break  # (unpinned cached prefix blocks make room if they are enough)
             incoming.popleft()
             ds.kv = ds.prompt
-            wk.kv_prefill += ds.prompt
+            wk.kv_prefill += kv.blocks(wk, ds.prompt)
             ds.at = MOVING
             self.reserved[wk.index] = reserved + 1
             mv = self.moves[ds]
@@ -359,7 +360,7 @@ class KvHandoffs:
         if ds.at == QUEUED:
             dst.incoming.remove(ds)
         elif ds.at in (MOVING, LANDED):
-            dst.kv_prefill -= ds.kv
+            dst.kv_prefill -= kv.blocks(dst, ds.kv)
             if ds.at == MOVING:
                 self.reserved[dst.index] -= 1
             else:

@@ -9,6 +9,7 @@ manager (``kv_manager.py``), the scheduler (``scheduler.py``), the decode stretc
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,13 @@ class Seq:
     order: int = 0  # a tie-breaker for heaps, unique per worker
     group: int = -1  # its shared-prefix group (-1: none)
     prefix: int = 0  # the tokens of its prompt that are the group's
+    # Times between tokens (``gaps.py``): when its last token came (as of ``vet`` while
+    # it decodes), its longest gap so far, and the decode clock from which the
+    # worker's decode-step gaps are its own (-1: not yet, its first decode step is
+    # still to come).
+    last_s: float = 0.0
+    max_gap: float = 0.0
+    vet: int = -1
 
 
 @dataclass(slots=True, eq=False)
@@ -77,7 +85,26 @@ class Worker:
     n_dec: int = 0  # running requests decoding (|D|)
     clock: int = 0  # decode steps done
     dec_base: int = 0  # sum over decoding requests of kv - join: their KV is this + n clock
-    kv_prefill: int = 0  # KV held by running requests still prefilling
+    # KV is counted in blocks of ``blk`` tokens (tokens when blk is 1): ``kv_total``
+    # blocks, of which an admission leaves ``wm`` free. ``kv_prefill`` and ``cached``
+    # are in blocks; the decoders' blocks come from ``dec_base`` (blk 1) or from
+    # ``dq`` and ``dcnt`` (see ``dec_blocks``).
+    blk: int = 1
+    kv_total: int = 0
+    wm: int = 0
+    kv_prefill: int = 0  # KV blocks held by running requests still prefilling
+    dq: int = 0  # sum over decoders of (kv - join) // blk
+    dcnt: list[int] = field(default_factory=list)  # decoders by (kv - join) % blk
+    #: ``scheduler = "prefill_first"``: a step with prefill work runs no decoders.
+    prefill_first: bool = False
+    # Times between tokens (``gaps.py``): the end of its last decode step, the
+    # decoders that joined since, and (with ``slo.tbt_s``) the gaps' falling stack.
+    t_dec: float = 0.0
+    #: Books a (gap, count) pair: the model's ``GapBook.pairs.append``.
+    gap_out: Callable[[tuple[float, int]], None] = field(default=lambda pair: None)
+    fresh: list[Seq] = field(default_factory=list)
+    track_gaps: bool = False
+    gstack: list[tuple[int, float]] = field(default_factory=list)
     finishing: list[tuple[int, int, Seq]] = field(default_factory=list)  # (clock at end, order, seq)
     deadlines: list[tuple[float, int, Seq]] = field(default_factory=list)  # of all its requests
     ahead: int = 0  # 1 while a step that reserved the decoders' next tokens runs
@@ -126,9 +153,55 @@ class Worker:
     landed: list[Seq] = field(default_factory=list)
 
     def kv_used(self) -> int:
-        """KV tokens held now (a running step's reservations and cached prefix blocks
+        """KV blocks held now (a running step's reservations and cached prefix blocks
         included)."""
-        return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead) + self.cached
+        if self.blk == 1:
+            return self.kv_prefill + self.dec_base + self.n_dec * (self.clock + self.ahead) + self.cached
+        return self.kv_prefill + self.dec_blocks(self.clock + self.ahead) + self.cached
+
+    def kv_at(self, t: int) -> int:
+        """KV blocks held when the decode clock reads ``t`` (the decoders' grown)."""
+        return self.kv_prefill + self.dec_blocks(t) + self.cached
+
+    def dec_blocks(self, t: int) -> int:
+        """The decoders' KV blocks when the decode clock reads ``t``.
+
+        A decoder with e = kv - join holds ceil((e + t) / blk) blocks; with e = blk q +
+        p (0 <= p < blk) and t = blk T + s that is q + T + (0, 1 or 2: p + s = 0, p +
+        s <= blk, p + s > blk), so the sum needs only the q sum and the decoders' count
+        by p.
+        """
+        n = self.n_dec
+        if self.blk == 1:
+            return self.dec_base + n * t
+        if not n:
+            return 0
+        big, s = divmod(t, self.blk)
+        used = self.dq + n * big + n
+        if not s:
+            return used - self.dcnt[0]
+        if s > 1:
+            used += sum(self.dcnt[self.blk - s + 1 :])
+        return used
+
+    def dec_last_clock(self, avail: int) -> int:
+        """The largest decode clock t at which the decoders' blocks fit in ``avail``
+        (the decoders' blocks at t + blk are theirs at t plus one each)."""
+        n, b = self.n_dec, self.blk
+        if b == 1:
+            return (avail - self.dec_base) // n
+        cnt = self.dcnt
+        big = (avail - self.dq - n + cnt[0]) // n  # the last whole period that fits
+        used = self.dq + n * big + n  # at blk big + 1
+        if used > avail:
+            return b * big
+        s = 1
+        while s < b - 1:
+            used += cnt[b - s]  # at blk big + s + 1
+            if used > avail:
+                break
+            s += 1
+        return b * big + s
 
     def tokens_of(self, s: Seq) -> int:
         """Output tokens ``s`` has generated (steps done)."""

@@ -1,16 +1,20 @@
 """The continuous worker model's KV manager: a worker's KV cache of
-``kv_cache_tokens`` tokens, shared by the running requests' KV and (with
-``worker.prefix_cache``) the cached prefix blocks, as vLLM's KV cache manager keeps it.
+``kv_cache_tokens`` tokens in blocks of ``kv_block_tokens``, shared by the running
+requests' KV and (with ``worker.prefix_cache``) the cached prefix blocks, as vLLM's
+block manager keeps it.
 
-It owns reserving a request's KV at admission, growing the decoders' KV by a token a
-step, freeing a request's KV, evicting unpinned cached blocks, and the choice of what
-to preempt when the decoders' next tokens do not fit: the most recently admitted
-running request, after every unpinned cached block is gone.
+It owns reserving a request's KV at admission (the whole blocks of its prefill target,
+if the blocks left free stay above the ``kv_watermark``), growing the decoders' KV by
+a token a step (a decoder whose blocks are full takes a new one), freeing a request's
+blocks, evicting unpinned cached blocks, and the choice of what to preempt when the
+decoders' next tokens do not fit: the most recently admitted running request, after
+every unpinned cached block is gone. The watermark holds for admissions only, as in
+vLLM: the decoders may grow into it.
 
-A worker's KV in use is ``kv_prefill + dec_base + n_dec * (clock + ahead) + cached``
-(``Worker.kv_used``): the prefilling requests' reservations, the decoders' KV on the
-decode clock (``ahead`` is 1 while a step that reserved their next tokens runs), and
-the cached blocks.
+A worker's KV in use (``Worker.kv_used``, in blocks) is the prefilling requests'
+blocks, the decoders' on the decode clock (``ahead`` is 1 while a step that reserved
+their next tokens runs) and the cached blocks. With ``kv_block_tokens = 1`` and no
+watermark this is KV counted token by token.
 """
 
 from __future__ import annotations
@@ -18,15 +22,22 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+from emulator.sim.workers import gaps
 from emulator.sim.workers.entities import RUNNING
 
 if TYPE_CHECKING:
     from emulator.sim.workers.entities import Seq, Worker
 
 
-def free_tokens(wk: Worker) -> int:
-    """KV tokens free at ``wk`` now (a running step's reservations counted as used)."""
-    return wk.spec.kv_cache_tokens - wk.kv_used()
+def free_blocks(wk: Worker) -> int:
+    """KV blocks free at ``wk`` now (a running step's reservations counted as used)."""
+    return wk.kv_total - wk.kv_used()
+
+
+def blocks(wk: Worker, tokens: int) -> int:
+    """The whole blocks ``tokens`` of KV take at ``wk``."""
+    b = wk.blk
+    return tokens if b == 1 else -(-tokens // b)
 
 
 def cached_prefix(wk: Worker, group: int, prefix: int, target: int) -> int:
@@ -41,7 +52,7 @@ def reserve(wk: Worker, seq: Seq, hit: int = 0) -> None:
     seq.at = RUNNING
     seq.kv = seq.target - hit
     seq.progress = hit
-    wk.kv_prefill += seq.kv
+    wk.kv_prefill += blocks(wk, seq.kv)
     if wk.cache is not None and seq.group >= 0:
         wk.cache.pin(seq.group)
 
@@ -54,17 +65,30 @@ def grow(wk: Worker) -> None:
 def join(wk: Worker, s: Seq) -> None:
     """``s`` finished its prefill (at a step end): its KV grows on the decode clock."""
     wk.prefilling.remove(s)
-    wk.kv_prefill -= s.kv
+    wk.kv_prefill -= blocks(wk, s.kv)
     s.join = wk.clock
-    wk.dec_base += s.kv - s.join
+    e = s.kv - s.join
+    wk.dec_base += e
     wk.n_dec += 1
+    if wk.blk > 1:
+        q, p = divmod(e, wk.blk)
+        wk.dq += q
+        wk.dcnt[p] += 1
     heapq.heappush(wk.finishing, (s.join + s.output - s.generated, s.order, s))
+    s.vet = -1
+    wk.fresh.append(s)
 
 
 def leave(wk: Worker, s: Seq) -> None:
-    """``s`` stops decoding: bring its tokens and KV up to date."""
-    wk.dec_base -= s.kv - s.join
+    """``s`` stops decoding: bring its tokens, KV and last token's time up to date."""
+    gaps.left(wk, s)
+    e = s.kv - s.join
+    wk.dec_base -= e
     wk.n_dec -= 1
+    if wk.blk > 1:
+        q, p = divmod(e, wk.blk)
+        wk.dq -= q
+        wk.dcnt[p] -= 1
     s.generated, s.kv = wk.tokens_of(s), wk.kv_of(s)
     s.join = -1
 
@@ -77,7 +101,7 @@ def free(wk: Worker, s: Seq) -> None:
         leave(wk, s)
     else:
         wk.prefilling.remove(s)
-        wk.kv_prefill -= s.kv
+        wk.kv_prefill -= blocks(wk, s.kv)
     s.kv = 0
 
 
@@ -87,7 +111,7 @@ def free_held(wk: Worker, s: Seq) -> None:
     released with it."""
     if wk.cache is not None and s.group >= 0:
         wk.cache.unpin(s.group)
-    wk.kv_prefill -= s.kv
+    wk.kv_prefill -= blocks(wk, s.kv)
     s.kv = 0
 
 
@@ -95,20 +119,21 @@ def insert_prefix(wk: Worker, s: Seq) -> None:
     """``s`` finished its prefill: its prefix's new whole blocks move to the cache."""
     if wk.cache is not None and s.group >= 0:
         moved = wk.cache.insert(s.group, s.prefix)
-        if moved:
+        if moved:  # whole prefix blocks: whole KV blocks too
             s.kv -= moved
-            wk.kv_prefill -= moved
-            wk.cached += moved
+            wk.kv_prefill -= moved // wk.blk
+            wk.cached += moved // wk.blk
 
 
 def evict_cached(wk: Worker, need: int, keep: int = -1, partial: bool = False) -> int:
-    """Evict unpinned prefix blocks (not group ``keep``'s) for ``need`` more tokens:
-    only if that is enough, or as many as there are with ``partial``. Returns the
-    tokens freed."""
+    """Evict unpinned prefix blocks (not group ``keep``'s) for ``need`` more KV blocks:
+    only if that is enough, or as many as there are with ``partial``. Returns the KV
+    blocks freed."""
     cache = wk.cache
-    if cache is None or not partial and cache.evictable(keep) < need:
+    b = wk.blk
+    if cache is None or not partial and cache.evictable(keep) < need * b:
         return 0
-    freed = cache.evict(need, keep)
+    freed = cache.evict(need * b, keep) // b
     wk.cached -= freed
     return freed
 
@@ -117,13 +142,12 @@ def preempt_for_decoders(wk: Worker) -> list[Seq]:
     """Make room for the decoders' next tokens: evict unpinned cached blocks, then
     preempt the most recently admitted running requests (their KV freed) while the
     tokens do not fit. Returns the preempted requests in the order preempted."""
-    total = wk.spec.kv_cache_tokens
+    total = wk.kv_total
     victims: list[Seq] = []
-    while total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached) < wk.n_dec:
-        if wk.cached:  # evict unpinned cached blocks before preempting anything
-            room = total - (wk.kv_prefill + wk.dec_base + wk.n_dec * wk.clock + wk.cached)
-            if evict_cached(wk, wk.n_dec - room, partial=True):
-                continue
+    while (over := wk.kv_at(wk.clock + 1) - total) > 0:
+        # Evict unpinned cached blocks before preempting anything.
+        if wk.cached and evict_cached(wk, over, partial=True):
+            continue
         victim = wk.running.pop()
         free(wk, victim)
         victims.append(victim)

@@ -103,9 +103,10 @@ class PrefixFigures:
         """The share of worker ``w``'s KV that running requests and pinned prefix blocks
         hold now (unpinned cached blocks are free to take)."""
         wk = self.workers[w]
-        used = wk.kv_used()
         if wk.phase == STRETCH:  # the steps of the stretch done by now
-            used += wk.n * wk.steps_by(self.queue.now_s)  # type: ignore[attr-defined]
+            used = wk.kv_at(wk.clock + wk.ahead + wk.steps_by(self.queue.now_s))  # type: ignore[attr-defined]
+        else:
+            used = wk.kv_used()
         if wk.cache is not None:
-            used -= wk.cache.evictable()
-        return max(0.0, min(1.0, used / wk.spec.kv_cache_tokens))
+            used -= wk.cache.evictable() // wk.blk
+        return max(0.0, min(1.0, used / wk.kv_total))

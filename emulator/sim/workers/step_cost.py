@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 
 def step_time(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
-    """A step of ``wk``'s decoders (their next tokens reserved) and ``chunks``."""
-    n_dec = wk.n_dec
+    """A step of ``wk``'s decoders (their next tokens reserved; none under
+    ``prefill_first`` while they wait) and ``chunks``."""
+    n_dec = wk.n_dec if wk.ahead else 0
     if wk.roofline:
         # The decoders read their contexts' KV and a chunk the KV of its prompt so
         # far; every decoder and chunk token is computed.

@@ -69,8 +69,8 @@ def plan_stretch(wk: Worker, t: float) -> float:
     wk.c = float(wk.dec_base + n * (wk.clock + 1))  # the decoders' contexts in step 1
     wk.a, wk.b, switch = decode_line(wk, n)
     steps = next_completion(wk) - wk.clock
-    # Step j needs the decoders' KV before step 1 plus n j tokens to fit.
-    steps = min(steps, (wk.spec.kv_cache_tokens - wk.kv_prefill - wk.dec_base - wk.cached) // n - wk.clock)
+    # Step j needs the decoders' blocks at clock + j to fit.
+    steps = min(steps, wk.dec_last_clock(wk.kv_total - wk.kv_prefill - wk.cached) - wk.clock)
     deadlines = wk.deadlines
     while deadlines and not deadlines[0][2].at:
         heapq.heappop(deadlines)

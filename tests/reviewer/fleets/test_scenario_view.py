@@ -134,7 +134,7 @@ def test_no_scenario_gives_no_controls() -> None:
 
 def test_run_facts_name_batching_slos_and_scheduled_faults() -> None:
     facts = run_facts(load_scenario("continuous-comfortable", max_requests=None))
-    assert facts["batching"] == {"chat": "continuous"} and facts["slo"] == {"ttft_s": 2.0, "tpot_s": 0.1}
+    assert facts["batching"] == {"chat": "continuous"} and facts["slo"] == {"ttft_s": 2.0, "tpot_s": 0.1, "tbt_s": None}
     faults = run_facts(load_scenario("host-loss", max_requests=None))["faults"]
     assert faults == [{"at_s": 60.5, "command": "kill host:2"}, {"at_s": 150.5, "command": "restore host:2"}]
 
