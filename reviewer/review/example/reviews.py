@@ -258,8 +258,8 @@ SECOND_DOCUMENT: dict[str, str] = {
 }
 
 SECOND_SUMMARY = (
-    "The fleet as written preempts constantly and misses both latency goals; the KV cache size, "
-    "the routing rule and the TPOT goal each need a change before launch."
+    "The fleet as written runs out of KV cache, preempts and queues, and misses both latency goals; "
+    "the KV cache size, the routing rule and the TPOT goal each need a change before launch."
 )
 
 

@@ -128,7 +128,10 @@ def test_the_second_examples_runs_show_preemptions_and_round_robins_cost(admin_u
     as_written = runs[()]
     roomy = runs[("hardware.gpu_memory_utilization=0.9",)]
     roomy_least = runs[("dispatcher.policy=least_loaded", "hardware.gpu_memory_utilization=0.9")]
-    assert as_written["preemptions"] > 500 and roomy["preemptions"] < as_written["preemptions"] / 10
+    # Half the memory runs out of KV: requests preempt and queue until TTFT is tens of
+    # seconds; with 90 % of memory nothing is preempted and TTFT is sub-second at p50.
+    assert as_written["preemptions"] > 100 and roomy["preemptions"] < as_written["preemptions"] / 10
+    assert as_written["ttft_s"]["p50"] > 10 and roomy["ttft_s"]["p50"] < 1
     assert as_written["slo_met"] == 0  # no request meets an 8 ms TPOT
     # With room in the cache, routing on load cuts the tail that round-robin's turns make.
     assert roomy_least["ttft_s"]["p99"] < roomy["ttft_s"]["p99"] * 0.75
