@@ -35,6 +35,7 @@ LANDED = 6  # decode side: KV arrived, joining at the worker's next step start
 ASLEEP = 0  # nothing pending (or dead)
 STEP = 1  # one step
 STRETCH = 2  # a stretch of decode-only steps
+WAKING = 3  # was asleep and was handed a request: its step starts at this instant
 
 
 @dataclass(slots=True, eq=False)
@@ -82,7 +83,7 @@ class Worker:
     deadlines: list[tuple[float, int, Seq]] = field(default_factory=list)  # of all its requests
     ahead: int = 0  # 1 while a step that reserved the decoders' next tokens runs
     version: int = 0  # bumped when its pending STEP_END is replaced or it dies
-    phase: int = 0  # ASLEEP (or dead), STEP or STRETCH
+    phase: int = 0  # ASLEEP (or dead), STEP, STRETCH or WAKING
     t0: float = 0.0  # the step's (or stretch's) start
     t_end: float = 0.0  # when its pending STEP_END fires
     chunks: list[tuple[Seq, int]] = field(default_factory=list)

@@ -91,14 +91,19 @@ def insert_prefix(wk: Worker, s: Seq) -> None:
             wk.cached += moved
 
 
-def evict_cached(wk: Worker, need: int, keep: int = -1, partial: bool = False) -> int:
-    """Evict unpinned prefix blocks (not group ``keep``'s) for ``need`` more tokens:
-    only if that is enough, or as many as there are with ``partial``. Returns the
-    tokens freed."""
+def evict_cached(
+    wk: Worker, need: int, keep: int = -1, partial: bool = False, hit: int = 0
+) -> int:
+    """Evict unpinned prefix blocks for ``need`` more tokens, sparing those a request
+    of group ``keep`` being admitted reuses (its ``hit`` tokens): only if that is
+    enough, or as many as there are with ``partial``. Returns the tokens freed."""
     cache = wk.cache
-    if cache is None or not partial and cache.evictable(keep) < need:
+    if cache is None:
         return 0
-    freed = cache.evict(need, keep)
+    spare = hit // cache.block
+    if not partial and cache.evictable(keep, spare) < need:
+        return 0
+    freed = cache.evict(need, keep, spare)
     wk.cached -= freed
     return freed
 

@@ -74,7 +74,7 @@ class Scheduler:
                 hit = kv.cached_prefix(wk, head.group, head.prefix, head.target) if wk.cache else 0
                 need = head.target - hit
                 if free < need:
-                    freed = kv.evict_cached(wk, need - free, head.group) if wk.cached else 0
+                    freed = kv.evict_cached(wk, need - free, head.group, hit=hit) if wk.cached else 0
                     if not freed:
                         blocked = True
                         break
@@ -97,7 +97,7 @@ class Scheduler:
                 hit = kv.cached_prefix(wk, group, int(d.store.prefix[i]), need) if wk.cache else 0
                 need -= hit
                 free = total - wk.kv_used()
-                if free < need and not (wk.cached and kv.evict_cached(wk, need - free, group)):
+                if free < need and not (wk.cached and kv.evict_cached(wk, need - free, group, hit=hit)):
                     break
                 budget = self.admit(wk, model.new_seq(wk, d, d.take_held()), chunks, budget, hit)
         if d.closed and not d.paused and d.policy.workers_take_held:
