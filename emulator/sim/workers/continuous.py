@@ -73,7 +73,6 @@ from emulator.sim.events import STEP_END, STEP_START
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
 from emulator.sim.workers import kv_manager as kv
-from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.entities import (
     ASLEEP,
     GONE,
@@ -97,7 +96,7 @@ if TYPE_CHECKING:
     from emulator.sim.router import Router
     from emulator.sim.workers.disaggregated import KvHandoffs
 
-class ContinuousWorkers(PrefixFigures, WorkerModel):
+class ContinuousWorkers(PrefixFigures):
     """Iteration-level batching with a KV cache; see the module docstring."""
 
     name = "continuous"

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+# Imported at run time (not only for type checking): a compiled build's dataclasses
+# resolve their field types when the module loads.
+from emulator.scenario import WorkerSpec
+from emulator.sim.router import Router
+from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.stretch import first_step_ending_at_or_after
-
-if TYPE_CHECKING:
-    from emulator.scenario import WorkerSpec
-    from emulator.sim.router import Router
-    from emulator.sim.workers.prefix_cache import PrefixCache
 
 INF = float("inf")
 
