@@ -3,8 +3,9 @@
     python benchmarks/build_compiled.py [--out build/compiled]
 
 Copies the ``emulator`` package to ``--out`` and compiles there, with mypyc (it comes
-with mypy), the continuous-batching worker models (``emulator/sim/workers/``) and the
-event core (``emulator/sim/events.py``): the same typed source, turned into C
+with mypy), the worker models (``emulator/sim/workers/``), the event core
+(``events.py``) and the dispatchers' request path (``books.py``, ``intake.py``,
+``router.py``, ``dispatcher.py``): the same typed source, turned into C
 extensions beside the copied ``.py`` files. Nothing in the repository changes and
 nothing needs the build: the app and the tests import the source tree. A benchmark run
 with ``--build compiled`` puts ``--out`` first on ``sys.path``; the results are
@@ -24,7 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "build" / "compiled"
 #: The compiled modules, relative to the package's parent.
-MODULES = ("emulator/sim/workers", "emulator/sim/events.py")
+MODULES = (
+    "emulator/sim/workers",
+    "emulator/sim/events.py",
+    "emulator/sim/books.py",
+    "emulator/sim/intake.py",
+    "emulator/sim/router.py",
+    "emulator/sim/dispatcher.py",
+)
 
 
 def compiled_modules(out: Path) -> list[str]:
