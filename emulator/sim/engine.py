@@ -117,7 +117,7 @@ class Engine:
         self.frame_events: list[str] = []
         #: The autoscaler of ``[autoscaler]`` (None without one).
         self.autoscaler = Autoscaler(self, scenario.autoscaler) if scenario.autoscaler else None
-        worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.frame_keys)
+        worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.keys)
         self.frame_keys = (
             *COUNT_KEYS,
             "queue_depth",
@@ -412,7 +412,7 @@ class Engine:
     def _on_frame(self, i: int, _: Any) -> None:
         t = self.now_s
         m: dict[str, list[Any]] = {k: [] for k in self.frame_keys}
-        worker_keys = [k for wm in self.worker_models.values() for k in wm.frame_keys]
+        worker_keys = [k for wm in self.worker_models.values() for k in wm.keys]
         for d in self.disp:
             d.book_done()
             d.ingest(t)

@@ -67,6 +67,11 @@ KV_TRANSFER_END = EventKind("kv transfer end", 1)
 #: after the other events of the instant, so that every request a prefill step
 #: hands to it is there when it starts.
 WORKER_WAKE = EventKind("worker wake", 1)
+#: A sleeping continuous-batching worker that was handed a request starts its step
+#: (payload: the worker's state, its version): after the request arrivals of the
+#: instant, so that every request arriving then is in that step, as the engine loop of
+#: a server takes every request it has received before it schedules a step.
+STEP_START = EventKind("step start", 2)
 #: A request reaches its model's router (payload: the router, an event version); after
 #: the steps that end at the same instant, so a worker's step ends before it routes.
 REQUEST_ARRIVAL = EventKind("request arrival", 2)

@@ -19,7 +19,8 @@ What it adds to the continuous-batching model of ``token_reference``:
   that (re)appears in the cache counts as released then).
 * Step 1: while free KV < |D|, evict unpinned blocks (up to the shortfall), and only
   when there are none preempt as before. Admission: a head that does not fit evicts
-  unpinned blocks of other groups if that is enough, and otherwise blocks.
+  unpinned blocks if that is enough (of its own group only those beyond the ones it
+  reuses), and otherwise blocks.
 * At the step end that completes a request's prefill, its prefix's whole blocks
   beyond those cached move from its KV to the cache.
 * Routing: ``prefix_aware`` picks the worker with the largest cached share of the
@@ -28,6 +29,7 @@ What it adds to the continuous-batching model of ``token_reference``:
   ``w_prefix * that share + w_queue * (max waiting - waiting) / (max - min waiting)
   (1 when all equal) + w_kv * (1 - (KV in use - unpinned cached KV) / capacity)``,
   ties as for ``prefix_aware``.
+* Admission control (``queue_limit``) as in ``token_reference``, under every policy.
 """
 
 from __future__ import annotations
@@ -99,9 +101,11 @@ class _PrefixSim(_Sim):
     def __init__(
         self, requests: Sequence[TokenRequest], workers: int, params: WorkerParams,
         policy: str, timeout_s: float | None, duration_s: float, *, cache: bool,
-        block_tokens: int, weights: dict[str, float],
+        block_tokens: int, weights: dict[str, float], queue_limit: int = 0,
     ) -> None:
-        super().__init__(requests, workers, params, policy, timeout_s, duration_s, False)
+        super().__init__(
+            requests, workers, params, policy, timeout_s, duration_s, False, queue_limit
+        )
         self.reqs = [
             _PReq(i, r, timeout_s) for i, r in enumerate(requests) if r.arrival_s <= duration_s
         ]
@@ -123,20 +127,23 @@ class _PrefixSim(_Sim):
     def used(self, w: _Worker) -> int:
         return sum(r.kv for r in w.running) + self.cached_tokens(w)
 
-    def evictable(self, w: _Worker, keep: int = -1) -> int:
+    def evictable(self, w: _Worker, keep: int = -1, spare: int = 0) -> int:
+        """Tokens of unpinned blocks; group ``keep`` keeps its first ``spare`` blocks."""
         pinned = self.pinned(w)
         blocks = self.caches[w.index].blocks
-        return self.bt * sum(n for g, n in blocks.items() if g not in pinned and g != keep)
+        return self.bt * sum(
+            n - (min(n, spare) if g == keep else 0)
+            for g, n in blocks.items() if g not in pinned
+        )
 
-    def evict(self, w: _Worker, need: int, keep: int = -1) -> None:
+    def evict(self, w: _Worker, need: int, keep: int = -1, spare: int = 0) -> None:
         c = self.caches[w.index]
         pinned = self.pinned(w)
-        order = sorted(
-            (g for g in c.blocks if g not in pinned and g != keep), key=lambda g: c.released[g]
-        )
+        order = sorted((g for g in c.blocks if g not in pinned), key=lambda g: c.released[g])
         freed = 0
         for g in order:
-            while freed < need and c.blocks.get(g, 0) > 0:
+            floor = spare if g == keep else 0
+            while freed < need and c.blocks.get(g, 0) > floor:
                 c.blocks[g] -= 1
                 freed += self.bt
                 self.evicted += self.bt
@@ -164,7 +171,7 @@ class _PrefixSim(_Sim):
             super().arrive(r, t)
             return
         assert isinstance(r, _PReq)
-        if r.prompt + r.output > self.p.kv_cache_tokens:
+        if r.prompt + r.output > self.p.kv_cache_tokens or self.waiting_full():
             r.outcome = "shed"
             return
         share = [
@@ -233,8 +240,10 @@ class _PrefixSim(_Sim):
                 need = head.target - hit
                 free = p.kv_cache_tokens - self.used(w)
                 if free < need:
-                    if self.cache_on and self.evictable(w, head.group) >= need - free:
-                        self.evict(w, need - free, head.group)
+                    # Unpinned blocks go, but not those the head reuses.
+                    spare = hit // self.bt
+                    if self.cache_on and self.evictable(w, head.group, spare) >= need - free:
+                        self.evict(w, need - free, head.group, spare)
                     else:
                         blocked = True
                         break
@@ -347,6 +356,7 @@ def simulate_prefix(
     weights: dict[str, float] | None = None,
     timeout_s: float | None = None,
     duration_s: float,
+    queue_limit: int = 0,
 ) -> PrefixResult:
     """Run the step-by-step model with prefix caching until ``duration_s``."""
     if policy not in POLICIES:
@@ -359,6 +369,7 @@ def simulate_prefix(
     sim = _PrefixSim(
         requests, workers, params, policy, timeout_s, duration_s, cache=cache,
         block_tokens=block_tokens, weights=weights or {"prefix": 3.0, "queue": 2.0},
+        queue_limit=queue_limit,
     )
     sim.run()
     run = ReferenceResult(

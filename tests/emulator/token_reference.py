@@ -69,6 +69,11 @@ ties); ``pull`` gives the request to the lowest-index sleeping worker, or else a
 it to one dispatcher FIFO queue that workers admit from at step starts. A sleeping
 worker that receives a request starts a step at the arrival time.
 
+Admission control (``queue_limit`` > 0): an arrival is ``shed`` when the waiting
+requests it would join are at the bound: under ``pull`` the dispatcher queue, when no
+worker is asleep to take it; under the other policies the requests waiting at all
+the workers (preempted ones included), counted before the pick.
+
 Order of things at the same instant ``T``: step ends at ``T``, then arrivals at ``T``
 (in input order), then step starts at ``T``. Choices the specification leaves open:
 
@@ -324,8 +329,10 @@ class _Sim:
     def __init__(
         self, requests: Sequence[TokenRequest], workers: int, params: WorkerParams,
         policy: str, timeout_s: float | None, duration_s: float, record_steps: bool,
+        queue_limit: int = 0,
     ) -> None:
         self.p = params
+        self.queue_limit = queue_limit
         self.policy = policy
         self.timeout_s = timeout_s
         self.duration_s = duration_s
@@ -389,9 +396,15 @@ class _Sim:
         if self.policy == "pull":
             idle = [w for w in self.workers if w.asleep]
             if not idle:
+                if self.queue_limit and len(self.dispatch_queue) >= self.queue_limit:
+                    r.outcome = "shed"
+                    return
                 self.dispatch_queue.append(r)
                 return
             target = idle[0]
+        elif self.waiting_full():
+            r.outcome = "shed"
+            return
         elif self.policy == "round_robin":
             target = self.workers[self.next_rr]
             self.next_rr = (self.next_rr + 1) % len(self.workers)
@@ -401,6 +414,12 @@ class _Sim:
         target.waiting.append(r)
         if target.asleep:
             self.wake(target, t)
+
+    def waiting_full(self) -> bool:
+        """A pushing policy's admission bound: the workers' waiting requests at it."""
+        return bool(self.queue_limit) and (
+            sum(len(w.waiting) for w in self.workers) >= self.queue_limit
+        )
 
     # -- one step ------------------------------------------------------------------
 
@@ -567,6 +586,7 @@ def simulate(
     timeout_s: float | None = None,
     duration_s: float,
     record_steps: bool = False,
+    queue_limit: int = 0,
 ) -> ReferenceResult:
     """Run the step-by-step model until ``duration_s`` (see the module docstring)."""
     if policy not in POLICIES:
@@ -584,7 +604,9 @@ def simulate(
             raise ValueError(f"request {i}: prompt_tokens and output_tokens must be >= 1")
         if i and r.arrival_s < requests[i - 1].arrival_s:
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
-    sim = _Sim(requests, workers, params, policy, timeout_s, duration_s, record_steps)
+    if queue_limit < 0:
+        raise ValueError("queue_limit must be 0 (no bound) or more")
+    sim = _Sim(requests, workers, params, policy, timeout_s, duration_s, record_steps, queue_limit)
     sim.run()
     return ReferenceResult(
         records=tuple(_record(r) for r in sim.reqs),

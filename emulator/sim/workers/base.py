@@ -34,6 +34,8 @@ class WorkerModel(ABC):
     def __init__(self, sim: Engine, models: list[int]) -> None:
         self.sim = sim
         self.fleet = sim.fleet
+        #: The per-model figures this fleet's frames carry: ``frame_keys``, or more.
+        self.keys: tuple[str, ...] = self.frame_keys
         #: The models (indexes) whose workers this model serves.
         self.models = models
 

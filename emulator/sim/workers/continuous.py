@@ -2,7 +2,8 @@
 such as vLLM, SGLang and TensorRT-LLM serve.
 
 Each worker keeps a waiting queue and a running list (in admission order) and, while it
-has work, runs steps back to back. At the start of a step at time t:
+has work, runs steps back to back; a sleeping worker handed a request starts a step at
+that instant, after every request arriving then. At the start of a step at time t:
 
 0. Requests whose client gave up (deadline <= t) leave, freeing their KV.
 1. D = the running requests whose prefill is complete; each needs one more KV token.
@@ -73,13 +74,12 @@ from typing import TYPE_CHECKING, Any
 
 from emulator.scenario import Scenario, WorkerSpec
 from emulator.scenario.step_table import load_step_table
-from emulator.sim.events import STEP_END
+from emulator.sim.events import STEP_END, STEP_START
 from emulator.sim.histogram import GapBook
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
 from emulator.sim.workers import gaps
 from emulator.sim.workers import kv_manager as kv
-from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.entities import (
     ASLEEP,
     GONE,
@@ -88,6 +88,7 @@ from emulator.sim.workers.entities import (
     STEP,
     STRETCH,
     WAITING,
+    WAKING,
     Seq,
     Worker,
 )
@@ -102,7 +103,7 @@ if TYPE_CHECKING:
     from emulator.sim.router import Router
     from emulator.sim.workers.disaggregated import KvHandoffs
 
-class ContinuousWorkers(PrefixFigures, WorkerModel):
+class ContinuousWorkers(PrefixFigures):
     """Iteration-level batching with a KV cache; see the module docstring."""
 
     name = "continuous"
@@ -165,6 +166,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 self.alive[wk.model] += 1
         self.queue.on(STEP_END, self._on_step_end)
         self._schedule_end = self.queue.scheduler(STEP_END)
+        self.queue.on(STEP_START, self._on_step_start)
         self.init_prefix_figures(scenario, n_models)
         self.scheduler = Scheduler(self)
         #: Disaggregated serving's handoffs between pools (``disaggregated.py``), when
@@ -200,7 +202,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         wk.waiting.append(seq)
         wk.shown_waiting = self.fleet.backlog[w] = len(wk.waiting)
         if wk.phase == ASLEEP:
-            self._start_step(wk, self.queue.now_s)
+            # Its step starts at this instant, after every request arriving now.
+            wk.phase = WAKING
+            wk.version += 1
+            self.queue.schedule(self.queue.now_s, STEP_START, wk, wk.version)
         elif wk.phase == STRETCH:
             self._cut(wk)  # it may admit the newcomer at its next step start
 
@@ -239,8 +244,9 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 free = wk.kv_total - wk.kv_at(wk.clock + k + (0 if wk.prefill_first else wk.ahead))
                 room = need
                 if wk.cache is not None:  # its cached prefix and the blocks it may evict
-                    room -= kv.cached_prefix(wk, group, prefix, need)
-                    free += wk.cache.evictable(group) // wk.blk
+                    hit = kv.cached_prefix(wk, group, prefix, need)
+                    room -= hit
+                    free += wk.cache.evictable(group, hit // wk.cache.block) // wk.blk
                 t = wk.stretch_end(k)
                 if free - kv.blocks(wk, room) >= wk.wm and t < best_t:
                     best, best_t = wk, t
@@ -485,6 +491,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
             self._schedule(wk, STEP, t + step_time(wk, chunks))
             return
         self._schedule(wk, STRETCH, plan_stretch(wk, t))
+
+    def _on_step_start(self, wk: Worker, version: int) -> None:
+        if version == wk.version and wk.phase == WAKING:
+            self._start_step(wk, self.queue.now_s)
 
     def _schedule(self, wk: Worker, phase: int, t_end: float) -> None:
         wk.phase = phase

@@ -466,7 +466,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
         out = super().frame_figures(model)
         pools = self.pools.get(model)
         if pools is None:
-            return {**out, **dict.fromkeys(self.frame_keys[len(ContinuousWorkers.frame_keys):])}
+            return {**out, **dict.fromkeys(self.keys[len(ContinuousWorkers.frame_keys):])}
         assert pools.prefill_ttft is not None and pools.decode_ttft is not None
         assert pools.hist_prefill is not None and pools.hist_decode is not None
         pre, dec = np.array(pools.prefill_ttft), np.array(pools.decode_ttft)

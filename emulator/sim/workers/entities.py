@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+# Imported at run time (not only for type checking): a compiled build's dataclasses
+# resolve their field types when the module loads.
+from emulator.scenario import WorkerSpec
+from emulator.sim.router import Router
+from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.stretch import first_step_ending_at_or_after
-
-if TYPE_CHECKING:
-    from emulator.scenario import WorkerSpec
-    from emulator.sim.router import Router
-    from emulator.sim.workers.prefix_cache import PrefixCache
 
 INF = float("inf")
 
@@ -36,6 +35,7 @@ LANDED = 6  # decode side: KV arrived, joining at the worker's next step start
 ASLEEP = 0  # nothing pending (or dead)
 STEP = 1  # one step
 STRETCH = 2  # a stretch of decode-only steps
+WAKING = 3  # was asleep and was handed a request: its step starts at this instant
 
 
 @dataclass(slots=True, eq=False)
@@ -109,7 +109,7 @@ class Worker:
     deadlines: list[tuple[float, int, Seq]] = field(default_factory=list)  # of all its requests
     ahead: int = 0  # 1 while a step that reserved the decoders' next tokens runs
     version: int = 0  # bumped when its pending STEP_END is replaced or it dies
-    phase: int = 0  # ASLEEP (or dead), STEP or STRETCH
+    phase: int = 0  # ASLEEP (or dead), STEP, STRETCH or WAKING
     t0: float = 0.0  # the step's (or stretch's) start
     t_end: float = 0.0  # when its pending STEP_END fires
     chunks: list[tuple[Seq, int]] = field(default_factory=list)

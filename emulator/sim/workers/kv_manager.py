@@ -125,15 +125,20 @@ def insert_prefix(wk: Worker, s: Seq) -> None:
             wk.cached += moved // wk.blk
 
 
-def evict_cached(wk: Worker, need: int, keep: int = -1, partial: bool = False) -> int:
-    """Evict unpinned prefix blocks (not group ``keep``'s) for ``need`` more KV blocks:
-    only if that is enough, or as many as there are with ``partial``. Returns the KV
-    blocks freed."""
+def evict_cached(
+    wk: Worker, need: int, keep: int = -1, partial: bool = False, hit: int = 0
+) -> int:
+    """Evict unpinned prefix blocks for ``need`` more KV blocks, sparing those a request
+    of group ``keep`` being admitted reuses (its ``hit`` tokens): only if that is
+    enough, or as many as there are with ``partial``. Returns the KV blocks freed."""
     cache = wk.cache
-    b = wk.blk
-    if cache is None or not partial and cache.evictable(keep) < need * b:
+    if cache is None:
         return 0
-    freed = cache.evict(need * b, keep) // b
+    b = wk.blk
+    spare = hit // cache.block
+    if not partial and cache.evictable(keep, spare) < need * b:
+        return 0
+    freed = cache.evict(need * b, keep, spare) // b
     wk.cached -= freed
     return freed
 

@@ -73,26 +73,31 @@ class PrefixCache:
         self.tokens += moved
         return moved
 
-    def evictable(self, keep: int = -1) -> int:
-        """Tokens of unpinned blocks (those of group ``keep`` not counted)."""
+    def evictable(self, keep: int = -1, spare: int = 0) -> int:
+        """Tokens of unpinned blocks (the first ``spare`` blocks of group ``keep``, those
+        a request being admitted reuses, not counted)."""
         refs = self.refs
         return self.block * sum(
-            n for g, n in self.blocks.items() if g not in refs and g != keep
+            (n if g != keep else max(0, n - spare))
+            for g, n in self.blocks.items() if g not in refs
         )
 
-    def evict(self, need: int, keep: int = -1) -> int:
+    def evict(self, need: int, keep: int = -1, spare: int = 0) -> int:
         """Evict unpinned blocks, least recently released group first and each from its
-        end, until ``need`` tokens are free or none is left (group ``keep`` is spared).
-        Returns the tokens freed."""
+        end, until ``need`` tokens are free or none is left (group ``keep``'s first
+        ``spare`` blocks are spared). Returns the tokens freed."""
         refs, blocks, size = self.refs, self.blocks, self.block
         freed = 0
         for g in list(blocks):
             if freed >= need:
                 break
-            if g in refs or g == keep:
+            if g in refs:
                 continue
             have = blocks[g]
-            take = min(have, -(-(need - freed) // size))
+            floor = spare if g == keep else 0
+            if have <= floor:
+                continue
+            take = min(have - floor, -(-(need - freed) // size))
             if take == have:
                 del blocks[g]
             else:

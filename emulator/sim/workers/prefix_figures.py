@@ -9,9 +9,10 @@ prefill tokens saved are those found, since a hit is not computed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from emulator.scenario.traces import load_trace
+from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.entities import STRETCH
 
 if TYPE_CHECKING:
@@ -26,11 +27,10 @@ def _rate(hit: int, seen: int) -> float | None:
     return hit / seen if seen else None
 
 
-class PrefixFigures:
-    """A mixin of ``ContinuousWorkers`` (it holds ``workers``)."""
+class PrefixFigures(WorkerModel):
+    """The base of ``ContinuousWorkers`` (which fills ``workers``)."""
 
     workers: dict[int, Worker]
-    frame_keys: ClassVar[tuple[str, ...]]
 
     def init_prefix_figures(self, scenario: Scenario, n_models: int) -> None:
         """Add the prefix figures to frames if any model has prefixes or a cache."""
@@ -42,9 +42,8 @@ class PrefixFigures:
             m.prefixes is not None or scenario.worker_for(name).prefix_cache
             for name, m in scenario.models.items()
         )
-        if self.prefix_on:
-            # This fleet's frames carry more keys than the class's: an instance value.
-            object.__setattr__(self, "frame_keys", (*type(self).frame_keys, *PREFIX_FRAME_KEYS))
+        if self.prefix_on:  # this fleet's frames carry more keys than the class's
+            self.keys = (*self.frame_keys, *PREFIX_FRAME_KEYS)
         self._prefix_mark = [(0, 0)] * n_models  # (seen, hit) at the last frame
 
     # -- figures ---------------------------------------------------------------------

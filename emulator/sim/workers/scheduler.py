@@ -108,7 +108,7 @@ class Scheduler:
                 need = kv.blocks(wk, head.target - hit)
                 short = need + wm - free
                 if short > 0:
-                    freed = kv.evict_cached(wk, short, head.group) if wk.cached else 0
+                    freed = kv.evict_cached(wk, short, head.group, hit=hit) if wk.cached else 0
                     if not freed:
                         blocked = True
                         break
@@ -130,7 +130,7 @@ class Scheduler:
                 group = int(d.store.group[i])
                 hit = kv.cached_prefix(wk, group, int(d.store.prefix[i]), target) if wk.cache else 0
                 short = kv.blocks(wk, target - hit) + wm - (total - wk.kv_used())
-                if short > 0 and not (wk.cached and kv.evict_cached(wk, short, group)):
+                if short > 0 and not (wk.cached and kv.evict_cached(wk, short, group, hit=hit)):
                     break
                 budget = self.admit(wk, model.new_seq(wk, d, d.take_held()), chunks, budget, hit)
         if d.closed and not d.paused and d.policy.workers_take_held:
