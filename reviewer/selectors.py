@@ -20,8 +20,19 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db.models import Case, Exists, IntegerField, Model, OuterRef, Q, QuerySet, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    Case,
+    Exists,
+    IntegerField,
+    Model,
+    OuterRef,
+    Q,
+    QuerySet,
+    TextField,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast, Coalesce
 
 from reviewer.models.review import (
     SEVERITY_ORDER,
@@ -158,9 +169,15 @@ def recent_runs_for(user: Any, *, limit: int = 10) -> list[EmulatorRun]:
     return runs
 
 
-def frames_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[dict[str, Any]]:
-    """Stored frames of a run with index > ``after``, in order, at most ``limit``."""
-    rows = RunFrame.objects.filter(run_id=run_id, i__gt=after).order_by("i").values_list("data", flat=True)
+def frame_texts_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[tuple[int, str]]:
+    """Stored frames of a run with index > ``after``, in order, at most ``limit``, as
+    (index, the frame's JSON text as the database holds it).
+
+    A viewer catching up sends the text on as it is: no decoding and encoding
+    of every stored frame again for every viewer that joins a long run.
+    """
+    rows = (RunFrame.objects.filter(run_id=run_id, i__gt=after).order_by("i")
+            .annotate(text=Cast("data", TextField())).values_list("i", "text"))
     return list(rows[:limit])
 
 

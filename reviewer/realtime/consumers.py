@@ -117,8 +117,13 @@ def _run_for_user(run_id: int, user: Any) -> tuple[dict[str, Any] | None, int]:
 
 
 @database_sync_to_async
-def _frames_after(run_id: int, after: int) -> list[dict[str, Any]]:
-    return selectors.frames_after(run_id, after)
+def _frame_texts_after(run_id: int, after: int) -> list[tuple[int, str]]:
+    return selectors.frame_texts_after(run_id, after)
+
+
+def stored_frame_text(frame_json: str) -> str:
+    """The browser's message for a stored frame, around the frame's JSON text from the database."""
+    return '{"type":"frame","frame":' + frame_json + "}"
 
 
 class RunConsumer(GuardedJsonConsumer):
@@ -218,12 +223,12 @@ class RunConsumer(GuardedJsonConsumer):
             return -1
 
     async def _send_stored(self) -> None:
-        """Send stored frames after ``last_i``, page by page."""
+        """Send stored frames after ``last_i``, page by page, as the database holds them."""
         while True:
-            frames = await _frames_after(self.run_id, self.last_i)
-            for frame in frames:
-                await self.send_json({"type": "frame", "frame": frame})
-                self.last_i = frame["i"]
+            frames = await _frame_texts_after(self.run_id, self.last_i)
+            for i, text in frames:
+                await self.send(text_data=stored_frame_text(text))
+                self.last_i = i
             if len(frames) < selectors.FRAMES_PER_READ:
                 return
 
