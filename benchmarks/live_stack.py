@@ -32,6 +32,41 @@ def machine() -> str:
             f"| {os.cpu_count()} cores | Python {platform.python_version()} | load {os.getloadavg()[0]:.2f}")
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a Celery worker's pool processes)."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return pids
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds used so far by ``pid`` and its live descendants (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    tick = os.sysconf("SC_CLK_TCK")
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
 class LiveStack:
     """Starts the services; ``django()`` then sets up Django in this process against them."""
 

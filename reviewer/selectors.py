@@ -30,10 +30,11 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    TextField,
     Value,
     When,
 )
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models.functions import Cast, Coalesce, Greatest
 
 from reviewer.models.collaboration import FindingState, Notification
 from reviewer.models.review import (
@@ -174,9 +175,15 @@ def recent_runs_for(user: Any, *, limit: int = 10) -> list[EmulatorRun]:
     return runs
 
 
-def frames_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[dict[str, Any]]:
-    """Stored frames of a run with index > ``after``, in order, at most ``limit``."""
-    rows = RunFrame.objects.filter(run_id=run_id, i__gt=after).order_by("i").values_list("data", flat=True)
+def frame_texts_after(run_id: int, after: int, *, limit: int = FRAMES_PER_READ) -> list[tuple[int, str]]:
+    """Stored frames of a run with index > ``after``, in order, at most ``limit``, as
+    (index, the frame's JSON text as the database holds it).
+
+    A viewer catching up sends the text on as it is: no decoding and encoding
+    of every stored frame again for every viewer that joins a long run.
+    """
+    rows = (RunFrame.objects.filter(run_id=run_id, i__gt=after).order_by("i")
+            .annotate(text=Cast("data", TextField())).values_list("i", "text"))
     return list(rows[:limit])
 
 

@@ -39,8 +39,25 @@ class Member(Protocol):
     async def write(self, text: str) -> None:
         """Write ``text`` to the viewer's websocket."""
 
+    def write_wire(self, wire: bytes) -> bool:
+        """Write a whole websocket frame's bytes straight to the connection; False when it cannot."""
+
     def enqueue(self, message: dict[str, Any]) -> None:
         """Take ``message`` in order through the viewer's own queue."""
+
+
+def text_frame(text: str) -> bytes:
+    """One unfragmented, unmasked websocket text frame (RFC 6455 5.2) carrying ``text``,
+    as a server sends it: built once per message, written to every viewer."""
+    payload = text.encode()
+    n = len(payload)
+    if n <= 125:
+        header = bytes((0x81, n))
+    elif n <= 0xFFFF:
+        header = bytes((0x81, 126)) + n.to_bytes(2, "big")
+    else:
+        header = bytes((0x81, 127)) + n.to_bytes(8, "big")
+    return header + payload
 
 
 class _Group:
@@ -84,13 +101,17 @@ class _Group:
             await self._deliver(message)
 
     async def _deliver(self, message: dict[str, Any]) -> None:
+        wire: bytes | None = None
         for member in list(self.members.values()):
             try:
                 text = member.fast_frame(message)
                 if text is None:
                     member.enqueue(message)
                 elif text:
-                    await member.write(text)
+                    if wire is None:
+                        wire = text_frame(text)
+                    if not member.write_wire(wire):
+                        await member.write(text)
             except Exception:  # one viewer's closed socket must not stop the others
                 log.debug("could not hand a message of %s to a viewer", self.name, exc_info=True)
 

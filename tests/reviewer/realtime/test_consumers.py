@@ -449,3 +449,25 @@ async def test_viewers_of_one_run_in_one_process_share_one_group_membership(run_
         await viewer.disconnect()
     assert await _group_members(run.pk) == 0
 
+
+
+async def test_stored_frames_reach_a_late_viewer_as_stored_without_encoding_each_again(
+        run_users: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reviewer.realtime.consumers import RunConsumer
+
+    encoded: list[Any] = []
+    real_encode = RunConsumer.encode_json
+
+    async def counting_encode(content: Any) -> str:
+        encoded.append(content)
+        return await real_encode(content)
+
+    monkeypatch.setattr(RunConsumer, "encode_json", staticmethod(counting_encode))
+    run = await sync_to_async(_make_run)(run_users["owner"], status="done", frames=40)
+    viewer, connected, _ = await ws_connect(f"/ws/runs/{run.pk}/", run_users["owner"])
+    assert connected
+    got = await read_until_final(viewer, timeout_s=10)
+    assert [m["frame"] for m in got if m["type"] == "frame"] == [_frame(i) for i in range(40)]
+    # Only the layout, the status and the summary were encoded here; the frames went out as stored.
+    assert [m["type"] for m in encoded] == ["layout", "status", "summary"]
+    await viewer.disconnect()
