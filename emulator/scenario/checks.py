@@ -20,7 +20,13 @@ from emulator.scenario.limits import (
     MAX_WORKERS,
     check_nesting,
 )
-from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
+from emulator.scenario.pools import (
+    check_disaggregated,
+    parse_disaggregated,
+    parse_pool,
+    parse_pools,
+    split_pools,
+)
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTO_KV,
@@ -184,6 +190,7 @@ _TOP = (
     "slo",
     "hardware",
     "autoscaler",
+    "pools",
 )
 
 
@@ -242,6 +249,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
     check_disaggregated(models, batching, dispatcher, hosts)
+    pools = parse_pools(top.raw("pools", None), models, batching, dispatcher, hosts)
     for name, m in models.items():
         if m.disaggregated is not None and _resolved(worker, m).prefix_cache:
             where = "worker" if "prefix_cache" not in dict(m.worker_overrides) else f"models.{name}.worker"
@@ -265,20 +273,27 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         faults=(),
         slo=_slo(top.raw("slo", {})),
         hardware=hardware,
+        pools=pools,
     )
     if top.has("autoscaler"):
         from emulator.scenario.autoscale_checks import parse_autoscaler
 
-        scenario = scenario.replace(
-            autoscaler=parse_autoscaler(top.raw("autoscaler"), models, batching, hosts)
-        )
-        scaled = scenario.autoscaler.model if scenario.autoscaler is not None else None
-        if scaled is not None and models[scaled].disaggregated is not None:
+        raw_scaler = top.raw("autoscaler")
+        named = raw_scaler.get("model") if isinstance(raw_scaler, dict) else None
+        scaled = named if named is not None else next(iter(models)) if len(models) == 1 else None
+        if isinstance(scaled, str) and scaled in models and models[scaled].disaggregated is not None:
+            # Refused before its other keys are read: it is the table's place that is wrong.
+            mine = [p for p, (m, _) in split_pools(models).items() if m == scaled]
             raise ScenarioError(
                 "autoscaler.model",
-                f"{scaled} is disaggregated, and the autoscaler does not scale prefill and decode pools",
-                f"remove [autoscaler], or [models.{scaled}.disaggregated]",
+                f"{scaled} is split into pools {' and '.join(mine)}, and each pool is scaled "
+                "by its own autoscaler",
+                f"move the table to [pools.{mine[0]}.autoscaler] (and/or "
+                f"[pools.{mine[-1]}.autoscaler]), or scale another model",
             )
+        scenario = scenario.replace(
+            autoscaler=parse_autoscaler(raw_scaler, models, batching, hosts)
+        )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
     if max_requests is not None:

@@ -141,7 +141,7 @@ class Engine:
         queue.schedule(min(self.sample_s, self.duration_s), FRAME, 0)
         for fault in scenario.faults:
             queue.schedule(fault.at_s, FAULT, fault.command())
-        if policy.health_checked:
+        if any(d.policy.health_checked for d in self.disp):
             queue.schedule(scenario.dispatcher.health_check_s, HEALTH_CHECK)
 
     # -- public API ------------------------------------------------------------------

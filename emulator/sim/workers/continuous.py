@@ -197,7 +197,7 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
         now = self.queue.now_s
         best: Worker | None = None
         best_t = INF
-        for w in d.workers:
+        for w in d.held_workers:
             wk = self.workers[w]
             if wk.draining or wk is caller:
                 continue

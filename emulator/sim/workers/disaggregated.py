@@ -47,9 +47,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from emulator.scenario.pools import kv_bytes_per_token, worker_pools
+from emulator.scenario.pools import kv_bytes_per_token
 from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
+from emulator.sim.policies import policy_class
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
 from emulator.sim.results import DEAD
 from emulator.sim.workers.continuous import ContinuousWorkers
@@ -77,41 +78,69 @@ class Handoff:
 
 
 class _PoolView:
-    """What a dispatch policy sees of its dispatcher, narrowed to one pool's workers."""
+    """What a dispatch policy sees of its dispatcher, narrowed to one pool: its
+    workers, its name, its scorer weights and its waiting bound."""
 
-    def __init__(self, dispatcher: Dispatcher, workers: list[int]) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, workers: list[int], name: str,
+        scorers: tuple[tuple[str, float], ...], queue_limit: int,
+    ) -> None:
         self._dispatcher = dispatcher
         self.workers = workers
         self.worker_model = dispatcher.worker_model
+        self.pool = name
+        self.scorers = scorers
+        self.queue_limit = queue_limit
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._dispatcher, name)
 
 
 class PoolRouting(DispatchPolicy):
-    """A disaggregated model's routing: the decider, then the scenario's policy within
-    the prefill pool for arrivals and within the decode pool for handoffs."""
+    """A disaggregated model's routing: the decider, then each pool's own policy (its
+    ``[pools.NAME]`` policy, else ``dispatcher.policy``) within the prefill pool for
+    arrivals and within the decode pool for handoffs. Under a policy that holds
+    requests (``pull``) the prefill pool's workers admit from the router's held queue,
+    bounded by the prefill pool's ``queue_limit``; a pushing pool's bound counts the
+    requests waiting at its workers."""
 
     name: ClassVar[str] = "pools"
     health_checked = True
     counts_done = True
 
     def __init__(
-        self, sim: Engine, dispatcher: Dispatcher, inner: type[DispatchPolicy],
-        prefill: list[int], decode: list[int], threshold: int,
+        self, sim: Engine, dispatcher: Dispatcher, prefill: DispatchPolicy,
+        decode: DispatchPolicy, threshold: int,
     ) -> None:
         super().__init__(sim, dispatcher)
-        self.prefill = inner(sim, _PoolView(dispatcher, prefill))  # type: ignore[arg-type]
-        self.decode = inner(sim, _PoolView(dispatcher, decode))  # type: ignore[arg-type]
-        self.of = {**{w: self.prefill for w in prefill}, **{w: self.decode for w in decode}}
+        self.prefill = prefill
+        self.decode = decode
+        self.of = {
+            **{w: prefill for w in prefill.dispatcher.workers},
+            **{w: decode for w in decode.dispatcher.workers},
+        }
         self.threshold = threshold
         self.skipped = 0  # requests the decider sent straight to the decode pool
+        #: The prefill pool's workers admit held requests (validation keeps a holding
+        #: policy out of the decode pool).
+        self.workers_take_held = prefill.workers_take_held  # type: ignore[misc]
+        limits = (prefill.dispatcher.queue_limit, decode.dispatcher.queue_limit)
+        dispatcher.hold_limit = limits[0] if prefill.workers_take_held else 0  # type: ignore[attr-defined]
+        dispatcher.held_workers = prefill.dispatcher.workers
+        dispatcher.bounded = any(limits)
 
     def pool_for(self, row: int) -> list[int]:
         st = self.dispatcher.store
         if st.tokens.item(row - st.base) <= self.threshold:
             return self.decode.dispatcher.workers
         return self.prefill.dispatcher.workers
+
+    def bound_for(self, row: int) -> tuple[int, list[int]]:
+        st = self.dispatcher.store
+        pool = self.decode if st.tokens.item(row - st.base) <= self.threshold else self.prefill
+        if pool.workers_take_held:
+            return 0, pool.dispatcher.workers  # bounded at the held queue instead
+        return pool.dispatcher.queue_limit, pool.dispatcher.workers
 
     def offer(self, work: Any) -> bool:
         st = self.dispatcher.store
@@ -120,11 +149,12 @@ class PoolRouting(DispatchPolicy):
             return self.decode.offer(work)
         return self.prefill.offer(work)
 
-    def pick_decode(self) -> int | None:
-        """The decode worker a handoff goes to (None: none believed alive)."""
+    def pick_decode(self, row: int) -> int | None:
+        """The decode worker the handoff of request ``row`` goes to (None: none
+        believed alive)."""
         policy = self.decode
         assert isinstance(policy, PushPolicy), "validation allows pushing policies only"
-        return policy.pick(None) if policy.rotation else None
+        return policy.pick(row) if policy.rotation else None
 
     def work_done(self, w: int) -> None:
         self.of[w].work_done(w)
@@ -175,7 +205,7 @@ class KvHandoffs:
         sim = model.sim
         scenario = sim.scenario
         names = list(scenario.models)
-        pools = worker_pools(scenario)
+        pools = self.fleet.pool
         self.pools: dict[int, _ModelPools] = {}
         for m, name in enumerate(names):
             spec = scenario.models[name]
@@ -194,6 +224,8 @@ class KvHandoffs:
             )
             for w in self.pools[m].prefill:
                 self.workers[w].hands_off = True
+            for w in self.pools[m].decode:
+                self.workers[w].takes_held = False
         self.moves: dict[Seq, Handoff] = {}  # by either side's Seq
         self.link_free: dict[int, float] = {}  # when each decode worker's link is free
         self.reserved: dict[int, int] = {}  # transfers a decode worker reserved KV for
@@ -215,7 +247,7 @@ class KvHandoffs:
         pools.prefill_ttft.append(t - arrival)
         routing = d.policy
         assert isinstance(routing, PoolRouting)
-        w = routing.pick_decode()
+        w = routing.pick_decode(s.row)
         if w is None or self.fleet.state[w] == DEAD:
             # Nowhere to go: the request is lost and the prefill worker frees its KV.
             pools.handoffs_lost += 1
@@ -409,11 +441,14 @@ class DisaggregatedWorkers(ContinuousWorkers):
         pools = self.pools.get(d.index)
         if pools is None:
             return inner(self.sim, d)
-        split = self.sim.scenario.models[d.name].disaggregated
+        sc = self.sim.scenario
+        split = sc.models[d.name].disaggregated
         assert split is not None
-        return PoolRouting(
-            self.sim, d, inner, pools.prefill, pools.decode, split.decider_threshold_tokens
-        )
+        made = []
+        for name, workers in ((split.prefill_workers, pools.prefill), (split.decode_workers, pools.decode)):
+            view = _PoolView(d, workers, name, sc.pool_scorers(name), sc.pool_queue_limit(name))
+            made.append(policy_class(sc.pool_policy(name))(self.sim, view))  # type: ignore[arg-type]
+        return PoolRouting(self.sim, d, made[0], made[1], split.decider_threshold_tokens)
 
     # -- figures ---------------------------------------------------------------------
     def frame_figures(self, model: int) -> dict[str, Any]:
