@@ -237,6 +237,8 @@ class Summary(Outcomes):
     #: With an autoscaler: its model, scale events, worker counts and worker-seconds
     #: (``emulator.sim.autoscaler.Autoscaler.summary``); None without one.
     autoscale: dict[str, Any] | None = None
+    #: Each pool's autoscaler (``[pools.NAME.autoscaler]``), by pool: the same figures.
+    pool_autoscale: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: totals, ``per_model``, ``sim_s``, ``wall_s``, ``events``."""
@@ -249,6 +251,8 @@ class Summary(Outcomes):
         out["events"] = self.events
         if self.autoscale is not None:
             out["autoscale"] = self.autoscale
+        if self.pool_autoscale:
+            out["pool_autoscale"] = dict(self.pool_autoscale)
         return out
 
     @classmethod
@@ -281,4 +285,5 @@ class Summary(Outcomes):
             wall_s=float(data.get("wall_s", 0.0)),
             events=int(data.get("events", 0)),
             autoscale=data.get("autoscale"),
+            pool_autoscale=dict(data.get("pool_autoscale", {})),
         )

@@ -307,7 +307,7 @@ class KvHandoffs:
         s.kv = 0
         s.at = 0
         wk.router.policy.work_done(wk.index)
-        if wk.waiting:
+        if wk.waiting or wk.draining:  # a draining worker parks once it holds nothing
             self._wake(wk, t)
 
     def _wake(self, wk: Worker, t: float, keep: Worker | None = None) -> None:
