@@ -56,7 +56,15 @@ from emulator.sim.events import (
 from emulator.sim.fleet import Fleet
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies import policy_class
-from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
+from emulator.sim.results import (
+    COUNT_KEYS,
+    SHED_KEYS,
+    STAT_KEYS,
+    TOKEN_KEYS,
+    Frame,
+    Outcomes,
+    Summary,
+)
 from emulator.sim.router import Router
 from emulator.sim.workers import WORKER_MODELS, ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
@@ -123,6 +131,7 @@ class Engine:
         worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.frame_keys)
         self.frame_keys = (
             *COUNT_KEYS,
+            *SHED_KEYS,
             "queue_depth",
             *worker_keys,
             *(AUTOSCALE_KEYS if self.autoscalers else ()),
@@ -415,6 +424,9 @@ class Engine:
             counts, lat = d.next_frame()
             for key in COUNT_KEYS:
                 m[key].append(getattr(counts, key))
+            m["shed_queue_full"].append(counts.shed_queue_full)
+            m["shed_oversized"].append(counts.shed_oversized)
+            m["shed_rate_limit"].append(counts.shed - counts.shed_queue_full - counts.shed_oversized)
             m["queue_depth"].append(d.depth())
             figures = d.worker_model.frame_figures(d.index)
             for key, value in figures.items():
@@ -503,4 +515,7 @@ def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram
         retried=counts.retried,
         served_qps=counts.ok / now if now > 0 else 0.0,
         latency_s=hist.stats(),
+        shed_queue_full=counts.shed_queue_full,
+        shed_oversized=counts.shed_oversized,
+        shed_rate_limit=counts.shed - counts.shed_queue_full - counts.shed_oversized,
     )

@@ -112,12 +112,14 @@ class Router(Intake):
             # No worker could ever hold it: refused at once, and a re-send would be too.
             st.outcome[i] = SHED
             frame.shed += 1
+            frame.shed_oversized += 1
             self.shed_oversized += 1
             return
         if self.bounded and not self.paused:
             limit, pool = self.policy.bound_for(row)
             if limit and self.worker_model.waiting_in(pool) >= limit:
                 self.shed_queue_full += 1
+                frame.shed_queue_full += 1
                 self.shed_rows(row, row + 1)
                 return
         if self.paused or not self.policy.offer(row):
@@ -127,6 +129,7 @@ class Router(Intake):
         """Keep ``row`` in the dispatcher's queue (shed beyond ``hold_limit``)."""
         if self.hold_limit and len(self.closed) >= self.hold_limit:
             self.shed_queue_full += 1
+            self.frame.shed_queue_full += 1
             self.shed_rows(row, row + 1)
             return
         self.closed.append(row)

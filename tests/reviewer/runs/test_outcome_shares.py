@@ -65,3 +65,18 @@ def test_rounding_each_share_alone_would_not_add_up_but_these_do() -> None:
 def test_an_empty_run_has_no_share() -> None:
     assert all(s["percent"] == 0 for s in outcome_shares({"offered": 0}))
     assert outcome_shares(None) == []
+
+
+def test_the_shed_share_lists_its_reasons_that_shed_something() -> None:
+    summary = {
+        "offered": 10, "ok": 4, "shed": 6,
+        "shed_reasons": {"queue_full": 5, "oversized": 0, "rate_limit": 1},
+    }
+    shed = next(s for s in outcome_shares(summary) if s["key"] == "shed")
+    assert shed["reasons"] == [
+        {"key": "queue_full", "label": "waiting bound full", "count": 5},
+        {"key": "rate_limit", "label": "gateway rate limit", "count": 1},
+    ]
+    assert sum(r["count"] for r in shed["reasons"]) == shed["count"]
+    # The other outcomes carry no reasons.
+    assert all("reasons" not in s for s in outcome_shares(summary) if s["key"] != "shed")
