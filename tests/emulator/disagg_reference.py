@@ -22,11 +22,18 @@ with ``prompt <= threshold_tokens`` goes to a decode worker's waiting queue and 
 served there as ``token_reference`` serves it. Any other goes to a prefill worker's
 waiting queue. A sleeping worker that gets work starts a step at ``t``.
 
-Routing, per pool: ``round_robin`` cycles over the pool's workers (one counter for
-arrivals into the prefill pool; the decode pool's counter serves both decider-local
-arrivals and handoffs, in the order they happen); ``least_loaded`` picks the worker
-holding the fewest of the pool's requests (prefill: waiting + running + held; decode:
-incoming + moving + landed + waiting + running), lowest index on ties.
+Routing, per pool (each pool has its own policy): ``round_robin`` cycles over the
+pool's workers (one counter for arrivals into the prefill pool; the decode pool's
+counter serves both decider-local arrivals and handoffs, in the order they happen);
+``least_loaded`` picks the worker holding the fewest of the pool's requests (prefill:
+waiting + running + held; decode: incoming + moving + landed + waiting + running),
+lowest index on ties. ``pull`` (prefill pool only): an arrival goes to the idle
+prefill worker of the lowest index (asleep, nothing waiting, no KV held for a
+transfer), else into one FIFO held queue in front of the pool.
+
+Admission, per pool (``queue_limit``, 0: none): an arrival for a pushing pool is shed
+when the requests waiting at that pool's workers (their waiting queues) number the
+bound; under ``pull`` one is shed when the held queue holds the bound.
 
 A step start at ``t``, as in ``token_reference`` with two additions:
 
@@ -38,14 +45,17 @@ b. preemption and the decoders' KV tokens, the budget, and chunks for running
 c. (decode) while ``incoming`` is not empty, the free KV holds its head's prompt and
    running + moving < ``max_num_seqs``: reserve ``prompt`` KV, and start the transfer
    at ``max(t, link free)``; it lasts ``prompt * transfer_s_per_token``;
-d. admission from the waiting queue (``token_reference`` step 4).
+d. admission from the waiting queue (``token_reference`` step 4); then, under ``pull``
+   on a prefill worker whose own head did not block, from the held queue in order
+   while budget, ``max_num_seqs`` and free KV (for the head's prompt) allow.
 
 At a prefill worker's step end a request whose prefill completes produces a token (its
 ``prefill_token_s``), leaves the running list keeping its KV, and is handed to a decode
 worker (the decode pool's policy), appended to its ``incoming``; a sleeping decode
 worker starts a step at once. At a transfer's end the prefill worker frees the KV (and
 starts a step if asleep with requests waiting), and the request lands (the decode
-worker starts a step if asleep). At a decode worker's step end requests generate
+worker starts a step if asleep); under ``pull`` the prefill worker starts a step if
+asleep whatever it holds (it may take held requests, or be idle again). At a decode worker's step end requests generate
 tokens as in ``token_reference``; a landed request's first token is the client's.
 
 Same instant: step and transfer ends in the order they were scheduled, then arrivals,
@@ -62,7 +72,7 @@ from itertools import count
 
 from token_reference import TokenRequest, WorkerParams
 
-POLICIES = ("round_robin", "least_loaded")
+POLICIES = ("round_robin", "least_loaded", "pull")
 _END, _ARRIVAL, _START = 0, 1, 2  # same-instant order
 
 
@@ -88,6 +98,7 @@ class DisaggResult:
     records: tuple[DisaggRecord, ...]
     preemptions: int
     transfers: int
+    sheds: int = 0  # refused at a pool's waiting bound
 
     def count(self, outcome: str) -> int:
         """How many offered requests ended with ``outcome``."""
@@ -139,10 +150,14 @@ class _Worker:
 class _Sim:
     def __init__(
         self, requests: Sequence[TokenRequest], prefill: int, decode: int, p: WorkerParams,
-        policy: str, threshold: int, s_per_token: float, duration_s: float,
+        policy: dict[str, str], threshold: int, s_per_token: float, duration_s: float,
+        limit: dict[str, int],
     ) -> None:
         self.p = p
         self.policy = policy
+        self.limit = limit
+        self.held: deque[_Req] = deque()  # under pull: in front of the prefill pool
+        self.sheds = 0
         self.threshold = threshold
         self.s_per_token = s_per_token
         self.duration_s = duration_s
@@ -186,7 +201,7 @@ class _Sim:
 
     def pick(self, pool: str) -> _Worker:
         workers = self.pool[pool]
-        if self.policy == "round_robin":
+        if self.policy[pool] == "round_robin":
             w = workers[self.rr[pool]]
             self.rr[pool] = (self.rr[pool] + 1) % len(workers)
             return w
@@ -197,6 +212,25 @@ class _Sim:
             r.outcome = "shed"
             return
         pool = "decode" if r.prompt <= self.threshold else "prefill"
+        limit = self.limit[pool]
+        if self.policy[pool] == "pull":
+            idle = [w for w in self.pool[pool] if w.asleep and not w.waiting and not w.held]
+            if not idle:
+                if limit and len(self.held) >= limit:
+                    r.outcome = "shed"
+                    self.sheds += 1
+                else:
+                    self.held.append(r)
+                return
+            w = idle[0]
+            r.pw = w.index
+            w.waiting.append(r)
+            self.wake(w, t)
+            return
+        if limit and sum(len(w.waiting) for w in self.pool[pool]) >= limit:
+            r.outcome = "shed"
+            self.sheds += 1
+            return
         w = self.pick(pool)
         if pool == "decode":
             r.dw = w.index
@@ -241,7 +275,7 @@ class _Sim:
             start = max(t, w.link_free)
             w.link_free = start + r.prompt * self.s_per_token
             self.push(w.link_free, _END, (w, r))
-        # d: admission.
+        # d: admission, then (pull) from the held queue.
         while (
             w.waiting and budget > 0 and len(w.running) < p.max_num_seqs
             and p.kv_cache_tokens - w.kv_used >= w.waiting[0].target
@@ -253,6 +287,19 @@ class _Sim:
             c = min(r.target, budget)
             chunks.append((r, c))
             budget -= c
+        if not w.decode and self.policy["prefill"] == "pull" and not w.waiting:
+            while (
+                self.held and budget > 0 and len(w.running) < p.max_num_seqs
+                and p.kv_cache_tokens - w.kv_used >= self.held[0].target
+            ):
+                r = self.held.popleft()
+                r.pw = w.index
+                r.kv = r.target
+                w.kv_used += r.kv
+                w.running.append(r)
+                c = min(r.target, budget)
+                chunks.append((r, c))
+                budget -= c
         if not w.running:
             w.asleep = True
             return
@@ -301,7 +348,7 @@ class _Sim:
         src = self.pool["prefill"][r.pw]  # type: ignore[index]
         src.held.remove(r)
         src.kv_used -= r.prompt
-        if src.waiting:
+        if src.waiting or self.policy["prefill"] == "pull":
             self.wake(src, t)
         d.moving.remove(r)
         d.landed.append(r)
@@ -331,22 +378,28 @@ def simulate_disagg(
     params: WorkerParams,
     transfer_s_per_token: float,
     threshold_tokens: int = 0,
-    policy: str = "round_robin",
+    policy: str | dict[str, str] = "round_robin",
+    queue_limit: int | dict[str, int] = 0,
     duration_s: float,
 ) -> DisaggResult:
-    """Run the model until ``duration_s`` (see the module docstring)."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+    """Run the model until ``duration_s`` (see the module docstring). ``policy`` and
+    ``queue_limit`` are both pools', or ``{"prefill": ..., "decode": ...}``."""
+    policies = policy if isinstance(policy, dict) else {"prefill": policy, "decode": policy}
+    limits = queue_limit if isinstance(queue_limit, dict) else {"prefill": queue_limit, "decode": queue_limit}
+    for pool in ("prefill", "decode"):
+        if policies[pool] not in POLICIES or (pool == "decode" and policies[pool] == "pull"):
+            raise ValueError(f"policy {policies[pool]!r} cannot route the {pool} pool")
     if prefill_workers < 1 or decode_workers < 1:
         raise ValueError("each pool needs a worker")
     for i, r in enumerate(requests):
         if i and r.arrival_s < requests[i - 1].arrival_s:
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
-    sim = _Sim(requests, prefill_workers, decode_workers, params, policy, threshold_tokens,
-               transfer_s_per_token, duration_s)
+    sim = _Sim(requests, prefill_workers, decode_workers, params, policies, threshold_tokens,
+               transfer_s_per_token, duration_s, limits)
     sim.run()
     return DisaggResult(
         records=tuple(_record(r) for r in sim.reqs),
         preemptions=sim.preemptions,
         transfers=sim.transfers,
+        sheds=sim.sheds,
     )

@@ -437,6 +437,10 @@ class ContinuousWorkers(PrefixFigures, WorkerModel):
                 if not (wk.incoming or wk.landed or wk.kv_prefill):
                     self.sim.scaler_of[wk.index].drained(wk.index)
                 return
+            if wk.hands_off and (wk.waiting or wk.kv_prefill):
+                # A prefill worker whose cache holds handoffs' KV is blocked, not idle:
+                # it looks again when a transfer frees its KV.
+                return
             wk.router.policy.worker_idle(wk.index)
             return
         if not wk.busy:

@@ -229,6 +229,7 @@ class KvHandoffs:
         self.moves: dict[Seq, Handoff] = {}  # by either side's Seq
         self.link_free: dict[int, float] = {}  # when each decode worker's link is free
         self.reserved: dict[int, int] = {}  # transfers a decode worker reserved KV for
+        self.wake_pending: set[int] = set()  # workers with a WORKER_WAKE scheduled
         self.queue.on(KV_TRANSFER_END, self._on_transfer_end)
         self.queue.on(WORKER_WAKE, self._on_wake)
 
@@ -307,7 +308,9 @@ class KvHandoffs:
         s.kv = 0
         s.at = 0
         wk.router.policy.work_done(wk.index)
-        if wk.waiting or wk.draining:  # a draining worker parks once it holds nothing
+        if wk.waiting or wk.draining or wk.takes_held and wk.router.policy.workers_take_held:
+            # (A draining worker parks once it holds nothing; under a policy that holds
+            # requests a worker freed of its KV takes held ones, or is idle again.)
             self._wake(wk, t)
 
     def _wake(self, wk: Worker, t: float, keep: Worker | None = None) -> None:
@@ -318,11 +321,14 @@ class KvHandoffs:
         if wk is keep or self.fleet.state[wk.index] == DEAD:
             return
         if wk.phase == 0:
-            self.queue.schedule(t, WORKER_WAKE, wk, None)
+            if wk.index not in self.wake_pending:  # one wake an instant is enough
+                self.wake_pending.add(wk.index)
+                self.queue.schedule(t, WORKER_WAKE, wk, None)
         elif wk.phase == STRETCH:
             self.model._cut(wk)
 
     def _on_wake(self, wk: Worker, _: Any) -> None:
+        self.wake_pending.discard(wk.index)
         if wk.phase == 0 and self.fleet.state[wk.index] != DEAD:
             self.model._start_step(wk, self.queue.now_s)
 
@@ -339,7 +345,7 @@ class KvHandoffs:
             ps.at = 0
             if src is not keep:
                 src.router.policy.work_done(src.index)
-            if src.waiting:
+            if src.waiting or src.draining or src.takes_held and src.router.policy.workers_take_held:
                 self._wake(src, t, keep)
         if ds.at == QUEUED:
             dst.incoming.remove(ds)
