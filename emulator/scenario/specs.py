@@ -499,7 +499,8 @@ class Scenario:
         values are TOML values (``10000``, ``"pull"``, ``[\"big@0\"]``), or bare words
         taken as strings (``pull``, ``never``). The result is validated again.
         A new ``dispatcher.policy`` that sums no scorers drops a ``[dispatcher.scorers]``
-        table, with a note (``notes``) saying so.
+        table, with a note (``notes``) saying so; so does a new ``pools.NAME.policy``
+        for that pool's scorers.
         """
         from emulator.scenario import catalog
         from emulator.scenario.overrides import apply_overrides
@@ -513,6 +514,18 @@ class Scenario:
             if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
                 names = ", ".join(dispatcher.pop("scorers"))
                 notes.append(f'dispatcher.scorers ({names}) dropped: policy "{policy}" uses no scorers')
+        pools = data.get("pools")
+        for o in overrides:
+            key = o.split("=", 1)[0].strip()
+            parts = key.split(".")
+            if len(parts) != 3 or parts[0] != "pools" or parts[2] != "policy" or not isinstance(pools, dict):
+                continue
+            table = pools.get(parts[1])
+            if isinstance(table, dict) and table.get("scorers"):
+                policy = table.get("policy")
+                if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
+                    names = ", ".join(table.pop("scorers"))
+                    notes.append(f'pools.{parts[1]}.scorers ({names}) dropped: policy "{policy}" uses no scorers')
         scenario = Scenario.from_dict(data, max_requests)
         return replace(scenario, notes=tuple(notes)) if notes else scenario
 
