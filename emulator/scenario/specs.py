@@ -515,6 +515,14 @@ class Scenario:
                 names = ", ".join(dispatcher.pop("scorers"))
                 notes.append(f'dispatcher.scorers ({names}) dropped: policy "{policy}" uses no scorers')
         pools = data.get("pools")
+        if sets_policy and isinstance(dispatcher, dict) and isinstance(pools, dict):
+            # Pools without a policy of their own take the new one: their scorers too.
+            policy = dispatcher.get("policy")
+            if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
+                for name, table in pools.items():
+                    if isinstance(table, dict) and table.get("scorers") and "policy" not in table:
+                        names = ", ".join(table.pop("scorers"))
+                        notes.append(f'pools.{name}.scorers ({names}) dropped: policy "{policy}" uses no scorers')
         for o in overrides:
             key = o.split("=", 1)[0].strip()
             parts = key.split(".")

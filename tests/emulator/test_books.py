@@ -29,6 +29,7 @@ SHORT = {
     "prefix-heavy-chat": 60,
     "autoscaled-diurnal": 3600,
     "disagg-decode-undersized": 120,
+    "disagg-planner-ramp": 300,
 }
 
 

@@ -49,3 +49,19 @@ def test_overriding_a_pools_policy_drops_its_scorers_with_a_note() -> None:
     back = weighted.with_overrides(['pools.decode.policy="round_robin"'])
     assert back.pool_policy("decode") == "round_robin" and back.pool("decode").scorers == ()  # type: ignore[union-attr]
     assert back.notes == ('pools.decode.scorers (queue, running) dropped: policy "round_robin" uses no scorers',)
+
+
+def test_overriding_the_fleets_policy_drops_the_scorers_of_the_pools_that_take_it() -> None:
+    from emulator.scenario.presets import load_preset
+
+    planned = load_preset("disagg-planner-ramp")
+    assert planned.pool_policy("prefill") == planned.pool_policy("decode") == "weighted"
+    pushed = planned.with_overrides(['dispatcher.policy="least_loaded"'])
+    assert pushed.pool_policy("prefill") == pushed.pool_policy("decode") == "least_loaded"
+    assert pushed.pool("prefill").scorers == pushed.pool("decode").scorers == ()  # type: ignore[union-attr]
+    assert pushed.notes == (
+        'pools.prefill.scorers (queue, running) dropped: policy "least_loaded" uses no scorers',
+        'pools.decode.scorers (running, queue) dropped: policy "least_loaded" uses no scorers',
+    )
+    # The autoscalers stay.
+    assert [p for p, _ in pushed.autoscalers()] == ["prefill", "decode"]

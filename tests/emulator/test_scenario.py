@@ -115,6 +115,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "prefix-heavy-chat",
         "autoscaled-diurnal",
         "disagg-decode-undersized",
+        "disagg-planner-ramp",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

@@ -45,6 +45,10 @@ PRESETS: dict[str, str] = {
     "disagg-decode-undersized": "a 70B chat model split into three prefill workers and one "
     "decode worker at 16 QPS: handoffs wait for KV room on the decode worker, the prefill "
     "workers hold their KV meanwhile and their queues grow; compare --set hosts[1].count=3",
+    "disagg-planner-ramp": "a 70B chat model in prefill and decode pools, each scaled by its "
+    "own autoscaler (running prefills, decode KV in use) on a ramp from 4 to 24 QPS, routed "
+    "on queue and running scores: every request inside its SLOs; compare --set "
+    "pools.prefill.autoscaler.metric=queue",
 }
 
 
