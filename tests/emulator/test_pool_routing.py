@@ -5,12 +5,15 @@ sheds, preemptions and transfers."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from disagg_scenarios import run_both
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from token_scenarios import WORKER, poisson_requests
 
 
@@ -72,3 +75,46 @@ def test_the_bounds_and_the_policies_change_the_outcome(tmp_path: Path) -> None:
     # A pull queue lets no prefill worker sit on a queue while another is idle.
     assert runs["pull-prefill"].ttft_s["p99"] < free.ttft_s["p99"] * 0.9
     assert runs["rr-prefill-ll-decode"].ttft_s != free.ttft_s
+
+
+@st.composite
+def _fleets(draw: Any) -> dict[str, Any]:
+    """A small split fleet: pool sizes, each pool's policy and bound, the decider, the
+    KV and running-slot sizes, and a Poisson stream of lognormal requests."""
+    prefill_policy = draw(st.sampled_from(["round_robin", "least_loaded", "pull"]))
+    decode_policy = draw(st.sampled_from(["round_robin", "least_loaded"]))
+    threshold = draw(st.sampled_from([0, 0, 800]))
+    pools: dict[str, dict[str, Any]] = {
+        "prefill": {"policy": prefill_policy, "queue_limit": draw(st.sampled_from([0, 1, 3]))},
+        "decode": {"policy": decode_policy},
+    }
+    if threshold:
+        pools["decode"]["queue_limit"] = draw(st.sampled_from([0, 2]))
+    return {
+        "prefill": draw(st.integers(1, 3)),
+        "decode": draw(st.integers(1, 2)),
+        "threshold": threshold,
+        "pools": pools,
+        "params": replace(
+            WORKER, kv_cache_tokens=draw(st.sampled_from([6_000, 12_000, 40_000])),
+            max_num_seqs=draw(st.sampled_from([2, 8, 64])),
+        ),
+        "requests": poisson_requests(
+            qps=draw(st.sampled_from([5.0, 15.0, 30.0])), duration_s=15, prompt=1200, output=40,
+            prompt_cv=0.8, output_cv=0.8, seed=draw(st.integers(0, 10_000)),
+        ),
+    }
+
+
+# Forty examples in the suite; a long run draws more:
+#   POOL_ROUTING_EXAMPLES=2000 python -m pytest tests/emulator/test_pool_routing.py -k drawn
+@settings(max_examples=int(os.environ.get("POOL_ROUTING_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(_fleets())
+def test_drawn_split_fleets_agree_with_the_reference(tmp_path: Path, fleet: dict[str, Any]) -> None:
+    engine, done, reference = run_both(
+        fleet["requests"], tmp_path, prefill=fleet["prefill"], decode=fleet["decode"],
+        duration_s=15, params=fleet["params"], threshold=fleet["threshold"], pools=fleet["pools"],
+        policy="round_robin",
+    )
+    _agree(engine, done, reference)
