@@ -75,3 +75,17 @@ def test_scaling_one_pool_leaves_the_other_as_it_is() -> None:
     # The scaled prefill pool serves the ramp with a shorter time to first token.
     assert summary.ttft_s["p99"] < fixed.ttft_s["p99"]
     assert summary.balanced() and fixed.balanced()
+
+
+def test_frames_add_the_pools_worker_counts_and_events_name_the_pool() -> None:
+    engine = Engine(_scenario(PREFILL, DECODE))
+    frames = engine.advance_to(engine.duration_s)
+    last = frames[-1].m
+    counts = [a.counts() for a in engine.autoscalers]
+    assert last["active_workers"] == [sum(c["active"] for c in counts)]
+    assert last["parked_workers"] == [sum(c["parked"] for c in counts)]
+    events = [e for f in frames for e in f.events if e.startswith("scale up")]
+    assert any(": pool p:" in e for e in events) and any(": pool d:" in e for e in events)
+    # Worker positions are sent while slots move, spare slots included.
+    w = frames[-1].to_dict()["w"]
+    assert len(w["host"]) == len(engine.fleet) and w["host"].count(-1) == last["parked_workers"][0]
