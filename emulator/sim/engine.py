@@ -56,7 +56,15 @@ from emulator.sim.events import (
 from emulator.sim.fleet import Fleet
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies import policy_class
-from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
+from emulator.sim.results import (
+    COUNT_KEYS,
+    SHED_KEYS,
+    STAT_KEYS,
+    TOKEN_KEYS,
+    Frame,
+    Outcomes,
+    Summary,
+)
 from emulator.sim.router import Router
 from emulator.sim.workers import WORKER_MODELS, ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
@@ -114,14 +122,19 @@ class Engine:
                 d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
         self.token_level = "continuous" in self.worker_models
         self.frame_events: list[str] = []
+        #: Every autoscaler: ``[autoscaler]``'s, then each pool's (``[pools.NAME.autoscaler]``).
+        self.autoscalers = [Autoscaler(self, spec, pool) for pool, spec in scenario.autoscalers()]
         #: The autoscaler of ``[autoscaler]`` (None without one).
-        self.autoscaler = Autoscaler(self, scenario.autoscaler) if scenario.autoscaler else None
+        self.autoscaler = next((a for a in self.autoscalers if a.pool is None), None)
+        #: The autoscaler of each scaled worker slot.
+        self.scaler_of = {w: a for a in self.autoscalers for w in a.slots}
         worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.frame_keys)
         self.frame_keys = (
             *COUNT_KEYS,
+            *SHED_KEYS,
             "queue_depth",
             *worker_keys,
-            *(AUTOSCALE_KEYS if self.autoscaler else ()),
+            *(AUTOSCALE_KEYS if self.autoscalers else ()),
             *STAT_KEYS,
             *(TOKEN_KEYS if self.token_level else ()),
         )
@@ -141,7 +154,7 @@ class Engine:
         queue.schedule(min(self.sample_s, self.duration_s), FRAME, 0)
         for fault in scenario.faults:
             queue.schedule(fault.at_s, FAULT, fault.command())
-        if policy.health_checked:
+        if any(d.policy.health_checked for d in self.disp):
             queue.schedule(scenario.dispatcher.health_check_s, HEALTH_CHECK)
 
     # -- public API ------------------------------------------------------------------
@@ -264,6 +277,7 @@ class Engine:
         fleet.events = self.queue.processed
         if self.autoscaler is not None:
             fleet.autoscale = self.autoscaler.summary()
+        fleet.pool_autoscale = {a.pool: a.summary() for a in self.autoscalers if a.pool is not None}
         return fleet
 
     def _prefix_summary(self, fleet: Summary) -> None:
@@ -334,16 +348,16 @@ class Engine:
             d.fail() if action == "kill" else d.end_failover()
 
     def _kill_worker(self, w: int) -> None:
-        scaler = self.autoscaler
-        if scaler is not None and w in scaler.phase and scaler.kill(w):
+        scaler = self.scaler_of.get(w)
+        if scaler is not None and scaler.kill(w):
             return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.kill(w):
             d.policy.worker_died(w)
 
     def _restore_worker(self, w: int) -> None:
-        scaler = self.autoscaler
-        if scaler is not None and w in scaler.phase and scaler.restore(w):
+        scaler = self.scaler_of.get(w)
+        if scaler is not None and scaler.restore(w):
             return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.restore(w):
@@ -410,6 +424,9 @@ class Engine:
             counts, lat = d.next_frame()
             for key in COUNT_KEYS:
                 m[key].append(getattr(counts, key))
+            m["shed_queue_full"].append(counts.shed_queue_full)
+            m["shed_oversized"].append(counts.shed_oversized)
+            m["shed_rate_limit"].append(counts.shed - counts.shed_queue_full - counts.shed_oversized)
             m["queue_depth"].append(d.depth())
             figures = d.worker_model.frame_figures(d.index)
             for key, value in figures.items():
@@ -417,8 +434,8 @@ class Engine:
             for key in worker_keys:
                 if key not in figures:
                     m[key].append(None)  # a figure of another worker model
-            if self.autoscaler is not None:
-                for key, value in self.autoscaler.frame_figures(d.index).items():
+            if self.autoscalers:
+                for key, value in self._scale_figures(d.index).items():
                     m[key].append(value)
             p50, p95, p99 = frame_percentiles(lat)
             m["p50_s"].append(p50)
@@ -457,13 +474,26 @@ class Engine:
                 w_kv=w_kv,
                 w_running=w_running,
                 w_prefix_hit=w_prefix,
-                w_host=self.fleet.host.tolist() if self.autoscaler else None,
-                w_first_unit=self.fleet.first_unit.tolist() if self.autoscaler else None,
+                w_host=self.fleet.host.tolist() if self.autoscalers else None,
+                w_first_unit=self.fleet.first_unit.tolist() if self.autoscalers else None,
             )
         )
         self.frame_events = []
         if t < self.duration_s:
             self.queue.schedule(min((i + 2) * self.sample_s, self.duration_s), FRAME, i + 1)
+
+
+    def _scale_figures(self, model: int) -> dict[str, Any]:
+        """The autoscaler figures of ``model``: summed over its pools' autoscalers
+        (None for a model no autoscaler scales)."""
+        mine = [a for a in self.autoscalers if a.model == model]
+        if not mine:
+            return dict.fromkeys(AUTOSCALE_KEYS)
+        out = dict.fromkeys(AUTOSCALE_KEYS, 0)
+        for a in mine:
+            for key, value in a.frame_figures(model).items():
+                out[key] += value
+        return out
 
 
 def _goodput(met: int, out: Outcomes, any_slo: bool) -> float | None:
@@ -480,4 +510,7 @@ def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram
         retried=counts.retried,
         served_qps=counts.ok / now if now > 0 else 0.0,
         latency_s=hist.stats(),
+        shed_queue_full=counts.shed_queue_full,
+        shed_oversized=counts.shed_oversized,
+        shed_rate_limit=counts.shed - counts.shed_queue_full - counts.shed_oversized,
     )
