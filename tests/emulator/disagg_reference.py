@@ -29,7 +29,7 @@ counter serves both decider-local arrivals and handoffs, in the order they happe
 waiting + running + held; decode: incoming + moving + landed + waiting + running),
 lowest index on ties. ``pull`` (prefill pool only): an arrival goes to the idle
 prefill worker of the lowest index (asleep, nothing waiting, no KV held for a
-transfer), else into one FIFO held queue in front of the pool.
+transfer: a held request whose whole prompt went to the prefix cache holds none), else into one FIFO held queue in front of the pool.
 
 Admission, per pool (``queue_limit``, 0: none): an arrival for a pushing pool is shed
 when the requests waiting at that pool's workers (their waiting queues) number the
@@ -359,6 +359,11 @@ class _Sim:
             return max(workers, key=lambda w: (score[w.index], -len(w.waiting) - len(w.running), -w.index))
         return min(workers, key=lambda w: (w.load(), w.index))
 
+    def held_kv(self, w: _Worker) -> int:
+        """KV ``w`` holds for handoffs (0 also when a held request's whole prompt went
+        to the prefix cache)."""
+        return sum(r.held_kv for r in w.held)
+
     def prefill_queue(self) -> int:
         """Requests waiting at the prefill workers, and under ``pull`` in the held queue."""
         return sum(len(w.waiting) for w in self.pool["prefill"]) + len(self.held)
@@ -381,7 +386,7 @@ class _Sim:
         pool = "decode" if self.to_decode(r) else "prefill"
         limit = self.limit[pool]
         if self.policy[pool] == "pull":
-            idle = [w for w in self.pool[pool] if w.asleep and not w.waiting and not w.held]
+            idle = [w for w in self.pool[pool] if w.asleep and not w.waiting and not self.held_kv(w)]
             if not idle:
                 if limit and len(self.held) >= limit:
                     r.outcome = "shed"

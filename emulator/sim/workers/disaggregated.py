@@ -66,6 +66,7 @@ from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies import policy_class
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
+from emulator.sim.policies.pull import Pull
 from emulator.sim.results import DEAD
 from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.continuous import ContinuousWorkers
@@ -213,7 +214,13 @@ class PoolRouting(DispatchPolicy):
         self.of[w].work_done(w)
 
     def worker_idle(self, w: int) -> None:
-        self.of[w].worker_idle(w)
+        policy = self.of[w]
+        if isinstance(policy, Pull) and policy.is_idle(w):
+            # A prefill worker whose handoffs hold no KV (their whole prompts went to
+            # the prefix cache) is idle already; one of their transfers ending must not
+            # make it idle twice (an arrival would then be pushed to it while busy).
+            return
+        policy.worker_idle(w)
 
     def worker_died(self, w: int) -> None:
         self.of[w].worker_died(w)
