@@ -199,6 +199,9 @@ DECIDER_MISTAKES = [
     (['models.chat.disaggregated.decider="uncached"', "worker.prefix_cache=true",
       "models.chat.disaggregated.decider_threshold_tokens=0"], "models.chat.disaggregated.decider",
      "would change nothing", "give decider_threshold_tokens"),
+    (['models.chat.disaggregated.decider="uncached"', "worker.prefix_cache=true",
+      'pools.prefill.policy="pull"'], "models.chat.disaggregated.decider",
+     '"pull" (pool prefill) picks none in advance', 'set decider = "prompt"'),
     (["models.chat.disaggregated.decider_max_prefill_queue=-2"],
      "models.chat.disaggregated.decider_max_prefill_queue", "must be at least 0", None),
 ]
