@@ -35,7 +35,7 @@ MISTAKES = [
      "holds requests for workers to take, and handoffs to the decode pool are pushed",
      '[pools.decode] policy = "least_loaded"'),
     ('pools.decode.policy="pull"', "pools.decode.policy", "holds requests",
-     "round_robin, least_loaded, weighted"),
+     "round_robin, least_loaded, prefix_aware, weighted"),
     ('pools.spare.policy="pull"', "pools.spare", '"spare" is not a pool of a disaggregated model',
      "the pools are prefill, decode"),
     ("pools.prefill.speed=1", "pools.prefill.speed", "unknown key", "policy, queue_limit"),
