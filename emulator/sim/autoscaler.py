@@ -431,6 +431,19 @@ class Autoscaler:
         return False
 
 
+def scale_figures(autoscalers: list[Autoscaler], model: int) -> dict[str, Any]:
+    """The autoscaler figures of ``model``: summed over the autoscalers of its pools
+    (None for a model no autoscaler scales)."""
+    mine = [a for a in autoscalers if a.model == model]
+    if not mine:
+        return dict.fromkeys(FRAME_KEYS)
+    out = dict.fromkeys(FRAME_KEYS, 0)
+    for a in mine:
+        for key, value in a.frame_figures(model).items():
+            out[key] += value
+    return out
+
+
 def _look(scaler: Autoscaler, _: Any) -> None:
     """The ``AUTOSCALE`` handler: ``scaler`` looks at its metric."""
     scaler._on_look(None, None)

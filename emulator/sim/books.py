@@ -60,6 +60,11 @@ class Counts:
         self.shed_queue_full += other.shed_queue_full
         self.shed_oversized += other.shed_oversized
 
+    @property
+    def shed_rate_limit(self) -> int:
+        """Of ``shed``, those the gateway's rate limit refused."""
+        return self.shed - self.shed_queue_full - self.shed_oversized
+
     def finished(self) -> int:
         """Requests that got an outcome in the interval."""
         return sum(getattr(self, key) for key in OUTCOME_KEYS)

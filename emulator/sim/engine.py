@@ -40,7 +40,7 @@ from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario.checks import check_target
 from emulator.sim.arrivals import ArrivalSource, chunk_length
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
-from emulator.sim.autoscaler import Autoscaler
+from emulator.sim.autoscaler import Autoscaler, scale_figures
 from emulator.sim.books import Counts
 from emulator.sim.dispatcher import Dispatcher
 from emulator.sim.events import (
@@ -422,11 +422,8 @@ class Engine:
             d.ingest(t)
             d.sweep(t)
             counts, lat = d.next_frame()
-            for key in COUNT_KEYS:
+            for key in (*COUNT_KEYS, *SHED_KEYS):
                 m[key].append(getattr(counts, key))
-            m["shed_queue_full"].append(counts.shed_queue_full)
-            m["shed_oversized"].append(counts.shed_oversized)
-            m["shed_rate_limit"].append(counts.shed - counts.shed_queue_full - counts.shed_oversized)
             m["queue_depth"].append(d.depth())
             figures = d.worker_model.frame_figures(d.index)
             for key, value in figures.items():
@@ -435,7 +432,7 @@ class Engine:
                 if key not in figures:
                     m[key].append(None)  # a figure of another worker model
             if self.autoscalers:
-                for key, value in self._scale_figures(d.index).items():
+                for key, value in scale_figures(self.autoscalers, d.index).items():
                     m[key].append(value)
             p50, p95, p99 = frame_percentiles(lat)
             m["p50_s"].append(p50)
@@ -483,19 +480,6 @@ class Engine:
             self.queue.schedule(min((i + 2) * self.sample_s, self.duration_s), FRAME, i + 1)
 
 
-    def _scale_figures(self, model: int) -> dict[str, Any]:
-        """The autoscaler figures of ``model``: summed over its pools' autoscalers
-        (None for a model no autoscaler scales)."""
-        mine = [a for a in self.autoscalers if a.model == model]
-        if not mine:
-            return dict.fromkeys(AUTOSCALE_KEYS)
-        out = dict.fromkeys(AUTOSCALE_KEYS, 0)
-        for a in mine:
-            for key, value in a.frame_figures(model).items():
-                out[key] += value
-        return out
-
-
 def _goodput(met: int, out: Outcomes, any_slo: bool) -> float | None:
     """The fraction of finished requests that met every SLO (None without SLOs)."""
     finished = out.offered - out.in_system_end
@@ -504,13 +488,10 @@ def _goodput(met: int, out: Outcomes, any_slo: bool) -> float | None:
 
 def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram) -> Outcomes:
     return Outcomes(
-        **{key: getattr(counts, key) for key in COUNT_KEYS},
+        **{key: getattr(counts, key) for key in (*COUNT_KEYS, *SHED_KEYS)},
         in_system_end=in_system,
         wasted_batches=counts.wasted_batches,
         retried=counts.retried,
         served_qps=counts.ok / now if now > 0 else 0.0,
         latency_s=hist.stats(),
-        shed_queue_full=counts.shed_queue_full,
-        shed_oversized=counts.shed_oversized,
-        shed_rate_limit=counts.shed - counts.shed_queue_full - counts.shed_oversized,
     )
