@@ -217,6 +217,8 @@ def format_summary(name: str, s: Summary) -> str:
         lines.append(format_prefix(s))
     if s.autoscale is not None:
         lines.extend(autoscale_lines(s.autoscale))
+    for auto in s.pool_autoscale.values():
+        lines.extend(autoscale_lines(auto))
     pools = pool_table(s)
     if pools is not None:
         lines.append(pools)
@@ -259,7 +261,8 @@ def autoscale_lines(auto: dict[str, Any]) -> list[str]:
     of blocked looks in one row; readiness and parking are counted, not listed)."""
     c = auto["workers_end"]
     lines = [
-        f"autoscaler ({auto['model']}, {auto['metric']}, target {auto['target']:g}): "
+        f"autoscaler ({auto['model']}{' pool ' + auto['pool'] if 'pool' in auto else ''}, "
+        f"{auto['metric']}, target {auto['target']:g}): "
         f"{auto['scaled_up']} up, {auto['scaled_down']} down, {auto['blocked']} blocked; "
         f"peak {auto['peak_workers']} workers, {auto['worker_s']:,.0f} worker-seconds; at the end "
         f"{c['active']} active, {c['warming']} warming, {c['draining']} draining, "

@@ -24,16 +24,25 @@ def parse_autoscaler(
     models: dict[str, ModelSpec],
     batching: dict[str, str],
     hosts: tuple[HostGroup, ...],
+    path: str = "autoscaler",
+    default_model: str | None = None,
 ) -> AutoscalerSpec:
-    """``[autoscaler]`` as a checked ``AutoscalerSpec`` (raises ScenarioError)."""
+    """``[autoscaler]`` as a checked ``AutoscalerSpec`` (raises ScenarioError).
 
-    t = _Table(raw, "autoscaler", AUTOSCALER_KEYS)
+    A pool's autoscaler (``[pools.NAME.autoscaler]``) is read the same way at its
+    ``path``, with ``hosts`` the pool's host groups (the workers it starts with and the
+    free units it may place new ones on) and ``default_model`` the model the pool
+    serves, used when ``model`` is left out."""
+
+    t = _Table(raw, path, AUTOSCALER_KEYS)
     if t.has("model"):
         model = t.text("model")
         if model not in models:
             raise ScenarioError(
                 t.key("model"), f'"{model}" names no model', f"models are {', '.join(models)}"
             )
+    elif default_model is not None:
+        model = default_model
     elif len(models) == 1:
         model = next(iter(models))
     else:
@@ -44,7 +53,7 @@ def parse_autoscaler(
         )
     if batching[model] != "continuous":
         raise ScenarioError(
-            "autoscaler",
+            path,
             f"model {model} batches statically; the autoscaler scales continuous-batching workers",
             f'set worker.batching = "continuous" (or models.{model}.worker.batching), or remove [autoscaler]',
         )

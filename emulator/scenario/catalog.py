@@ -9,6 +9,8 @@ it registers:
 
 * ``needs_prefix_caches``: it routes on prefix caches (continuous workers only);
 * ``routes_in_pools``: it can route within a disaggregated model's pools;
+* ``holds_requests``: it holds requests at the router, and workers admit them at
+  their step starts (``pull``; in front of a prefill pool too);
 * ``uses_scorers``: it sums ``[dispatcher.scorers]``;
 * ``alike_under_constant``: the policy it is identical to when every batch takes one
   constant time (None: none).
@@ -26,6 +28,7 @@ class PolicyEntry:
     name: str
     needs_prefix_caches: bool = False
     routes_in_pools: bool = False
+    holds_requests: bool = False
     uses_scorers: bool = False
     alike_under_constant: str | None = None
 

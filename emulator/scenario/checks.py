@@ -26,7 +26,13 @@ from emulator.scenario.limits import (
     MAX_WORKERS,
     check_nesting,
 )
-from emulator.scenario.pools import check_disaggregated, parse_disaggregated, parse_pool
+from emulator.scenario.pools import (
+    check_disaggregated,
+    parse_disaggregated,
+    parse_pool,
+    parse_pools,
+    split_pools,
+)
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTO_KV,
@@ -193,6 +199,7 @@ _TOP = (
     "slo",
     "hardware",
     "autoscaler",
+    "pools",
 )
 
 
@@ -258,6 +265,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     gateway = _gateway(top.raw("gateway", {}))
     hosts = _hosts(top.raw("hosts"), models)
     check_disaggregated(models, batching, dispatcher, hosts)
+    pools = parse_pools(top.raw("pools", None), models, batching, dispatcher, hosts)
     for name, m in models.items():
         split = m.disaggregated
         if split is not None and split.decider == "uncached" and not _resolved(worker, m).prefix_cache:
@@ -282,21 +290,28 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         faults=(),
         slo=_slo(top.raw("slo", {})),
         hardware=hardware,
+        pools=pools,
     )
     if top.has("autoscaler"):
         # cycle: autoscale_checks imports this module's _show and _Table at load time
         from emulator.scenario.autoscale_checks import parse_autoscaler
 
-        scenario = scenario.replace(
-            autoscaler=parse_autoscaler(top.raw("autoscaler"), models, batching, hosts)
-        )
-        scaled = scenario.autoscaler.model if scenario.autoscaler is not None else None
-        if scaled is not None and models[scaled].disaggregated is not None:
+        raw_scaler = top.raw("autoscaler")
+        named = raw_scaler.get("model") if isinstance(raw_scaler, dict) else None
+        scaled = named if named is not None else next(iter(models)) if len(models) == 1 else None
+        if isinstance(scaled, str) and scaled in models and models[scaled].disaggregated is not None:
+            # Refused before its other keys are read: it is the table's place that is wrong.
+            mine = [p for p, (m, _) in split_pools(models).items() if m == scaled]
             raise ScenarioError(
                 "autoscaler.model",
-                f"{scaled} is disaggregated, and the autoscaler does not scale prefill and decode pools",
-                f"remove [autoscaler], or [models.{scaled}.disaggregated]",
+                f"{scaled} is split into pools {' and '.join(mine)}, and each pool is scaled "
+                "by its own autoscaler",
+                f"move the table to [pools.{mine[0]}.autoscaler] (and/or "
+                f"[pools.{mine[-1]}.autoscaler]), or scale another model",
             )
+        scenario = scenario.replace(
+            autoscaler=parse_autoscaler(raw_scaler, models, batching, hosts)
+        )
     faults = _faults(top.raw("faults", []), scenario)
     scenario = scenario.replace(faults=faults)
     if max_requests is not None:

@@ -11,15 +11,25 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from emulator.scenario import catalog
+from emulator.scenario import catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
-from emulator.scenario.specs import DisaggSpec, DispatcherSpec, HostGroup, ModelSpec, Scenario
+from emulator.scenario.specs import (
+    AutoscalerSpec,
+    DisaggSpec,
+    DispatcherSpec,
+    HostGroup,
+    ModelSpec,
+    PoolSpec,
+    Scenario,
+)
 
 _POOL = re.compile(r"^[A-Za-z0-9_-]+$")
 _KEYS = tuple(DisaggSpec.__dataclass_fields__)
 _DECIDER_KEYS = ("decider_threshold_tokens", "decider", "decider_max_prefill_queue")
 #: What the decider holds its threshold against (``[models.NAME.disaggregated] decider``).
 DECIDERS = ("prompt", "uncached")
+#: The keys of a ``[pools.NAME]`` table.
+POOL_KEYS = ("policy", "queue_limit", "scorers", "autoscaler")
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float | None:
@@ -153,15 +163,6 @@ def check_disaggregated(
                 "missing: the KV transfer's time needs the bytes of one token's KV",
                 f'add [models.{name}.arch] (e.g. model = "Llama-2-70B") or give kv_bytes_per_token',
             )
-    # Policies that route within a pool (``pull`` shares one held queue per model).
-    in_pools = catalog.policies_with("routes_in_pools")
-    if split and dispatcher.policy not in in_pools:
-        first = next(iter(split))
-        raise ScenarioError(
-            "dispatcher.policy",
-            f'"{dispatcher.policy}" does not route within pools (model {first} is disaggregated)',
-            f"use one of {', '.join(in_pools)}",
-        )
     provided: dict[str, set[str]] = {}  # pool -> the models whose workers it carries
     for gi, group in enumerate(hosts):
         carried = {slot.model for slot in group.workers}
@@ -202,3 +203,127 @@ def check_disaggregated(
                     "decode pool",
                     f'rename that group\'s pool to "{spec.prefill_workers}" or "{spec.decode_workers}"',
                 )
+
+
+def split_pools(models: dict[str, ModelSpec]) -> dict[str, tuple[str, str]]:
+    """Each pool a disaggregated model names: pool -> (model, "prefill" or "decode")."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, m in models.items():
+        if m.disaggregated is not None:
+            out.setdefault(m.disaggregated.prefill_workers, (name, "prefill"))
+            out.setdefault(m.disaggregated.decode_workers, (name, "decode"))
+    return out
+
+
+def parse_pools(
+    raw: Any,
+    models: dict[str, ModelSpec],
+    batching: dict[str, str],
+    dispatcher: DispatcherSpec,
+    hosts: tuple[HostGroup, ...],
+) -> tuple[PoolSpec, ...]:
+    """``[pools.NAME]`` tables, each key checked (``POOL_KEYS``); then every pool's
+    policy, scorers and bound checked against its role, whether it has a table or
+    uses ``[dispatcher]``'s (raises ScenarioError)."""
+    # cycle: checks imports this module at load time, and autoscale_checks imports checks
+    from emulator.scenario.autoscale_checks import parse_autoscaler
+    from emulator.scenario.checks import _Table
+
+    roles = split_pools(models)
+    out: list[PoolSpec] = []
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise ScenarioError("pools", "must be a table of pools", "write [pools.prefill] policy = ...")
+        if not roles:
+            raise ScenarioError(
+                "pools",
+                "applies to the pools of a disaggregated model, and no model is split: a "
+                "model's one pool routes by [dispatcher] and scales by [autoscaler]",
+                "move these keys to [dispatcher] or [autoscaler], or remove [pools]",
+            )
+        for name, table in raw.items():
+            path = f"pools.{name}"
+            if name not in roles:
+                raise ScenarioError(
+                    path, f'"{name}" is not a pool of a disaggregated model',
+                    f"the pools are {', '.join(roles)} (models.NAME.disaggregated's "
+                    "prefill_workers and decode_workers)",
+                )
+            t = _Table(table, path, POOL_KEYS)
+            policy = t.choice("policy", catalog.policy_names(), None) if t.has("policy") else None
+            limit = t.integer("queue_limit", low=0) if t.has("queue_limit") else None
+            scorers = (
+                prefix_checks.scorers(t.raw("scorers"), t.key("scorers")) if t.has("scorers") else ()
+            )
+            scaler: AutoscalerSpec | None = None
+            if t.has("autoscaler"):
+                model = roles[name][0]
+                mine = tuple(g for g in hosts if g.pool == name)
+                scaler = parse_autoscaler(
+                    t.raw("autoscaler"), models, batching, mine, t.key("autoscaler"), model
+                )
+                if scaler.model != model:
+                    raise ScenarioError(
+                        t.key("autoscaler.model"),
+                        f'"{scaler.model}" has no workers in pool {name}, which is {model}\'s',
+                        f'set model = "{model}", or leave model out',
+                    )
+            out.append(PoolSpec(name, policy, limit, scorers, scaler))
+    given = {p.name: p for p in out}
+    for name, (model, role) in roles.items():
+        _check_pool(name, model, role, given.get(name), dispatcher, models[model])
+    return tuple(out)
+
+
+def _check_pool(
+    name: str, model: str, role: str, pool: PoolSpec | None, dispatcher: DispatcherSpec,
+    spec: ModelSpec,
+) -> None:
+    """Pool ``name`` (``model``'s ``role`` pool): its policy can route there, scorers
+    only with a policy that sums them, a decode pool's bound only with a decider."""
+    own = pool is not None and pool.policy is not None
+    policy = pool.policy if own else dispatcher.policy  # type: ignore[union-attr]
+    key = f"pools.{name}.policy" if own else "dispatcher.policy"
+    pushing = catalog.policies_with("routes_in_pools")
+    holding = catalog.policies_with("holds_requests")
+    suggest = "least_loaded" if "least_loaded" in pushing else pushing[0]
+    if role == "decode" and policy not in pushing:
+        why = (
+            "holds requests for workers to take, and handoffs to the decode pool are pushed"
+            if policy in holding else "does not route within pools"
+        )
+        raise ScenarioError(
+            key, f'"{policy}" {why} (pool {name} decodes {model})',
+            f'give the pool a policy of its own, [pools.{name}] policy = "{suggest}" '
+            f"(one of {', '.join(pushing)})",
+        )
+    if role == "prefill" and policy not in pushing + holding:
+        raise ScenarioError(
+            key, f'"{policy}" does not route within pools (pool {name} prefills {model})',
+            f"use one of {', '.join(pushing + holding)}",
+        )
+    split = spec.disaggregated
+    assert split is not None
+    if role == "prefill" and policy in holding and split.decider == "uncached":
+        raise ScenarioError(
+            f"models.{model}.disaggregated.decider",
+            f'"uncached" looks at the prefill worker the policy would pick, and "{policy}" '
+            f"(pool {name}) picks none in advance",
+            f'set decider = "prompt", or give pool {name} a pushing policy, [pools.{name}] '
+            f'policy = "{suggest}"',
+        )
+    if pool is None:
+        return
+    if pool.scorers and policy not in catalog.policies_with("uses_scorers"):
+        raise ScenarioError(
+            f"pools.{name}.scorers", f'applies only to a policy that sums scorers, not "{policy}"',
+            f'set [pools.{name}] policy = "weighted", or remove its scorers',
+        )
+    if role == "decode" and pool.queue_limit and split.decider_threshold_tokens == 0:
+        raise ScenarioError(
+            f"pools.{name}.queue_limit",
+            f"bounds the arrivals routed to pool {name}, and with decider_threshold_tokens = 0 "
+            f"none is: every {model} request enters the prefill pool",
+            f"set models.{model}.disaggregated.decider_threshold_tokens, or give the bound to "
+            f"pool {split.prefill_workers}",
+        )

@@ -77,7 +77,7 @@ def scorers(raw: Any, path: str) -> tuple[tuple[str, float], ...]:
     if not out or all(w == 0 for _, w in out):
         raise ScenarioError(
             path, "every weight is 0 (no scorer would count)",
-            "give at least one of prefix, queue, kv_free a weight above 0",
+            "give at least one of prefix, queue, kv_free, running a weight above 0",
         )
     return tuple(out)
 

@@ -66,7 +66,7 @@ STEP_MODELS = ("linear", "roofline", "table")
 SCHEDULERS = ("mixed", "prefill_first")
 #: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
 #: it uses when none are given: the prefix-cache score counts more than the queue.
-SCORERS = ("prefix", "queue", "kv_free")
+SCORERS = ("prefix", "queue", "kv_free", "running")
 DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
 #: What ``[autoscaler] metric`` may read: waiting requests per active worker, the
 #: KV cache in use (a fraction), running sequences per active worker.
@@ -456,6 +456,21 @@ class AutoscalerSpec:
 
 
 @dataclass(frozen=True)
+class PoolSpec:
+    """``[pools.NAME]``: one pool of a disaggregated model (the workers of the host
+    groups whose ``pool`` is NAME) with its own routing, admission and scaling. Each
+    key left out is the fleet's: ``policy``, ``queue_limit`` and ``scorers`` default to
+    ``[dispatcher]``'s; ``autoscaler`` (the keys of ``[autoscaler]``, ``model``
+    optional) scales the pool's workers on the pool's hosts (None: not scaled)."""
+
+    name: str
+    policy: str | None = None
+    queue_limit: int | None = None
+    scorers: tuple[tuple[str, float], ...] = ()
+    autoscaler: AutoscalerSpec | None = None
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A whole scenario: the system, its traffic, its faults and the run's length."""
 
@@ -474,6 +489,9 @@ class Scenario:
     slo: SloSpec = field(default_factory=SloSpec)
     hardware: HardwareSpec | None = None
     autoscaler: AutoscalerSpec | None = None
+    #: ``[pools.NAME]`` tables: a disaggregated model's pools with their own routing,
+    #: admission or scaling (a pool without a table uses ``[dispatcher]``'s).
+    pools: tuple[PoolSpec, ...] = ()
     #: What ``with_overrides`` changed beyond the keys it was given (not part of the
     #: scenario's data: ``to_dict`` leaves it out).
     notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -524,6 +542,7 @@ class Scenario:
             **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s", "tbt_s"))} if self.slo.any() else {}),
             **({"hardware": _set_fields(self.hardware)} if self.hardware is not None else {}),
             **({"autoscaler": _fields(self.autoscaler)} if self.autoscaler is not None else {}),
+            **({"pools": {p.name: _pool_dict(p) for p in self.pools}} if self.pools else {}),
         }
 
     def to_toml(self) -> str:
@@ -539,7 +558,8 @@ class Scenario:
         values are TOML values (``10000``, ``"pull"``, ``[\"big@0\"]``), or bare words
         taken as strings (``pull``, ``never``). The result is validated again.
         A new ``dispatcher.policy`` that sums no scorers drops a ``[dispatcher.scorers]``
-        table, with a note (``notes``) saying so.
+        table, with a note (``notes``) saying so; so does a new ``pools.NAME.policy``
+        for that pool's scorers.
         """
         # cycle: overrides imports the scenario package, which loads this module
         from emulator.scenario.overrides import apply_overrides
@@ -553,6 +573,26 @@ class Scenario:
             if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
                 names = ", ".join(dispatcher.pop("scorers"))
                 notes.append(f'dispatcher.scorers ({names}) dropped: policy "{policy}" uses no scorers')
+        pools = data.get("pools")
+        if sets_policy and isinstance(dispatcher, dict) and isinstance(pools, dict):
+            # Pools without a policy of their own take the new one: their scorers too.
+            policy = dispatcher.get("policy")
+            if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
+                for name, table in pools.items():
+                    if isinstance(table, dict) and table.get("scorers") and "policy" not in table:
+                        names = ", ".join(table.pop("scorers"))
+                        notes.append(f'pools.{name}.scorers ({names}) dropped: policy "{policy}" uses no scorers')
+        for o in overrides:
+            key = o.split("=", 1)[0].strip()
+            parts = key.split(".")
+            if len(parts) != 3 or parts[0] != "pools" or parts[2] != "policy" or not isinstance(pools, dict):
+                continue
+            table = pools.get(parts[1])
+            if isinstance(table, dict) and table.get("scorers"):
+                policy = table.get("policy")
+                if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
+                    names = ", ".join(table.pop("scorers"))
+                    notes.append(f'pools.{parts[1]}.scorers ({names}) dropped: policy "{policy}" uses no scorers')
         scenario = Scenario.from_dict(data, max_requests)
         return replace(scenario, notes=tuple(notes)) if notes else scenario
 
@@ -626,9 +666,54 @@ class Scenario:
             fresh = self.traffic.mean_rate(self.duration_s) * self.duration_s
         return fresh * (1 + self.client.retries)
 
+    def pool(self, name: str | None) -> PoolSpec | None:
+        """The ``[pools.NAME]`` table of pool ``name`` (None: it has none)."""
+        for p in self.pools:
+            if p.name == name:
+                return p
+        return None
+
+    def pool_policy(self, name: str | None) -> str:
+        """The routing policy of pool ``name``: its own, else ``dispatcher.policy``."""
+        p = self.pool(name)
+        return p.policy if p is not None and p.policy is not None else self.dispatcher.policy
+
+    def pool_queue_limit(self, name: str | None) -> int:
+        """The waiting bound of pool ``name``: its own, else ``dispatcher.queue_limit``."""
+        p = self.pool(name)
+        return p.queue_limit if p is not None and p.queue_limit is not None else self.dispatcher.queue_limit
+
+    def pool_scorers(self, name: str | None) -> tuple[tuple[str, float], ...]:
+        """The scorer weights of pool ``name``: its own, else ``dispatcher.scorers``."""
+        p = self.pool(name)
+        return p.scorers if p is not None and p.scorers else self.dispatcher.scorers
+
+    def autoscalers(self) -> list[tuple[str | None, AutoscalerSpec]]:
+        """Every autoscaler: ``(None, [autoscaler])`` first, then ``(pool, spec)`` of each
+        ``[pools.NAME.autoscaler]``."""
+        out: list[tuple[str | None, AutoscalerSpec]] = []
+        if self.autoscaler is not None:
+            out.append((None, self.autoscaler))
+        out.extend((p.name, p.autoscaler) for p in self.pools if p.autoscaler is not None)
+        return out
+
     def replace(self, **changes: Any) -> Scenario:
         """A copy with top-level fields replaced (not re-validated)."""
         return replace(self, **changes)
+
+
+def _pool_dict(p: PoolSpec) -> dict[str, Any]:
+    """A ``[pools.NAME]`` table in the file's spelling: only the keys it sets."""
+    out: dict[str, Any] = {}
+    if p.policy is not None:
+        out["policy"] = p.policy
+    if p.queue_limit is not None:
+        out["queue_limit"] = p.queue_limit
+    if p.scorers:
+        out["scorers"] = dict(p.scorers)
+    if p.autoscaler is not None:
+        out["autoscaler"] = _fields(p.autoscaler)
+    return out
 
 
 def _fields(obj: Any) -> dict[str, Any]:

@@ -1,6 +1,12 @@
 """The autoscaler: one model's worker count follows a load metric, as a Kubernetes HPA
 (or KEDA's scaler in front of one) does for vLLM-style inference pods.
 
+A disaggregated model's pools are scaled each by its own (``[pools.NAME.autoscaler]``),
+as Dynamo's planner scales prefill and decode workers separately: the same rules over
+the pool's workers only, read through the pool's own routing (a decode worker's
+handoffs waiting for room count as waiting; the router's held queue counts only for
+a pool whose policy holds requests), new workers placed on the pool's hosts.
+
 Every ``interval_s`` (an ``AUTOSCALE`` event, first at ``interval_s``) it reads, for
 the model:
 
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from emulator.analysis.placement.fragment import place_incremental
@@ -67,9 +74,11 @@ _PARKED, _WARMING, _ACTIVE, _DRAINING = 0, 1, 2, 3
 class Autoscaler:
     """See the module docstring."""
 
-    def __init__(self, sim: Engine, spec: AutoscalerSpec) -> None:
+    def __init__(self, sim: Engine, spec: AutoscalerSpec, pool: str | None = None) -> None:
         self.sim = sim
         self.spec = spec
+        #: The pool scaled (None: the whole model, ``[autoscaler]``).
+        self.pool = pool
         self.queue = sim.queue
         self.fleet = sim.fleet
         self.model = sim.names.index(spec.model)
@@ -77,7 +86,20 @@ class Autoscaler:
         workers = sim.worker_models["continuous"]
         assert isinstance(workers, ContinuousWorkers), "validation scales continuous models only"
         self.workers = workers
-        self.slots: list[int] = list(self.router.workers)
+        self.slots: list[int] = [
+            w for w in self.router.workers if pool is None or self.fleet.pool[w] == pool
+        ]
+        #: The policy routing among the slots: a pool's own, or the model's.
+        self.policy = self.router.policy
+        of = getattr(self.router.policy, "of", None)
+        if pool is not None and of is not None:
+            self.policy = of[self.slots[0]]
+        #: The hosts new workers may go on (None: any live host).
+        self.hosts: set[int] | None = None
+        if pool is not None:
+            groups = [g for g in sim.scenario.hosts for _ in range(g.count)]
+            self.hosts = {h for h, g in enumerate(groups) if g.pool == pool}
+        self.label = spec.model if pool is None else f"{spec.model} pool {pool}"
         self.phase = {
             w: _PARKED if self.fleet.state[w] == PARKED else _ACTIVE for w in self.slots
         }
@@ -93,10 +115,12 @@ class Autoscaler:
         self.worker_s = 0.0  # time integral of workers warming up, serving or draining
         self._tally_s = 0.0
         self.peak = self._holding()
-        self.queue.on(AUTOSCALE, self._on_look)
-        self.queue.on(WORKER_READY, self._on_ready)
+        # One handler per kind for every autoscaler: a look carries its autoscaler, a
+        # readiness its slot (each slot has one autoscaler, ``Engine.scaler_of``).
+        self.queue.on(AUTOSCALE, _look)
+        self.queue.on(WORKER_READY, partial(_ready, sim))
         if spec.interval_s <= sim.duration_s:
-            self.queue.schedule(spec.interval_s, AUTOSCALE)
+            self.queue.schedule(spec.interval_s, AUTOSCALE, self)
 
     # -- counts ----------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
@@ -137,6 +161,7 @@ class Autoscaler:
         directions = [e["direction"] for e in self.events]
         return {
             "model": self.spec.model,
+            **({"pool": self.pool} if self.pool is not None else {}),
             "metric": self.spec.metric,
             "target": self.spec.target,
             "events": list(self.events),
@@ -169,14 +194,15 @@ class Autoscaler:
         self.events.append(event)
         where = "" if w is None or fleet.host[w] < 0 else f" on host {int(fleet.host[w])}"
         worker = "" if w is None else f" worker {w}"
-        self.sim.frame_events.append(f"scale {direction} {self.spec.model}{worker}{where}: {reason}")
+        said = reason if self.pool is None else f"pool {self.pool}: {reason}"
+        self.sim.frame_events.append(f"scale {direction} {self.spec.model}{worker}{where}: {said}")
         self.peak = max(self.peak, self._holding())
 
     # -- the look --------------------------------------------------------------------
     def measure(self) -> dict[str, Any]:
         """What the metric reads now: active workers, waiting requests, the load."""
         d, state = self.router, self.fleet.state
-        waiting = len(d.closed)
+        waiting = len(d.closed) if self.pool is None or self.policy.workers_take_held else 0
         running = 0
         kv = 0.0
         active = 0
@@ -185,7 +211,7 @@ class Autoscaler:
                 continue
             active += 1
             wk = self.workers.workers[w]
-            waiting += len(wk.waiting)
+            waiting += len(wk.waiting) + len(wk.incoming)
             used, n = self.workers.worker_figures(w)
             kv += used
             running += n
@@ -233,7 +259,7 @@ class Autoscaler:
         })
         nxt = now + self.spec.interval_s
         if nxt <= self.sim.duration_s:
-            self.queue.schedule(nxt, AUTOSCALE)
+            self.queue.schedule(nxt, AUTOSCALE, self)
 
     def _reason(self, m: dict[str, Any], desired: int, current: int) -> str:
         spec = self.spec
@@ -292,7 +318,7 @@ class Autoscaler:
         fleet, names = self.fleet, self.sim.names
         groups: dict[int, list[int]] = {}
         for h, units in enumerate(fleet.host_units):
-            if fleet.host_alive[h]:
+            if fleet.host_alive[h] and (self.hosts is None or h in self.hosts):
                 groups.setdefault(units, []).append(h)
         name = self.spec.model
         for units, hosts in groups.items():
@@ -314,7 +340,7 @@ class Autoscaler:
         self.workers.activate(w)
         self.phase[w] = _ACTIVE
         self._note("ready", w, f"weights loaded {self.queue.now_s - self.placed_at[w]:g} s after placement")
-        p, d = self.router.policy, self.router
+        p, d = self.policy, self.router
         if isinstance(p, PushPolicy):
             member = set(p.rotation) | {w}
             rotation = [x for x in d.workers if x in member]
@@ -346,7 +372,7 @@ class Autoscaler:
         )
         for w in active[:n]:
             self.phase[w] = _DRAINING
-            p = self.router.policy
+            p = self.policy
             if isinstance(p, PushPolicy):
                 rotation = [x for x in p.rotation if x != w]
                 if rotation != p.rotation:
@@ -403,3 +429,26 @@ class Autoscaler:
                 self._note("rewarm", w, "restored: loads its weights again")
             return True
         return False
+
+
+def scale_figures(autoscalers: list[Autoscaler], model: int) -> dict[str, Any]:
+    """The autoscaler figures of ``model``: summed over the autoscalers of its pools
+    (None for a model no autoscaler scales)."""
+    mine = [a for a in autoscalers if a.model == model]
+    if not mine:
+        return dict.fromkeys(FRAME_KEYS)
+    out = dict.fromkeys(FRAME_KEYS, 0)
+    for a in mine:
+        for key, value in a.frame_figures(model).items():
+            out[key] += value
+    return out
+
+
+def _look(scaler: Autoscaler, _: Any) -> None:
+    """The ``AUTOSCALE`` handler: ``scaler`` looks at its metric."""
+    scaler._on_look(None, None)
+
+
+def _ready(sim: Engine, w: int, version: int) -> None:
+    """The ``WORKER_READY`` handler: slot ``w``'s autoscaler hears it is warm."""
+    sim.scaler_of[w]._on_ready(w, version)

@@ -40,6 +40,9 @@ class Counts:
     batches: int = 0
     fill_sum: float = 0.0
     slo_met: int = 0  # delivered within every SLO set (token-level serving)
+    # Of ``shed``, by reason (the rest were shed by the gateway's rate limit):
+    shed_queue_full: int = 0  # refused at a waiting bound (``queue_limit``)
+    shed_oversized: int = 0  # no worker's KV cache could hold them
 
     def add(self, other: Counts) -> None:
         """Add another interval's counts to these."""
@@ -54,6 +57,13 @@ class Counts:
         self.batches += other.batches
         self.fill_sum += other.fill_sum
         self.slo_met += other.slo_met
+        self.shed_queue_full += other.shed_queue_full
+        self.shed_oversized += other.shed_oversized
+
+    @property
+    def shed_rate_limit(self) -> int:
+        """Of ``shed``, those the gateway's rate limit refused."""
+        return self.shed - self.shed_queue_full - self.shed_oversized
 
     def finished(self) -> int:
         """Requests that got an outcome in the interval."""

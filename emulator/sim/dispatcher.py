@@ -111,6 +111,7 @@ class Dispatcher(Intake):
                 lo, hi = start + admit - b, upto - b
                 st.outcome[lo:hi] = SHED
                 self.frame.shed += n - admit
+                self.frame.shed_queue_full += n - admit
                 if self.retries:
                     att = st.attempt[lo:hi]
                     again = att < self.retries

@@ -27,6 +27,10 @@ Behaviour worth knowing (ARCHITECTURE.md, "The emulator's model", is the spec):
 * A host's (or worker's) death loses the batch in service and the worker's private
   queue; ``restore`` brings the workers back idle.
 * ``set_qps(x)`` makes the traffic constant at ``x`` from the current simulated time.
+
+Kept as one module: the engine owns the clock, the event loop and the frame books that
+every part writes into; the parts (arrivals, dispatchers, worker models, autoscalers,
+faults) live in their own modules and are tied here.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario.checks import check_target
 from emulator.sim.arrivals import ArrivalSource, chunk_length
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
-from emulator.sim.autoscaler import Autoscaler
+from emulator.sim.autoscaler import Autoscaler, scale_figures
 from emulator.sim.books import Counts
 from emulator.sim.dispatcher import Dispatcher
 from emulator.sim.events import (
@@ -56,7 +60,15 @@ from emulator.sim.events import (
 from emulator.sim.fleet import Fleet
 from emulator.sim.histogram import LatencyHistogram, frame_quantiles, weighted_quantiles
 from emulator.sim.policies import policy_class
-from emulator.sim.results import COUNT_KEYS, STAT_KEYS, TOKEN_KEYS, Frame, Outcomes, Summary
+from emulator.sim.results import (
+    COUNT_KEYS,
+    SHED_KEYS,
+    STAT_KEYS,
+    TOKEN_KEYS,
+    Frame,
+    Outcomes,
+    Summary,
+)
 from emulator.sim.router import Router
 from emulator.sim.workers import WORKER_MODELS, ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
@@ -115,14 +127,19 @@ class Engine:
                 d.slo_tbt_s = scenario.slo.tbt_s
         self.token_level = "continuous" in self.worker_models
         self.frame_events: list[str] = []
+        #: Every autoscaler: ``[autoscaler]``'s, then each pool's (``[pools.NAME.autoscaler]``).
+        self.autoscalers = [Autoscaler(self, spec, pool) for pool, spec in scenario.autoscalers()]
         #: The autoscaler of ``[autoscaler]`` (None without one).
-        self.autoscaler = Autoscaler(self, scenario.autoscaler) if scenario.autoscaler else None
+        self.autoscaler = next((a for a in self.autoscalers if a.pool is None), None)
+        #: The autoscaler of each scaled worker slot.
+        self.scaler_of = {w: a for a in self.autoscalers for w in a.slots}
         worker_keys = dict.fromkeys(k for wm in self.worker_models.values() for k in wm.keys)
         self.frame_keys = (
             *COUNT_KEYS,
+            *SHED_KEYS,
             "queue_depth",
             *worker_keys,
-            *(AUTOSCALE_KEYS if self.autoscaler else ()),
+            *(AUTOSCALE_KEYS if self.autoscalers else ()),
             *STAT_KEYS,
             *(TOKEN_KEYS if self.token_level else ()),
         )
@@ -142,7 +159,7 @@ class Engine:
         queue.schedule(min(self.sample_s, self.duration_s), FRAME, 0)
         for fault in scenario.faults:
             queue.schedule(fault.at_s, FAULT, fault.command())
-        if policy.health_checked:
+        if any(d.policy.health_checked for d in self.disp):
             queue.schedule(scenario.dispatcher.health_check_s, HEALTH_CHECK)
 
     # -- public API ------------------------------------------------------------------
@@ -266,6 +283,7 @@ class Engine:
         fleet.events = self.queue.processed
         if self.autoscaler is not None:
             fleet.autoscale = self.autoscaler.summary()
+        fleet.pool_autoscale = {a.pool: a.summary() for a in self.autoscalers if a.pool is not None}
         return fleet
 
     def _prefix_summary(self, fleet: Summary) -> None:
@@ -336,16 +354,16 @@ class Engine:
             d.fail() if action == "kill" else d.end_failover()
 
     def _kill_worker(self, w: int) -> None:
-        scaler = self.autoscaler
-        if scaler is not None and w in scaler.phase and scaler.kill(w):
+        scaler = self.scaler_of.get(w)
+        if scaler is not None and scaler.kill(w):
             return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.kill(w):
             d.policy.worker_died(w)
 
     def _restore_worker(self, w: int) -> None:
-        scaler = self.autoscaler
-        if scaler is not None and w in scaler.phase and scaler.restore(w):
+        scaler = self.scaler_of.get(w)
+        if scaler is not None and scaler.restore(w):
             return
         d = self.disp[self.fleet.model_list[w]]
         if d.worker_model.restore(w):
@@ -418,7 +436,7 @@ class Engine:
             d.ingest(t)
             d.sweep(t)
             counts, lat = d.next_frame()
-            for key in COUNT_KEYS:
+            for key in (*COUNT_KEYS, *SHED_KEYS):
                 m[key].append(getattr(counts, key))
             m["queue_depth"].append(d.depth())
             figures = d.worker_model.frame_figures(d.index)
@@ -427,8 +445,8 @@ class Engine:
             for key in worker_keys:
                 if key not in figures:
                     m[key].append(None)  # a figure of another worker model
-            if self.autoscaler is not None:
-                for key, value in self.autoscaler.frame_figures(d.index).items():
+            if self.autoscalers:
+                for key, value in scale_figures(self.autoscalers, d.index).items():
                     m[key].append(value)
             p50, p90, p95, p99 = frame_quantiles(lat)
             m["p50_s"].append(p50)
@@ -468,8 +486,8 @@ class Engine:
                 w_kv=w_kv,
                 w_running=w_running,
                 w_prefix_hit=w_prefix,
-                w_host=self.fleet.host.tolist() if self.autoscaler else None,
-                w_first_unit=self.fleet.first_unit.tolist() if self.autoscaler else None,
+                w_host=self.fleet.host.tolist() if self.autoscalers else None,
+                w_first_unit=self.fleet.first_unit.tolist() if self.autoscalers else None,
             )
         )
         self.frame_events = []
@@ -485,7 +503,7 @@ def _goodput(met: int, out: Outcomes, any_slo: bool) -> float | None:
 
 def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram) -> Outcomes:
     return Outcomes(
-        **{key: getattr(counts, key) for key in COUNT_KEYS},
+        **{key: getattr(counts, key) for key in (*COUNT_KEYS, *SHED_KEYS)},
         in_system_end=in_system,
         wasted_batches=counts.wasted_batches,
         retried=counts.retried,

@@ -14,7 +14,8 @@ class Fleet:
     With an ``[autoscaler]``, the autoscaled model also gets its spare slots, up to
     ``max_workers``, after the hosts' workers: parked, on no host (``host`` -1) until
     the autoscaler places one on free units (``place``) and after it parks it again
-    (``unplace``).
+    (``unplace``). Each ``[pools.NAME.autoscaler]`` adds its pool's spare slots the
+    same way, after those (``pool`` says which pool each worker belongs to).
     """
 
     def __init__(self, scenario: Scenario) -> None:
@@ -25,7 +26,11 @@ class Fleet:
         units: list[int] = []
         self.host_units: list[int] = []
         self.host_workers: list[list[int]] = []
+        #: Each worker's pool (its host group's ``pool``; None: not in a named pool).
+        self.pool: list[str | None] = []
+        groups = [g for g in scenario.hosts for _ in range(g.count)]
         for h, n_units, slots in scenario.expanded_hosts():
+            self.pool.extend(groups[h].pool for _ in slots)
             self.host_units.append(n_units)
             ids = []
             for slot in slots:
@@ -36,14 +41,19 @@ class Fleet:
                 units.append(scenario.models[slot.model].worker_units)
             self.host_workers.append(ids)
         spare = 0
-        if scenario.autoscaler is not None:
-            scaled = scenario.autoscaler.model
-            spare = scenario.autoscaler.max_workers - scenario.worker_count(scaled)
-            for _ in range(spare):
+        for pool, spec in scenario.autoscalers():
+            scaled = spec.model
+            have = sum(
+                1 for w, m in enumerate(model) if names[m] == scaled and self.pool[w] == pool
+            ) if pool is not None else scenario.worker_count(scaled)
+            extra = spec.max_workers - have
+            for _ in range(extra):
                 model.append(names.index(scaled))
                 host.append(-1)
                 first.append(-1)
                 units.append(scenario.models[scaled].worker_units)
+                self.pool.append(pool)
+            spare += extra
         self.model = np.array(model, dtype=np.int64)
         self.host = np.array(host, dtype=np.int64)
         self.first_unit = np.array(first, dtype=np.int64)

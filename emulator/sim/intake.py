@@ -45,6 +45,13 @@ class Intake(ModelBooks, ABC):
         self.worker_model: WorkerModel
         disp = scenario.dispatcher
         self.queue_limit = disp.queue_limit
+        #: The scorer weights of ``[dispatcher.scorers]`` (a pool's own, in a pool's view).
+        self.scorers = disp.scorers
+        #: The workers that admit from the held queue at their step starts, under a
+        #: policy that holds requests (a split model's prefill pool, under ``pull``).
+        self.held_workers = workers
+        #: Any waiting bound at all (a split model's pools may each have their own).
+        self.bounded = bool(disp.queue_limit)
         self.gw_shed: Arrivals | None = None  # shed by the rate limit, not yet offered
         self.gw_pos = 0
         #: Work held by the dispatcher (closed batches, or requests), oldest first.

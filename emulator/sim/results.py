@@ -13,6 +13,12 @@ import numpy as np
 OUTCOME_KEYS = ("ok", "timed_out", "shed", "lost", "orphaned")
 #: Per-model counts of one frame (requests offered, and those whose outcome fell in it).
 COUNT_KEYS = ("offered", *OUTCOME_KEYS)
+#: Per-model counts of one frame's shed requests by reason: refused at a waiting bound
+#: (``queue_limit``), too large for any worker's KV cache, refused by the gateway's rate
+#: limit. They add up to ``shed``.
+SHED_KEYS = ("shed_queue_full", "shed_oversized", "shed_rate_limit")
+#: The reasons of ``SHED_KEYS``, as ``Outcomes.to_dict`` names them in ``shed_reasons``.
+SHED_REASONS = ("queue_full", "oversized", "rate_limit")
 #: Per-model quantities read at the frame's end.
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
@@ -160,6 +166,8 @@ class Outcomes:
     shed_oversized: int = 0
     #: Requests refused at the waiting bound (``dispatcher.queue_limit``).
     shed_queue_full: int = 0
+    #: Requests refused by the gateway's rate limit (``gateway.rate_limit_qps``).
+    shed_rate_limit: int = 0
     prefix: bool = False
     prefix_tokens_seen: int = 0
     prefill_tokens_saved: int = 0
@@ -186,6 +194,11 @@ class Outcomes:
             "retried": self.retried,
             "served_qps": self.served_qps,
             "latency_s": dict(self.latency_s),
+            "shed_reasons": {
+                "queue_full": self.shed_queue_full,
+                "oversized": self.shed_oversized,
+                "rate_limit": self.shed_rate_limit,
+            },
             **(self._token_dict() if self.token_level else {}),
             **(self._prefix_dict() if self.prefix else {}),
             **({"pools": dict(self.pools)} if self.pools else {}),
@@ -222,6 +235,7 @@ _TOTALS = (
     "slo_met",
     "shed_oversized",
     "shed_queue_full",
+    "shed_rate_limit",
     "prefix_tokens_seen",
     "prefill_tokens_saved",
 )
@@ -241,6 +255,8 @@ class Summary(Outcomes):
     #: With an autoscaler: its model, scale events, worker counts and worker-seconds
     #: (``emulator.sim.autoscaler.Autoscaler.summary``); None without one.
     autoscale: dict[str, Any] | None = None
+    #: Each pool's autoscaler (``[pools.NAME.autoscaler]``), by pool: the same figures.
+    pool_autoscale: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: totals, ``per_model``, ``sim_s``, ``wall_s``, ``events``."""
@@ -253,6 +269,8 @@ class Summary(Outcomes):
         out["events"] = self.events
         if self.autoscale is not None:
             out["autoscale"] = self.autoscale
+        if self.pool_autoscale:
+            out["pool_autoscale"] = dict(self.pool_autoscale)
         return out
 
     @classmethod
@@ -267,8 +285,12 @@ class Summary(Outcomes):
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
+            reasons = d.get("shed_reasons", {})
             return {
                 **{k: d.get(k, 0) for k in keys},
+                "shed_queue_full": d.get("shed_queue_full", reasons.get("queue_full", 0)),
+                "shed_oversized": d.get("shed_oversized", reasons.get("oversized", 0)),
+                "shed_rate_limit": reasons.get("rate_limit", 0),
                 **{k: dict(d.get(k, {})) for k in stats},
                 "token_level": "ttft_s" in d,
                 "slo_goodput": d.get("slo_goodput"),
@@ -285,4 +307,5 @@ class Summary(Outcomes):
             wall_s=float(data.get("wall_s", 0.0)),
             events=int(data.get("events", 0)),
             autoscale=data.get("autoscale"),
+            pool_autoscale=dict(data.get("pool_autoscale", {})),
         )

@@ -45,6 +45,9 @@ class Router(Intake):
         self.shed_queue_full = 0
         self._next_arrival_s: float | None = None  # the arrival event pending, if any
         self._arrival_version = 0  # an arrival event of another version is stale
+        #: The bound of the held queue (``queue_limit``; a split model's: its prefill
+        #: pool's, set by its routing).
+        self.hold_limit = self.queue_limit
 
     def depth(self) -> int:
         """Requests held by the dispatcher."""
@@ -109,21 +112,24 @@ class Router(Intake):
             # No worker could ever hold it: refused at once, and a re-send would be too.
             st.outcome[i] = SHED
             frame.shed += 1
+            frame.shed_oversized += 1
             self.shed_oversized += 1
             return
-        if self.queue_limit and not self.paused and not self.policy.workers_take_held:
-            pool = self.policy.pool_for(row)
-            if self.worker_model.waiting_in(pool) >= self.queue_limit:
+        if self.bounded and not self.paused:
+            limit, pool = self.policy.bound_for(row)
+            if limit and self.worker_model.waiting_in(pool) >= limit:
                 self.shed_queue_full += 1
+                frame.shed_queue_full += 1
                 self.shed_rows(row, row + 1)
                 return
         if self.paused or not self.policy.offer(row):
             self.hold(row)
 
     def hold(self, row: int) -> None:
-        """Keep ``row`` in the dispatcher's queue (shed beyond ``queue_limit``)."""
-        if self.queue_limit and len(self.closed) >= self.queue_limit:
+        """Keep ``row`` in the dispatcher's queue (shed beyond ``hold_limit``)."""
+        if self.hold_limit and len(self.closed) >= self.hold_limit:
             self.shed_queue_full += 1
+            self.frame.shed_queue_full += 1
             self.shed_rows(row, row + 1)
             return
         self.closed.append(row)

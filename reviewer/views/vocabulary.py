@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, STAT_KEYS, TOKEN_KEYS
+from emulator.sim.results import COUNT_KEYS, DEPTH_KEYS, SHED_KEYS, STAT_KEYS, TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from reviewer.models.collaboration import FindingState, Verdict
 from reviewer.models.review import FindingStatus, ReviewPass, Severity, TraceHop
@@ -18,7 +18,13 @@ from reviewer.models.runs import ACTIVE_STATUSES, FINAL_STATUSES, SPEEDS, RunSta
 from reviewer.views.mechanism_charts import mechanism_vocabulary
 
 # The per-model metrics of a frame, as the emulator's results module groups them.
-FRAME_METRICS = (*COUNT_KEYS, *DEPTH_KEYS, *STAT_KEYS)
+FRAME_METRICS = (*COUNT_KEYS, *SHED_KEYS, *DEPTH_KEYS, *STAT_KEYS)
+#: What each shed reason of a frame is called on the page.
+SHED_LABELS = {
+    "shed_queue_full": "waiting bound full",
+    "shed_oversized": "too large for the KV cache",
+    "shed_rate_limit": "gateway rate limit",
+}
 # The metrics a frame adds for models with continuous batching.
 TOKEN_FRAME_METRICS = tuple(
     k for k in (*ContinuousWorkers.frame_keys, *TOKEN_KEYS) if k not in FRAME_METRICS
@@ -47,6 +53,10 @@ RUN_CHARTS: list[dict[str, Any]] = [
     {"key": "outcomes", "title": "Requests per frame by outcome (log scale)", "per_model": False,
      "y_title": "requests per frame", "log": True,
      "metrics": [{"key": key, "label": key} for key in COUNT_KEYS]},
+    # Why requests were shed: the three reasons add up to the outcomes chart's shed.
+    {"key": "shed", "title": "Requests shed per frame by reason", "per_model": False,
+     "y_title": "requests per frame",
+     "metrics": [{"key": key, "label": SHED_LABELS[key]} for key in SHED_KEYS]},
     # Token-level serving, drawn for the models that batch continuously; the
     # SLO lines come from the scenario's [slo].
     {"key": "ttft", "title": "Time to first token", "per_model": True, "markers": True,

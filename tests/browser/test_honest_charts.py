@@ -163,6 +163,25 @@ def test_the_run_summary_shows_the_requests_still_in_the_system_and_adds_up_to_1
     page.locator(".run-view .summary").screenshot(path=str(screenshot_path("honest-summary")))
 
 
+def test_shed_requests_show_their_reason_in_the_summary_and_a_chart_of_their_own(
+    dashboard: LiveServer, chat_review: str, signed_in: Any
+) -> None:
+    page = signed_in("alice")
+    page.goto(dashboard.url + chat_review + "#break")
+    page.wait_for_selector(".run-view")
+    run(page, "worker.max_num_seqs=8; dispatcher.queue_limit=4")
+    page.wait_for_selector(".run-view .summary table")
+    rows = page.evaluate(
+        """[...document.querySelectorAll('.run-view .summary tr')].map((r) => [...r.children].map((c) => c.textContent))""")
+    row = {cells[0].strip(): cells[1] for cells in rows if len(cells) > 1}
+    shed = int(row["shed"].replace(",", ""))
+    assert shed > 0 and int(row["waiting bound full"].replace(",", "")) == shed, rows
+    lines = {t["name"]: t["y"] for t in traces(page, "shed")}
+    assert sum(v or 0 for v in lines["waiting bound full"]) == shed, lines
+    assert sum(v or 0 for v in lines["gateway rate limit"]) == 0
+    page.locator(".run-view [data-chart=shed]").screenshot(path=str(screenshot_path("shed-reasons")))
+
+
 def plot_point(page: Any, chart: str, t: float, view: int = 0) -> dict[str, float]:
     """The page position of time ``t`` halfway up ``chart``'s plot area."""
     return dict(page.evaluate(

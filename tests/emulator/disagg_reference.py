@@ -22,11 +22,18 @@ with ``prompt <= threshold_tokens`` goes to a decode worker's waiting queue and 
 served there as ``token_reference`` serves it. Any other goes to a prefill worker's
 waiting queue. A sleeping worker that gets work starts a step at ``t``.
 
-Routing, per pool: ``round_robin`` cycles over the pool's workers (one counter for
-arrivals into the prefill pool; the decode pool's counter serves both decider-local
-arrivals and handoffs, in the order they happen); ``least_loaded`` picks the worker
-holding the fewest of the pool's requests (prefill: waiting + running + held; decode:
-incoming + moving + landed + waiting + running), lowest index on ties.
+Routing, per pool (each pool has its own policy): ``round_robin`` cycles over the
+pool's workers (one counter for arrivals into the prefill pool; the decode pool's
+counter serves both decider-local arrivals and handoffs, in the order they happen);
+``least_loaded`` picks the worker holding the fewest of the pool's requests (prefill:
+waiting + running + held; decode: incoming + moving + landed + waiting + running),
+lowest index on ties. ``pull`` (prefill pool only): an arrival goes to the idle
+prefill worker of the lowest index (asleep, nothing waiting, no KV held for a
+transfer: a held request whose whole prompt went to the prefix cache holds none), else into one FIFO held queue in front of the pool.
+
+Admission, per pool (``queue_limit``, 0: none): an arrival for a pushing pool is shed
+when the requests waiting at that pool's workers (their waiting queues) number the
+bound; under ``pull`` one is shed when the held queue holds the bound.
 
 A step start at ``t``, as in ``token_reference`` with two additions:
 
@@ -38,14 +45,18 @@ b. preemption and the decoders' KV tokens, the budget, and chunks for running
 c. (decode) while ``incoming`` is not empty, the free KV holds its head's prompt and
    running + moving < ``max_num_seqs``: reserve ``prompt`` KV, and start the transfer
    at ``max(t, link free)``; it lasts ``prompt * transfer_s_per_token``;
-d. admission from the waiting queue (``token_reference`` step 4).
+d. admission from the waiting queue (``token_reference`` step 4); then, under ``pull``
+   on a prefill worker whose own head did not block, from the held queue in order
+   while budget, ``max_num_seqs`` and free KV (for the head's prompt less its cached
+   prefix, evicting as for the waiting queue) allow.
 
 At a prefill worker's step end a request whose prefill completes produces a token (its
 ``prefill_token_s``), leaves the running list keeping its KV, and is handed to a decode
 worker (the decode pool's policy), appended to its ``incoming``; a sleeping decode
 worker starts a step at once. At a transfer's end the prefill worker frees the KV (and
 starts a step if asleep with requests waiting), and the request lands (the decode
-worker starts a step if asleep). At a decode worker's step end requests generate
+worker starts a step if asleep); under ``pull`` the prefill worker starts a step if
+asleep whatever it holds (it may take held requests, or be idle again). At a decode worker's step end requests generate
 tokens as in ``token_reference``; a landed request's first token is the client's.
 
 Same instant: step and transfer ends in the order they were scheduled, then arrivals,
@@ -59,7 +70,9 @@ moving or landed (decode). A handoff leaves both sides: the prefill worker frees
 it held, the decode worker the KV it reserved (a transfer under way keeps the link busy
 until it would have ended); the other worker starts a step if asleep with requests
 waiting (prefill) or incoming (decode). A request that completes after its deadline is
-``timed_out``, and one unfinished at the end is if its deadline has passed.
+``timed_out``, and one unfinished at the end is if its deadline has passed. Under
+``pull``, a prefill worker about to admit from the held queue (its own head did not
+block) first drops the held requests whose deadline is at or before ``t``.
 
 Prefix caching (``cache=True``), as ``prefix_reference`` says for one worker, on every
 worker of both pools; requests carry ``group`` and ``prefix_tokens`` (``PrefixRequest``):
@@ -78,16 +91,19 @@ worker of both pools; requests carry ``group`` and ``prefix_tokens`` (``PrefixRe
   fewest waiting + running requests, then the lowest index; in the decode pool, for a
   handoff too (its group looked up in the decode workers' caches). ``weighted`` scores
   the pool's workers as ``prefix_reference`` says (``weights``, by default prefix 3 and
-  queue 2; KV in use counts reservations for transfers and KV held for them), ties as
-  for ``prefix_aware``.
+  queue 2; KV in use counts reservations for transfers and KV held for them; a decode
+  worker's ``incoming`` counts as waiting; ``running`` scores the fewest running
+  requests 1 and the most 0, linearly between), ties as for ``prefix_aware``.
 
 The decider, at an arrival that is not shed: the decode pool serves the request whole
 if its prompt is at most ``threshold_tokens``; else if ``max_prefill_queue`` > 0 and the
-prefill workers' waiting queues hold at least that many requests; else, with
+prefill workers' waiting queues (and under ``pull`` the held queue) hold at least that
+many requests; else, with
 ``decider = "uncached"``, if its prompt less its lookup (``T`` = prompt) on the prefill
 worker the prefill pool's policy would pick now is at most ``threshold_tokens`` (the
-pick is only looked at: the round-robin counter does not move). Otherwise it is
-prefilled.
+pick is only looked at: the round-robin counter does not move; not with ``pull``,
+which picks no worker in advance). Otherwise it is prefilled. The pool's admission
+bound is then held against the pool the decider chose.
 """
 
 from __future__ import annotations
@@ -100,7 +116,7 @@ from itertools import count
 
 from token_reference import TokenRequest, WorkerParams
 
-POLICIES = ("round_robin", "least_loaded", "prefix_aware", "weighted")
+POLICIES = ("round_robin", "least_loaded", "prefix_aware", "weighted", "pull")
 DECIDERS = ("prompt", "uncached")
 _END, _ARRIVAL, _START = 0, 1, 2  # same-instant order
 
@@ -130,6 +146,7 @@ class DisaggResult:
     seen: int = 0  # prefix tokens looked up at admissions (both pools)
     hit: int = 0  # ... and found cached
     skipped: int = 0  # requests the decider sent to the decode pool whole
+    sheds: int = 0  # refused at a pool's waiting bound
 
     def count(self, outcome: str) -> int:
         """How many offered requests ended with ``outcome``."""
@@ -187,15 +204,18 @@ class _Worker:
 class _Sim:
     def __init__(
         self, requests: Sequence[TokenRequest], prefill: int, decode: int, p: WorkerParams,
-        policy: str, threshold: int, s_per_token: float, duration_s: float, *,
-        cache: bool = False, block_tokens: int = 16, decider: str = "prompt",
-        max_prefill_queue: int = 0, timeout_s: float | None = None,
+        policy: dict[str, str], threshold: int, s_per_token: float, duration_s: float,
+        limit: dict[str, int], *, cache: bool = False, block_tokens: int = 16,
+        decider: str = "prompt", max_prefill_queue: int = 0, timeout_s: float | None = None,
         weights: dict[str, float] | None = None,
     ) -> None:
         self.p = p
         self.weights = weights or {"prefix": 3.0, "queue": 2.0}
         self.timeout_s = timeout_s
         self.policy = policy
+        self.limit = limit
+        self.held: deque[_Req] = deque()  # under pull: in front of the prefill pool
+        self.sheds = 0
         self.threshold = threshold
         self.cache_on = cache
         self.bt = block_tokens
@@ -307,36 +327,52 @@ class _Sim:
 
     def pick(self, pool: str, r: _Req, peek: bool = False) -> _Worker:
         workers = self.pool[pool]
-        if self.policy == "round_robin":
+        if self.policy[pool] == "round_robin":
             w = workers[self.rr[pool]]
             if not peek:
                 self.rr[pool] = (self.rr[pool] + 1) % len(workers)
             return w
-        if self.policy in ("prefix_aware", "weighted"):
+        if self.policy[pool] in ("prefix_aware", "weighted"):
             def share(w: _Worker) -> float:
                 if not self.cache_on or r.group < 0 or r.prefix <= 0:
                     return 0.0
                 g = w.blocks.get(r.group, 0)
                 return min(g, min(r.prefix, r.prompt - 1) // self.bt) * self.bt / r.prefix
             score = {w.index: share(w) for w in workers}
-            if self.policy == "weighted":
-                wp, wq, wk = (self.weights.get(k, 0.0) for k in ("prefix", "queue", "kv_free"))
-                lo, hi = min(len(w.waiting) for w in workers), max(len(w.waiting) for w in workers)
+            if self.policy[pool] == "weighted":
+                wp, wq, wk, wr = (
+                    self.weights.get(k, 0.0) for k in ("prefix", "queue", "kv_free", "running")
+                )
+                queue = {w.index: len(w.waiting) + len(w.incoming) for w in workers}
+                lo, hi = min(queue.values()), max(queue.values())
+                active = {w.index: len(w.running) for w in workers}
+                r_lo, r_hi = min(active.values()), max(active.values())
                 for w in workers:
                     busy = (self.used(w) - self.evictable(w)) / self.p.kv_cache_tokens
+                    q, a = queue[w.index], active[w.index]
                     score[w.index] = (
                         (wp * score[w.index] if wp else 0.0)
-                        + (wq * (1.0 if hi == lo else (hi - len(w.waiting)) / (hi - lo)) if wq else 0.0)
+                        + (wq * (1.0 if hi == lo else (hi - q) / (hi - lo)) if wq else 0.0)
                         + (wk * (1.0 - max(0.0, min(1.0, busy))) if wk else 0.0)
+                        + (wr * (1.0 if r_hi == r_lo else (r_hi - a) / (r_hi - r_lo)) if wr else 0.0)
                     )
             return max(workers, key=lambda w: (score[w.index], -len(w.waiting) - len(w.running), -w.index))
         return min(workers, key=lambda w: (w.load(), w.index))
+
+    def held_kv(self, w: _Worker) -> int:
+        """KV ``w`` holds for handoffs (0 also when a held request's whole prompt went
+        to the prefix cache)."""
+        return sum(r.held_kv for r in w.held)
+
+    def prefill_queue(self) -> int:
+        """Requests waiting at the prefill workers, and under ``pull`` in the held queue."""
+        return sum(len(w.waiting) for w in self.pool["prefill"]) + len(self.held)
 
     def to_decode(self, r: _Req) -> bool:
         """The decider (see the module docstring)."""
         if r.prompt <= self.threshold:
             return True
-        if self.max_queue and sum(len(w.waiting) for w in self.pool["prefill"]) >= self.max_queue:
+        if self.max_queue and self.prefill_queue() >= self.max_queue:
             return True
         if self.decider == "uncached":
             w = self.pick("prefill", r, peek=True)
@@ -348,6 +384,25 @@ class _Sim:
             r.outcome = "shed"
             return
         pool = "decode" if self.to_decode(r) else "prefill"
+        limit = self.limit[pool]
+        if self.policy[pool] == "pull":
+            idle = [w for w in self.pool[pool] if w.asleep and not w.waiting and not self.held_kv(w)]
+            if not idle:
+                if limit and len(self.held) >= limit:
+                    r.outcome = "shed"
+                    self.sheds += 1
+                else:
+                    self.held.append(r)
+                return
+            w = idle[0]
+            r.pw = w.index
+            w.waiting.append(r)
+            self.wake(w, t)
+            return
+        if limit and sum(len(w.waiting) for w in self.pool[pool]) >= limit:
+            r.outcome = "shed"
+            self.sheds += 1
+            return
         self.skipped += pool == "decode"
         w = self.pick(pool, r)
         if pool == "decode":
@@ -375,7 +430,7 @@ class _Sim:
                     src.held.remove(r)
                     src.kv_used -= r.held_kv
                     self.leaving(src, r)
-                    if src is not w and src.waiting:
+                    if src is not w and (src.waiting or self.policy["prefill"] == "pull"):
                         self.wake(src, t)
                 if r in dst.incoming:
                     dst.incoming.remove(r)
@@ -429,25 +484,23 @@ class _Sim:
             start = max(t, w.link_free)
             w.link_free = start + r.prompt * self.s_per_token
             self.push(w.link_free, _END, (w, r))
-        # d: admission.
+        # d: admission, then (pull, on a prefill worker whose own head did not block)
+        # from the held queue.
+        blocked = False
         while w.waiting and budget > 0 and len(w.running) < p.max_num_seqs:
-            head = w.waiting[0]
-            hit = self.lookup(w, head, head.target)
-            short = head.target - hit - (p.kv_cache_tokens - self.used(w))
-            if short > 0:
-                if self.evictable(w, self.group(w, head)) < short:
+            if not self.fits(w, w.waiting[0]):
+                blocked = True
+                break
+            budget = self.admit(w, w.waiting.popleft(), chunks, budget)
+        if not w.decode and self.policy["prefill"] == "pull" and not blocked and self.held:
+            while self.held and self.held[0].deadline <= t:  # their clients gave up
+                self.held.popleft().outcome = "timed_out"
+            while self.held and budget > 0 and len(w.running) < p.max_num_seqs:
+                if not self.fits(w, self.held[0]):
                     break
-                self.evict(w, short, self.group(w, head))
-            r = w.waiting.popleft()
-            r.kv, r.progress = r.target - hit, hit
-            w.kv_used += r.kv
-            w.running.append(r)
-            if r.group >= 0 and not (w.decode and r.remote):  # (counted with or without a cache)
-                self.seen += r.prefix
-                self.hit += hit
-            c = min(r.kv, budget)
-            chunks.append((r, c))
-            budget -= c
+                r = self.held.popleft()
+                r.pw = w.index
+                budget = self.admit(w, r, chunks, budget)
         if not w.running:
             w.asleep = True
             return
@@ -462,6 +515,31 @@ class _Sim:
             )
         w.chunks, w.decoding = chunks, decoding
         self.push(t + duration, _END, w)
+
+    def fits(self, w: _Worker, head: _Req) -> bool:
+        """Whether ``head`` fits ``w``'s free KV after its lookup, evicting unpinned
+        cached blocks (not its own group's) if that is enough."""
+        hit = self.lookup(w, head, head.target)
+        short = head.target - hit - (self.p.kv_cache_tokens - self.used(w))
+        if short > 0:
+            if self.evictable(w, self.group(w, head)) < short:
+                return False
+            self.evict(w, short, self.group(w, head))
+        return True
+
+    def admit(self, w: _Worker, r: _Req, chunks: list[tuple[_Req, int]], budget: int) -> int:
+        """``r`` starts running on ``w`` (its cached prefix read in place) with a chunk
+        of the budget; returns the budget left."""
+        hit = self.lookup(w, r, r.target)
+        r.kv, r.progress = r.target - hit, hit
+        w.kv_used += r.kv
+        w.running.append(r)
+        if r.group >= 0 and not (w.decode and r.remote):  # (counted with or without a cache)
+            self.seen += r.prefix
+            self.hit += hit
+        c = min(r.kv, budget)
+        chunks.append((r, c))
+        return budget - c
 
     def end_step(self, w: _Worker, t: float) -> None:
         producing = list(w.decoding)
@@ -503,7 +581,7 @@ class _Sim:
         src.held.remove(r)
         src.kv_used -= r.held_kv
         self.leaving(src, r)
-        if src.waiting:
+        if src.waiting or self.policy["prefill"] == "pull":
             self.wake(src, t)
         d.moving.remove(r)
         d.landed.append(r)
@@ -533,7 +611,8 @@ def simulate_disagg(
     params: WorkerParams,
     transfer_s_per_token: float,
     threshold_tokens: int = 0,
-    policy: str = "round_robin",
+    policy: str | dict[str, str] = "round_robin",
+    queue_limit: int | dict[str, int] = 0,
     duration_s: float,
     cache: bool = False,
     block_tokens: int = 16,
@@ -542,18 +621,24 @@ def simulate_disagg(
     timeout_s: float | None = None,
     weights: dict[str, float] | None = None,
 ) -> DisaggResult:
-    """Run the model until ``duration_s`` (see the module docstring)."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy {policy!r} is not one of {', '.join(POLICIES)}")
+    """Run the model until ``duration_s`` (see the module docstring). ``policy`` and
+    ``queue_limit`` are both pools', or ``{"prefill": ..., "decode": ...}``."""
+    policies = policy if isinstance(policy, dict) else {"prefill": policy, "decode": policy}
+    limits = queue_limit if isinstance(queue_limit, dict) else {"prefill": queue_limit, "decode": queue_limit}
+    for pool in ("prefill", "decode"):
+        if policies[pool] not in POLICIES or (pool == "decode" and policies[pool] == "pull"):
+            raise ValueError(f"policy {policies[pool]!r} cannot route the {pool} pool")
     if decider not in DECIDERS:
         raise ValueError(f"decider {decider!r} is not one of {', '.join(DECIDERS)}")
+    if decider == "uncached" and policies["prefill"] == "pull":
+        raise ValueError('decider "uncached" looks at the pick of a pushing prefill pool')
     if prefill_workers < 1 or decode_workers < 1:
         raise ValueError("each pool needs a worker")
     for i, r in enumerate(requests):
         if i and r.arrival_s < requests[i - 1].arrival_s:
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
-    sim = _Sim(requests, prefill_workers, decode_workers, params, policy, threshold_tokens,
-               transfer_s_per_token, duration_s, cache=cache, block_tokens=block_tokens,
+    sim = _Sim(requests, prefill_workers, decode_workers, params, policies, threshold_tokens,
+               transfer_s_per_token, duration_s, limits, cache=cache, block_tokens=block_tokens,
                decider=decider, max_prefill_queue=max_prefill_queue, timeout_s=timeout_s,
                weights=weights)
     sim.run()
@@ -564,4 +649,5 @@ def simulate_disagg(
         seen=sim.seen,
         hit=sim.hit,
         skipped=sim.skipped,
+        sheds=sim.sheds,
     )

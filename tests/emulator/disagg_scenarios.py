@@ -38,6 +38,8 @@ def pd_data(
     units: int = 1,
     arch: dict[str, Any] | None = None,
     hardware: dict[str, Any] | None = None,
+    pools: dict[str, dict[str, Any]] | None = None,
+    queue_limit: int = 0,
 ) -> dict[str, Any]:
     """The dict form: model ``m`` split into pools ``p`` (``prefill`` hosts) and ``d``
     (``decode`` hosts), one worker a host, KV of ``KV_BYTES`` a token (or, with
@@ -67,7 +69,7 @@ def pd_data(
                 "disaggregated": split,
             }
         },
-        "dispatcher": {"policy": policy},
+        "dispatcher": {"policy": policy, "queue_limit": queue_limit},
         "client": {"timeout_s": "none" if timeout_s is None else timeout_s},
         "worker": {"batching": "continuous", **worker},
         "hosts": [
@@ -75,6 +77,8 @@ def pd_data(
             {"count": decode, "units": units, "workers": ["m@0"], "pool": "d"},
         ],
     }
+    if pools:  # by role: the prefill pool is "p", the decode pool "d"
+        data["pools"] = {{"prefill": "p", "decode": "d"}[role]: dict(t) for role, t in pools.items()}
     if arch is not None:
         data["models"]["m"]["arch"] = arch
     if hardware is not None:
@@ -98,16 +102,20 @@ def run_both(
     decider: str = "prompt",
     max_prefill_queue: int = 0,
     scorers: dict[str, float] | None = None,
+    pools: dict[str, dict[str, Any]] | None = None,
+    queue_limit: int = 0,
     **scenario_keys: Any,
 ) -> tuple[Engine, dict[int, tuple[float, float]], DisaggResult]:
     """Run the engine (replaying ``requests``) and the reference on the same requests;
     also give each completed row's (first token, done) as the engine recorded it. With
     ``cache`` every worker keeps a prefix cache (the requests' groups go in the trace
-    as ``prefix_id``), and the decider's keys are set as given."""
+    as ``prefix_id``), and the decider's keys are set as given. ``pools`` gives a pool
+    (by role, "prefill" or "decode") its own ``policy`` or ``queue_limit``, as
+    ``[pools.NAME]`` does."""
     trace = _trace(requests, tmp_path / "requests.jsonl")
     data = pd_data(prefill=prefill, decode=decode, duration_s=duration_s, trace=trace,
                    policy=policy, params=params, gb_s=gb_s, threshold=threshold,
-                   **scenario_keys)
+                   pools=pools, queue_limit=queue_limit, **scenario_keys)
     if cache:
         data["worker"].update(prefix_cache=True, block_tokens=block_tokens)
     if scorers is not None:
@@ -131,7 +139,12 @@ def run_both(
     reference = simulate_disagg(
         requests, prefill_workers=prefill, decode_workers=decode, params=params,
         transfer_s_per_token=KV_BYTES / (gb_s * 1e9), threshold_tokens=threshold,
-        policy=policy, duration_s=duration_s, cache=cache, block_tokens=block_tokens,
+        policy={role: (pools or {}).get(role, {}).get("policy", policy) for role in ("prefill", "decode")},
+        queue_limit={
+            role: (pools or {}).get(role, {}).get("queue_limit", queue_limit)
+            for role in ("prefill", "decode")
+        },
+        duration_s=duration_s, cache=cache, block_tokens=block_tokens,
         decider=decider, max_prefill_queue=max_prefill_queue,
         timeout_s=scenario_keys.get("timeout_s"), weights=scorers,
     )

@@ -27,7 +27,8 @@ What it adds to the continuous-batching model of ``token_reference``:
   request's prefix (its lookup with ``T`` = prompt, over ``prefix_tokens``), then the
   fewest waiting + running requests, then the lowest index; ``weighted`` the largest
   ``w_prefix * that share + w_queue * (max waiting - waiting) / (max - min waiting)
-  (1 when all equal) + w_kv * (1 - (KV in use - unpinned cached KV) / capacity)``,
+  (1 when all equal) + w_kv * (1 - (KV in use - unpinned cached KV) / capacity)
+  + w_running * (max running - running) / (max - min running) (1 when all equal)``,
   ties as for ``prefix_aware``.
 * Admission control (``queue_limit``) as in ``token_reference``, under every policy.
 """
@@ -182,9 +183,13 @@ class _PrefixSim(_Sim):
         if self.policy == "prefix_aware":
             scores = share
         else:
-            wp, wq, wk = (self.weights.get(k, 0.0) for k in ("prefix", "queue", "kv_free"))
+            wp, wq, wk, wr = (
+                self.weights.get(k, 0.0) for k in ("prefix", "queue", "kv_free", "running")
+            )
             waiting = [len(w.waiting) for w in self.workers]
             lo, hi = min(waiting), max(waiting)
+            active = [len(w.running) for w in self.workers]
+            r_lo, r_hi = min(active), max(active)
             scores = []
             for i, w in enumerate(self.workers):
                 s = 0.0
@@ -195,6 +200,8 @@ class _PrefixSim(_Sim):
                 if wk:
                     busy = (self.used(w) - self.evictable(w)) / self.p.kv_cache_tokens
                     s += wk * (1.0 - max(0.0, min(1.0, busy)))
+                if wr:
+                    s += wr * (1.0 if r_hi == r_lo else (r_hi - active[i]) / (r_hi - r_lo))
                 scores.append(s)
         best = max(range(len(self.workers)), key=lambda i: (scores[i], -load[i], -i))
         target = self.workers[best]

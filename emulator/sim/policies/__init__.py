@@ -28,6 +28,7 @@ def register_policy(cls: type[DispatchPolicy]) -> type[DispatchPolicy]:
         cls.name,
         needs_prefix_caches=cls.needs_prefix_caches,
         routes_in_pools=cls.routes_in_pools,
+        holds_requests=cls.workers_take_held,
         uses_scorers=cls.uses_scorers,
         alike_under_constant=cls.alike_under_constant,
     ))

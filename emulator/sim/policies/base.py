@@ -68,6 +68,14 @@ class DispatchPolicy(ABC):
         pool, whose waiting requests admission control bounds."""
         return self.dispatcher.workers
 
+    def bound_for(self, row: int) -> tuple[int, list[int]]:
+        """Admission for request ``row``: the waiting bound of the pool it goes to and
+        that pool's workers (a bound of 0: none at the workers; a policy that holds
+        requests bounds its held queue instead, at ``hold``)."""
+        if self.workers_take_held:
+            return 0, self.dispatcher.workers
+        return self.dispatcher.queue_limit, self.pool_for(row)
+
     @abstractmethod
     def offer(self, work: Any) -> bool:
         """Hand ``work`` to a worker if the policy can now; False: the dispatcher keeps

@@ -61,6 +61,10 @@ class Pull(DispatchPolicy):
         self.workers.start(heapq.heappop(self.idle_heap), work)
         return True
 
+    def is_idle(self, w: int) -> bool:
+        """Whether worker ``w`` waits among the idle ones."""
+        return w in self.idle_heap if self.lowest_first else w in self.idle
+
     def worker_idle(self, w: int) -> None:
         d = self.dispatcher
         if d.paused or not d.closed:

@@ -227,7 +227,7 @@ class ContinuousWorkers(PrefixFigures):
         now = self.queue.now_s
         best: Worker | None = None
         best_t = INF
-        for w in d.workers:
+        for w in d.held_workers:
             wk = self.workers[w]
             if wk.draining or wk is caller:
                 continue
@@ -354,7 +354,14 @@ class ContinuousWorkers(PrefixFigures):
         """Worker ``w`` takes no new requests; True if it has none left (park it now)."""
         wk = self.workers[w]
         wk.draining = True
-        return not wk.running and not wk.waiting
+        return self._empty(wk)
+
+    @staticmethod
+    def _empty(wk: Worker) -> bool:
+        """``wk`` holds no request: none running or waiting, and (in a split model's
+        pools) no handoff coming in and no KV held for one (``kv_prefill`` of a worker
+        with nothing running is KV kept for handoffs or reserved for transfers)."""
+        return not wk.running and not wk.waiting and not wk.incoming and not wk.landed and not wk.kv_prefill
 
     def park(self, w: int) -> None:
         """Worker ``w`` (alive and empty, or dead) stops: its slot waits parked."""
@@ -478,7 +485,14 @@ class ContinuousWorkers(PrefixFigures):
             wk.busy = False
             self.fleet.state[wk.index] = IDLE
             if wk.draining:
-                self.sim.autoscaler.drained(wk.index)  # type: ignore[union-attr]
+                # (Nothing runs; in a split model's pools it may still hold KV for a
+                # handoff, or have one coming in: it parks once those are done.)
+                if not (wk.incoming or wk.landed or wk.kv_prefill):
+                    self.sim.scaler_of[wk.index].drained(wk.index)
+                return
+            if wk.hands_off and (wk.waiting or wk.kv_prefill):
+                # A prefill worker whose cache holds handoffs' KV is blocked, not idle:
+                # it looks again when a transfer frees its KV.
                 return
             wk.router.policy.worker_idle(wk.index)
             return

@@ -61,10 +61,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from emulator.scenario.pools import kv_bytes_per_token, worker_pools
+from emulator.scenario.pools import kv_bytes_per_token
 from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
+from emulator.sim.policies import policy_class
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
+from emulator.sim.policies.pull import Pull
 from emulator.sim.results import DEAD
 from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.continuous import ContinuousWorkers
@@ -93,40 +95,69 @@ class Handoff:
 
 
 class _PoolView:
-    """What a dispatch policy sees of its dispatcher, narrowed to one pool's workers."""
+    """What a dispatch policy sees of its dispatcher, narrowed to one pool: its
+    workers, its name, its scorer weights and its waiting bound."""
 
-    def __init__(self, dispatcher: Dispatcher, workers: list[int]) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, workers: list[int], name: str,
+        scorers: tuple[tuple[str, float], ...], queue_limit: int,
+    ) -> None:
         self._dispatcher = dispatcher
         self.workers = workers
         self.worker_model = dispatcher.worker_model
+        self.pool = name
+        self.scorers = scorers
+        self.queue_limit = queue_limit
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._dispatcher, name)
 
 
 class PoolRouting(DispatchPolicy):
-    """A disaggregated model's routing: the decider, then the scenario's policy within
-    the prefill pool for arrivals and within the decode pool for handoffs."""
+    """A disaggregated model's routing: the decider, then each pool's own policy (its
+    ``[pools.NAME]`` policy, else ``dispatcher.policy``) within the prefill pool for
+    arrivals and within the decode pool for handoffs. Under a policy that holds
+    requests (``pull``) the prefill pool's workers admit from the router's held queue,
+    bounded by the prefill pool's ``queue_limit``; a pushing pool's bound counts the
+    requests waiting at its workers."""
 
     name: ClassVar[str] = "pools"
     health_checked = True
     counts_done = True
 
     def __init__(
-        self, sim: Engine, dispatcher: Dispatcher, inner: type[DispatchPolicy],
-        prefill: list[int], decode: list[int], split: DisaggSpec,
+        self, sim: Engine, dispatcher: Dispatcher, prefill: DispatchPolicy,
+        decode: DispatchPolicy, split: DisaggSpec,
     ) -> None:
         super().__init__(sim, dispatcher)
-        self.prefill = inner(sim, _PoolView(dispatcher, prefill))  # type: ignore[arg-type]
-        self.decode = inner(sim, _PoolView(dispatcher, decode))  # type: ignore[arg-type]
-        self.of = {**{w: self.prefill for w in prefill}, **{w: self.decode for w in decode}}
-        self.prefill_workers = prefill
+        self.prefill = prefill
+        self.decode = decode
+        self.prefill_workers = prefill.dispatcher.workers
+        self.of = {
+            **{w: prefill for w in prefill.dispatcher.workers},
+            **{w: decode for w in decode.dispatcher.workers},
+        }
         self.threshold = split.decider_threshold_tokens
         self.uncached = split.decider == "uncached"
         self.max_queue = split.decider_max_prefill_queue
         self.skipped = 0  # requests the decider sent straight to the decode pool
         self.skipped_cached = 0  # ... of which, their prompt above the threshold but cached
         self.skipped_queue = 0  # ... of which, with the prefill queue at its bound
+        #: The prefill pool's workers admit held requests (validation keeps a holding
+        #: policy out of the decode pool).
+        self.workers_take_held = prefill.workers_take_held  # type: ignore[misc]
+        limits = (prefill.dispatcher.queue_limit, decode.dispatcher.queue_limit)
+        dispatcher.hold_limit = limits[0] if prefill.workers_take_held else 0  # type: ignore[attr-defined]
+        dispatcher.held_workers = prefill.dispatcher.workers
+        dispatcher.bounded = any(limits)
+
+    def prefill_queue(self) -> int:
+        """Requests waiting for the prefill pool: at its workers, and under a policy
+        that holds requests, in the router's held queue too."""
+        waiting = self.workers.waiting_in(self.prefill_workers)
+        if self.workers_take_held:
+            waiting += len(self.dispatcher.closed)
+        return waiting
 
     def _to_prefill(self, row: int) -> int:
         """The decider: 0 to serve ``row`` whole on the decode pool (1: the prompt is at
@@ -137,11 +168,11 @@ class PoolRouting(DispatchPolicy):
         prompt = st.tokens.item(i)
         if prompt <= self.threshold:
             return 1
-        if self.max_queue and self.workers.waiting_in(self.prefill_workers) >= self.max_queue:
+        if self.max_queue and self.prefill_queue() >= self.max_queue:
             return 3
         if self.uncached:
             policy = self.prefill
-            assert isinstance(policy, PushPolicy), "validation allows pushing policies only"
+            assert isinstance(policy, PushPolicy), "validation keeps uncached to pushing pools"
             if policy.rotation:
                 wk = self.workers.workers[policy.peek(row)]  # type: ignore[attr-defined]
                 hit = kv.cached_prefix(wk, st.group.item(i), st.prefix.item(i), prompt)
@@ -153,6 +184,13 @@ class PoolRouting(DispatchPolicy):
         if self._to_prefill(row) >= 0:
             return self.decode.dispatcher.workers
         return self.prefill.dispatcher.workers
+
+    def bound_for(self, row: int) -> tuple[int, list[int]]:
+        # The pool the decider sends ``row`` to, by the same decision as ``offer``.
+        pool = self.decode if self._to_prefill(row) >= 0 else self.prefill
+        if pool.workers_take_held:
+            return 0, pool.dispatcher.workers  # bounded at the held queue instead
+        return pool.dispatcher.queue_limit, pool.dispatcher.workers
 
     def offer(self, work: Any) -> bool:
         why = self._to_prefill(work)
@@ -166,8 +204,8 @@ class PoolRouting(DispatchPolicy):
         return self.decode.offer(work)
 
     def pick_decode(self, row: int) -> int | None:
-        """The decode worker request ``row``'s handoff goes to (None: none believed
-        alive)."""
+        """The decode worker the handoff of request ``row`` goes to (None: none
+        believed alive)."""
         policy = self.decode
         assert isinstance(policy, PushPolicy), "validation allows pushing policies only"
         return policy.pick(row) if policy.rotation else None
@@ -176,7 +214,13 @@ class PoolRouting(DispatchPolicy):
         self.of[w].work_done(w)
 
     def worker_idle(self, w: int) -> None:
-        self.of[w].worker_idle(w)
+        policy = self.of[w]
+        if isinstance(policy, Pull) and policy.is_idle(w):
+            # A prefill worker whose handoffs hold no KV (their whole prompts went to
+            # the prefix cache) is idle already; one of their transfers ending must not
+            # make it idle twice (an arrival would then be pushed to it while busy).
+            return
+        policy.worker_idle(w)
 
     def worker_died(self, w: int) -> None:
         self.of[w].worker_died(w)
@@ -221,7 +265,7 @@ class KvHandoffs:
         sim = model.sim
         scenario = sim.scenario
         names = list(scenario.models)
-        pools = worker_pools(scenario)
+        pools = self.fleet.pool
         self.pools: dict[int, _ModelPools] = {}
         for m, name in enumerate(names):
             spec = scenario.models[name]
@@ -240,9 +284,12 @@ class KvHandoffs:
             )
             for w in self.pools[m].prefill:
                 self.workers[w].hands_off = True
+            for w in self.pools[m].decode:
+                self.workers[w].takes_held = False
         self.moves: dict[Seq, Handoff] = {}  # by either side's Seq
         self.link_free: dict[int, float] = {}  # when each decode worker's link is free
         self.reserved: dict[int, int] = {}  # transfers a decode worker reserved KV for
+        self.wake_pending: set[int] = set()  # workers with a WORKER_WAKE scheduled
         self.queue.on(KV_TRANSFER_END, self._on_transfer_end)
         self.queue.on(WORKER_WAKE, self._on_wake)
 
@@ -324,7 +371,9 @@ class KvHandoffs:
         kv.free_held(wk, s)
         s.at = 0
         wk.router.policy.work_done(wk.index)
-        if wk.waiting:
+        if wk.waiting or wk.draining or wk.takes_held and wk.router.policy.workers_take_held:
+            # (A draining worker parks once it holds nothing; under a policy that holds
+            # requests a worker freed of its KV takes held ones, or is idle again.)
             self._wake(wk, t)
 
     def _wake(self, wk: Worker, t: float, keep: Worker | None = None) -> None:
@@ -335,11 +384,14 @@ class KvHandoffs:
         if wk is keep or self.fleet.state[wk.index] == DEAD:
             return
         if wk.phase == 0:
-            self.queue.schedule(t, WORKER_WAKE, wk, None)
+            if wk.index not in self.wake_pending:  # one wake an instant is enough
+                self.wake_pending.add(wk.index)
+                self.queue.schedule(t, WORKER_WAKE, wk, None)
         elif wk.phase == STRETCH:
             self.model._cut(wk)
 
     def _on_wake(self, wk: Worker, _: Any) -> None:
+        self.wake_pending.discard(wk.index)
         if wk.phase == 0 and self.fleet.state[wk.index] != DEAD:
             self.model._start_step(wk, self.queue.now_s)
 
@@ -355,7 +407,7 @@ class KvHandoffs:
             ps.at = 0
             if src is not keep:
                 src.router.policy.work_done(src.index)
-            if src.waiting:
+            if src.waiting or src.draining or src.takes_held and src.router.policy.workers_take_held:
                 self._wake(src, t, keep)
         if ds.at == QUEUED:
             dst.incoming.remove(ds)
@@ -457,9 +509,14 @@ class DisaggregatedWorkers(ContinuousWorkers):
         pools = self.pools.get(d.index)
         if pools is None:
             return inner(self.sim, d)
-        split = self.sim.scenario.models[d.name].disaggregated
+        sc = self.sim.scenario
+        split = sc.models[d.name].disaggregated
         assert split is not None
-        return PoolRouting(self.sim, d, inner, pools.prefill, pools.decode, split)
+        made = []
+        for name, workers in ((split.prefill_workers, pools.prefill), (split.decode_workers, pools.decode)):
+            view = _PoolView(d, workers, name, sc.pool_scorers(name), sc.pool_queue_limit(name))
+            made.append(policy_class(sc.pool_policy(name))(self.sim, view))  # type: ignore[arg-type]
+        return PoolRouting(self.sim, d, made[0], made[1], split)
 
     # -- figures ---------------------------------------------------------------------
     def frame_figures(self, model: int) -> dict[str, Any]:

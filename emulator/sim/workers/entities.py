@@ -149,6 +149,7 @@ class Worker:
     # (``incoming``: no KV reserved yet) and admits them once their KV arrived
     # (``landed``: reserved, joining at the next step start).
     hands_off: bool = False
+    takes_held: bool = True  # admits from its router's held queue (False: a decode worker)
     incoming: deque[Seq] = field(default_factory=deque)
     landed: list[Seq] = field(default_factory=list)
 

@@ -121,6 +121,7 @@ class Scheduler:
             and d.closed
             and not d.paused
             and d.policy.workers_take_held
+            and wk.takes_held
             and not wk.draining
         ):
             d.drop_expired(t)
@@ -133,7 +134,7 @@ class Scheduler:
                 if short > 0 and not (wk.cached and kv.evict_cached(wk, short, group, hit=hit)):
                     break
                 budget = self.admit(wk, model.new_seq(wk, d, d.take_held()), chunks, budget, hit)
-        if d.closed and not d.paused and d.policy.workers_take_held:
+        if d.closed and not d.paused and d.policy.workers_take_held and wk.takes_held:
             # Its own head blocked, or the held head does not fit here: another
             # worker may take it at its next step start.
             model.work_held(wk.model, wk)

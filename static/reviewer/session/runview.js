@@ -501,7 +501,11 @@ export class RunView {
       el("thead", {}, el("tr", {}, el("th", {}, "outcome"), el("th", { class: "num" }, "requests"), el("th", { class: "num" }, "share of offered"))),
       el("tbody", {},
         row(offeredKey, count(s[offeredKey] || 0), "", "total"),
-        ...(shares || []).map((o) => row(o.label, count(o.count), `${o.percent.toFixed(1)}%`)),
+        ...(shares || []).flatMap((o) => [
+          row(o.label, count(o.count), `${o.percent.toFixed(1)}%`),
+          // Why they were shed, one indented row per reason.
+          ...(o.reasons || []).map((r) => row(`  ${r.label}`, count(r.count), "", "reason")),
+        ]),
         row("p50 latency", fmt(lat.p50), ""),
         row("p99 latency", fmt(lat.p99), ""))));
   }

@@ -31,14 +31,69 @@ MISTAKES = [
      "known keys here"),
     ('models.chat.worker.batching="static"', "models.chat.disaggregated",
      "applies to continuous batching", 'set batching = "continuous"'),
-    ('dispatcher.policy="pull"', "dispatcher.policy", "does not route within pools",
-     "round_robin, least_loaded"),
+    ('dispatcher.policy="pull"', "dispatcher.policy",
+     "holds requests for workers to take, and handoffs to the decode pool are pushed",
+     '[pools.decode] policy = "least_loaded"'),
+    ('pools.decode.policy="pull"', "pools.decode.policy", "holds requests",
+     "round_robin, least_loaded, prefix_aware, weighted"),
+    ('pools.spare.policy="pull"', "pools.spare", '"spare" is not a pool of a disaggregated model',
+     "the pools are prefill, decode"),
+    ("pools.prefill.speed=1", "pools.prefill.speed", "unknown key", "policy, queue_limit"),
+    ("pools.prefill.queue_limit=-1", "pools.prefill.queue_limit", "must be at least 0", None),
+    ('pools.decode.scorers={queue=1}', "pools.decode.scorers",
+     'applies only to a policy that sums scorers, not "least_loaded"', 'policy = "weighted"'),
+    ('pools.decode.policy="no_such"', "pools.decode.policy", "is not one of", None),
+    ("pools=3", "pools", "must be a table", None),
+    ('autoscaler={metric="queue",target=4,max_workers=8}', "autoscaler.model",
+     "chat is split into pools prefill and decode, and each pool is scaled by its own",
+     "[pools.prefill.autoscaler]"),
+    ('pools.decode.autoscaler={metric="queue",target=4,max_workers=1,model="nope"}',
+     "pools.decode.autoscaler.model", '"nope" names no model', None),
+    ('pools.decode.autoscaler={metric="queue",target=4,max_workers=9}',
+     "pools.decode.autoscaler.max_workers", "more than the hosts can place", None),
     ('hosts[1].pool="prefill"', "models.chat.disaggregated.decode_workers",
      '"decode" is a pool no host group provides', 'set pool = "decode"'),
     ('hosts[0].pool="p q"', "hosts[0].pool", "not a usable pool name", 'pool = "prefill"'),
     ('hosts[1].pool="spare"', "models.chat.disaggregated.decode_workers",
      "no host group provides", "set pool"),
 ]
+
+
+def test_a_decode_pools_bound_without_a_decider_is_refused_not_ignored() -> None:
+    # With no decider every arrival enters the prefill pool: the decode pool's bound
+    # would bound nothing.
+    with pytest.raises(ScenarioError) as err:
+        BASE.with_overrides(
+            ["models.chat.disaggregated.decider_threshold_tokens=0", "pools.decode.queue_limit=5"]
+        )
+    assert err.value.path == "pools.decode.queue_limit"
+    assert "decider_threshold_tokens" in (err.value.fix or "")
+
+
+def test_pools_on_a_fleet_with_no_split_model_are_refused() -> None:
+    with pytest.raises(ScenarioError) as err:
+        load_preset("prefix-heavy-chat").with_overrides(['pools.prefill.policy="pull"'])
+    assert err.value.path == "pools"
+    assert "[dispatcher] or [autoscaler]" in (err.value.fix or "")
+
+
+def test_pool_tables_read_back_as_written() -> None:
+    sc = BASE.with_overrides([
+        "hosts[1].units=8", 'pools.prefill.policy="pull"', "pools.prefill.queue_limit=30",
+        'pools.decode.policy="weighted"', "pools.decode.scorers={queue=1,running=2}",
+        'pools.decode.autoscaler={metric="running",target=8,min_workers=1,max_workers=2}',
+    ])
+    assert sc.pool_policy("prefill") == "pull" and sc.pool_queue_limit("prefill") == 30
+    assert sc.pool_policy("decode") == "weighted"
+    assert sc.pool_scorers("decode") == (("queue", 1.0), ("running", 2.0))
+    assert sc.pool_queue_limit("decode") == BASE.dispatcher.queue_limit
+    scaler = sc.pool("decode").autoscaler  # type: ignore[union-attr]
+    assert scaler is not None and (scaler.model, scaler.max_workers) == ("chat", 2)
+    assert [p for p, _ in sc.autoscalers()] == ["decode"]
+    assert Scenario.from_dict(sc.to_dict()) == sc
+    assert load_scenario(sc.to_toml()) == sc
+    # A fleet without pool tables writes none.
+    assert "pools" not in BASE.to_dict()
 
 
 @pytest.mark.parametrize(("override", "path", "text", "fix"), MISTAKES)
@@ -144,6 +199,9 @@ DECIDER_MISTAKES = [
     (['models.chat.disaggregated.decider="uncached"', "worker.prefix_cache=true",
       "models.chat.disaggregated.decider_threshold_tokens=0"], "models.chat.disaggregated.decider",
      "would change nothing", "give decider_threshold_tokens"),
+    (['models.chat.disaggregated.decider="uncached"', "worker.prefix_cache=true",
+      'pools.prefill.policy="pull"'], "models.chat.disaggregated.decider",
+     '"pull" (pool prefill) picks none in advance', 'set decider = "prompt"'),
     (["models.chat.disaggregated.decider_max_prefill_queue=-2"],
      "models.chat.disaggregated.decider_max_prefill_queue", "must be at least 0", None),
 ]
@@ -171,11 +229,12 @@ def test_a_decider_key_without_pools_names_the_missing_pool() -> None:
     assert "prefill_workers is missing" in str(err.value)
 
 
-def test_an_autoscaler_on_a_split_model_is_refused_with_its_fix() -> None:
+def test_a_fleet_autoscaler_on_a_split_model_points_to_the_pools_own() -> None:
     data = _data()
     data["autoscaler"] = {"model": "chat", "metric": "running", "target": 8,
                           "min_workers": 1, "max_workers": 4}
     with pytest.raises(ScenarioError) as err:
         load_scenario_from(data)
     assert err.value.path == "autoscaler.model", str(err.value)
-    assert "does not scale prefill and decode pools" in str(err.value)
+    assert "each pool is scaled by its own autoscaler" in str(err.value)
+    assert err.value.fix is not None and "[pools.prefill.autoscaler]" in err.value.fix

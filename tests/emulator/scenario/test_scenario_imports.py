@@ -51,8 +51,10 @@ def test_the_catalog_holds_every_registered_policy_and_worker_model_with_its_tra
         assert entry.needs_prefix_caches == cls.needs_prefix_caches
         assert entry.routes_in_pools == cls.routes_in_pools
         assert entry.uses_scorers == cls.uses_scorers
+        assert entry.holds_requests == cls.workers_take_held
     assert catalog.policies_with("needs_prefix_caches") == ("prefix_aware", "weighted")
     assert catalog.policies_with("routes_in_pools") == ("round_robin", "least_loaded", "prefix_aware", "weighted")
+    assert catalog.policies_with("holds_requests") == ("pull",)
     assert catalog.policies_with("uses_scorers") == ("weighted",)
     assert catalog.WORKER_MODELS["continuous"].token_level
     assert not catalog.WORKER_MODELS["static"].token_level

@@ -71,3 +71,31 @@ def test_queue_limit_bounds_each_pool_of_a_split_model() -> None:
     model = engine.worker_models["continuous"]
     for pool in (routing.prefill.dispatcher.workers, routing.decode.dispatcher.workers):
         assert model.waiting_in(pool) <= 20
+
+
+def test_shed_requests_are_counted_by_reason_in_the_summary_and_the_frames() -> None:
+    # An overloaded static fleet whose dispatcher holds batches (pull) with a waiting
+    # bound, behind a gateway's rate limit: both refuse.
+    sc = load_preset("doc-as-written").with_overrides([
+        "faults=[]", "duration_s=60", "traffic.qps=1600", 'dispatcher.policy="pull"',
+        "dispatcher.queue_limit=100", "gateway.rate_limit_qps=30",
+    ])
+    engine = Engine(sc)
+    frames = []
+    while not engine.done:
+        frames += engine.advance_to(engine.now_s + 20)
+    s = engine.summary()
+    reasons = s.to_dict()["shed_reasons"]
+    assert reasons["queue_full"] > 0 and reasons["rate_limit"] > 0
+    assert sum(reasons.values()) == s.shed
+    for name, model in s.to_dict()["per_model"].items():
+        assert sum(model["shed_reasons"].values()) == model["shed"], name
+    totals = {
+        k: sum(sum(f.m[k]) for f in frames)
+        for k in ("shed", "shed_queue_full", "shed_oversized", "shed_rate_limit")
+    }
+    assert totals["shed_queue_full"] == reasons["queue_full"]
+    assert totals["shed_rate_limit"] == reasons["rate_limit"]
+    assert totals["shed"] == totals["shed_queue_full"] + totals["shed_oversized"] + totals["shed_rate_limit"]
+    again = type(s).from_dict(s.to_dict())
+    assert again.to_dict()["shed_reasons"] == reasons

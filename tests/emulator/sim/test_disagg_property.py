@@ -1,5 +1,5 @@
-"""Drawn split fleets (pool sizes, policies, prefix caches, KV sizes, the decider's
-rules, client timeouts) and drawn request streams: the engine against the step-by-step
+"""Drawn split fleets (pool sizes, each pool's policy and waiting bound, prefix caches,
+KV sizes, the decider's rules, client timeouts) and drawn request streams: the engine against the step-by-step
 reference (``disagg_reference.py``), request by request.
 
 A longer run: ``DISAGG_EXAMPLES=2000 python -m pytest tests/emulator/sim/test_disagg_property.py``.
@@ -26,7 +26,20 @@ EXAMPLES = int(os.environ.get("DISAGG_EXAMPLES", "40"))
 def cases(draw: st.DrawFn) -> dict:
     cache = draw(st.booleans())
     threshold = draw(st.sampled_from([0, 200, 800]))
-    decider = "uncached" if cache and threshold and draw(st.booleans()) else "prompt"
+    pushing = ["round_robin", "least_loaded", "prefix_aware", "weighted"]
+    policy = draw(st.sampled_from(pushing))
+    # Each pool its own policy (pull only in front of the prefill pool) and bound, or
+    # the dispatcher's for both.
+    pools: dict = {}
+    if draw(st.booleans()):
+        pools["prefill"] = {"policy": draw(st.sampled_from([*pushing, "pull"])),
+                            "queue_limit": draw(st.sampled_from([0, 2, 5]))}
+        pools["decode"] = {"policy": draw(st.sampled_from(pushing))}
+        if threshold:  # (a decode pool's bound needs arrivals routed there)
+            pools["decode"]["queue_limit"] = draw(st.sampled_from([0, 2]))
+    pulled = pools.get("prefill", {}).get("policy") == "pull"
+    decider = "uncached" if cache and threshold and not pulled and draw(st.booleans()) else "prompt"
+    weighted = "weighted" in (policy, *(t["policy"] for t in pools.values()))
     n = draw(st.integers(4, 40))
     gaps = draw(st.lists(st.floats(0.001, 1.5, allow_nan=False), min_size=n, max_size=n))
     groups = draw(st.integers(0, 4))
@@ -42,9 +55,11 @@ def cases(draw: st.DrawFn) -> dict:
         "requests": requests,
         "prefill": draw(st.integers(1, 3)),
         "decode": draw(st.integers(1, 3)),
-        "policy": (policy := draw(st.sampled_from(["round_robin", "least_loaded", "prefix_aware", "weighted"]))),
-        "scorers": draw(st.sampled_from([None, {"prefix": 1.0, "kv_free": 1.0}, {"queue": 1.0, "kv_free": 2.0}]))
-        if policy == "weighted" else None,
+        "policy": "weighted" if weighted else policy,  # (the scorers are the dispatcher's)
+        "pools": pools,
+        "scorers": draw(st.sampled_from([None, {"prefix": 1.0, "kv_free": 1.0}, {"queue": 1.0, "kv_free": 2.0},
+                                         {"running": 1.0, "prefix": 2.0}]))
+        if weighted else None,
         "params": replace(WORKER, kv_cache_tokens=draw(st.sampled_from([4000, 9000, 40_000])),
                           max_num_seqs=draw(st.sampled_from([2, 8, 256]))),
         "gb_s": draw(st.sampled_from([2.0, 50.0])),
@@ -67,6 +82,7 @@ def test_drawn_split_fleets_agree_with_the_reference(case: dict) -> None:
     assert s.ok == ref.count("ok")
     assert s.timed_out == ref.count("timed_out")
     assert s.shed == ref.count("shed")
+    assert s.shed_queue_full == ref.sheds
     assert s.preemptions == ref.preemptions
     finished = [(i, r) for i, r in enumerate(ref.records) if r.done_s is not None]
     assert sorted(done) == [i for i, _ in finished]

@@ -152,6 +152,31 @@ def test_it_agrees_when_cached_blocks_are_evicted_and_requests_preempted(
     assert ref.run.preemptions > 0 and ref.evicted > 0  # the test is about pressure
 
 
+@pytest.mark.parametrize(
+    "scorers", [{"running": 1.0}, {"prefix": 1.0, "queue": 1.0, "running": 2.0}],
+    ids=["running", "prefix-queue-running"],
+)
+def test_the_running_scorer_agrees_with_the_reference(tmp_path: Path, scorers: dict) -> None:
+    params = replace(WORKER, kv_cache_tokens=40_000, max_num_seqs=12)
+    requests = requests_with_prefixes(
+        qps=25, duration_s=30, prompt=1000, output=200, groups=20, prefix=600,
+        zipf_s=1.0, prompt_cv=0.6, output_cv=1.0, seed=4,
+    )
+    summary, done, hits = run_engine(
+        requests, tmp_path, workers=3, duration_s=30, policy="weighted", params=params,
+        scorers=scorers, block_tokens=32,
+    )
+    ref = simulate_prefix(
+        requests, workers=3, params=params, policy="weighted", duration_s=30, block_tokens=32,
+        weights=scorers,
+    )
+    check_agreement(summary, done, hits, ref)
+    # The running term moves requests: the routing differs from the default weights'.
+    default = simulate_prefix(requests, workers=3, params=params, policy="weighted", duration_s=30,
+                              block_tokens=32)
+    assert [r.worker for r in ref.run.records] != [r.worker for r in default.run.records]
+
+
 def test_it_agrees_when_clients_time_out(tmp_path: Path) -> None:
     params = replace(WORKER, kv_cache_tokens=30_000)
     requests = requests_with_prefixes(

@@ -73,3 +73,18 @@ def test_the_run_page_lists_the_emulators_outcomes_and_those_still_in_the_system
 
     assert [key for key, _ in OUTCOMES] == [*OUTCOME_KEYS, "in_system_end"]
     assert dict(OUTCOMES)["timed_out"] == "timed out"
+
+
+def test_the_shed_share_lists_its_reasons_that_shed_something() -> None:
+    summary = {
+        "offered": 10, "ok": 4, "shed": 6,
+        "shed_reasons": {"queue_full": 5, "oversized": 0, "rate_limit": 1},
+    }
+    shed = next(s for s in outcome_shares(summary) if s["key"] == "shed")
+    assert shed["reasons"] == [
+        {"key": "queue_full", "label": "waiting bound full", "count": 5},
+        {"key": "rate_limit", "label": "gateway rate limit", "count": 1},
+    ]
+    assert sum(r["count"] for r in shed["reasons"]) == shed["count"]
+    # The other outcomes carry no reasons.
+    assert all("reasons" not in s for s in outcome_shares(summary) if s["key"] != "shed")
