@@ -91,6 +91,8 @@ def _summary_text(summary: dict[str, Any] | None) -> str | None:
     if not summary:
         return None
     parts = [f"{_fmt(summary[k])} {k.replace('_', ' ')}" for k in SUMMARY_KEYS if summary.get(k)]
+    if summary.get("in_system_end"):  # so the outcomes add up to what was offered
+        parts.append(f"{_fmt(summary['in_system_end'])} in the system at the end")
     p99 = (summary.get("latency_s") or {}).get("p99")
     if p99 is not None:
         parts.append(f"p99 latency {_fmt(float(p99))} s")
