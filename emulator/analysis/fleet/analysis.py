@@ -32,8 +32,8 @@ from emulator.analysis.fleet.capacity import (
     WorkerCapacity,
     continuous_worker,
     direct_group_shares,
+    direct_prompts,
     static_worker,
-    uncached_direct_share,
 )
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.steps import StepCost, step_cost
@@ -308,7 +308,9 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
     cost = step_cost(scenario, name) if batching == "continuous" else None
     split = spec.disaggregated
     routed = routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
-    direct = Fraction(load.prompt.share_at_most(split.decider_threshold_tokens)) if split else Fraction(0)
+    block = scenario.worker_for(name).block_tokens
+    sent = direct_prompts(load, split.decider_threshold_tokens, None, block) if split else None
+    direct = Fraction(sent.share) if sent is not None else Fraction(0)
     move_s = 0.0  # a mean prompt's KV transfer (the prefill worker holds its KV meanwhile)
     if split is not None:
         per_token = kv_bytes_per_token(spec)
@@ -325,13 +327,12 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
                                        prefix_routed=routed, direct_share=float(direct),
                                        tpot_goal=slo.tpot_s if role != "prefill" else None,
                                        ttft_goal=slo.ttft_s if role != "decode" else None, transfer_s=move_s,
-                                       decode_shares=decode_shares)
+                                       decode_shares=decode_shares, direct=sent)
             if role == "prefill" and split is not None and split.decider == "uncached":
                 # Prompts whose tokens not cached on the prefill worker are few skip it.
-                direct = Fraction(uncached_direct_share(
-                    load, split.decider_threshold_tokens,
-                    None if worker.hit_rate is None else float(worker.hit_rate),
-                    scenario.worker_for(name).block_tokens))
+                sent = direct_prompts(load, split.decider_threshold_tokens,
+                                      None if worker.hit_rate is None else float(worker.hit_rate), block)
+                direct = Fraction(sent.share) if sent is not None else Fraction(0)
                 decode_shares = direct_group_shares(scenario, name, load, cost, len(hosts), routed, move_s,
                                                     split.decider_threshold_tokens)
         share = 1 - direct if role == "prefill" else Fraction(1)
