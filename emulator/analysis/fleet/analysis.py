@@ -36,10 +36,11 @@ from emulator.analysis.fleet.capacity import (
     WorkerCapacity,
     continuous_worker,
     direct_group_shares,
+    direct_prompts,
     static_worker,
-    uncached_direct_share,
 )
 from emulator.analysis.fleet.prefix import routes_by_prefix
+from emulator.analysis.fleet.queueing import prefill_times, ttft_bound_qps
 from emulator.analysis.fleet.steps import StepCost, step_cost
 from emulator.analysis.fleet.workload import Workload, workload_of
 from emulator.analysis.placement.core import exact
@@ -313,7 +314,9 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
     cost = step_cost(scenario, name) if batching == "continuous" else None
     split = spec.disaggregated
     routed = routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
-    direct = Fraction(load.prompt.share_at_most(split.decider_threshold_tokens)) if split else Fraction(0)
+    block = scenario.worker_for(name).block_tokens
+    sent = direct_prompts(load, split.decider_threshold_tokens, None, block) if split else None
+    direct = Fraction(sent.share) if sent is not None else Fraction(0)
     move_s = 0.0  # a mean prompt's KV transfer (the prefill worker holds its KV meanwhile)
     if split is not None:
         per_token = kv_bytes_per_token(spec)
@@ -330,16 +333,17 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
                                        prefix_routed=routed, direct_share=float(direct),
                                        tpot_goal=slo.tpot_s if role != "prefill" else None,
                                        ttft_goal=slo.ttft_s if role != "decode" else None, transfer_s=move_s,
-                                       decode_shares=decode_shares)
+                                       decode_shares=decode_shares, direct=sent)
             if role == "prefill" and split is not None and split.decider == "uncached":
                 # Prompts whose tokens not cached on the prefill worker are few skip it.
-                direct = Fraction(uncached_direct_share(
-                    load, split.decider_threshold_tokens,
-                    None if worker.hit_rate is None else float(worker.hit_rate),
-                    scenario.worker_for(name).block_tokens))
+                sent = direct_prompts(load, split.decider_threshold_tokens,
+                                      None if worker.hit_rate is None else float(worker.hit_rate), block)
+                direct = Fraction(sent.share) if sent is not None else Fraction(0)
                 decode_shares = direct_group_shares(scenario, name, load, cost, len(hosts), routed, move_s,
                                                     split.decider_threshold_tokens)
         share = 1 - direct if role == "prefill" else Fraction(1)
+        if role == "prefill" and cost is not None and share > 0:
+            worker = _within_ttft(scenario, name, load, cost, worker, len(hosts), move_s)
         cap = None if share == 0 else len(hosts) * worker.qps / share
         pools.append(PoolAnalysis(name, role, pool, len(hosts), hosts, worker, share, cap))
     transfer_s = link_qps = None
@@ -372,6 +376,35 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
         name, share, batching, split is not None, load, tuple(pools), capacity, throughput,
         binding_pool, binding, offered_avg, peak, how, floors, transfer_s, link_qps, direct, kv, (),
         auto, trace_cap, inputs, notes)
+
+
+def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, w: WorkerCapacity,
+                 workers: int, transfer_s: float) -> WorkerCapacity:
+    """A prefill worker at what it serves with GOODPUT of its prompts getting their
+    first token within the TTFT goal, their wait for a prefill worker counted
+    (``queueing``): its fluid rate when the goal is met up to it, or no goal is set, or
+    not even a light load meets it (another finding says so)."""
+    goal = scenario.slo.ttft_s
+    if goal is None or not workers or not w.qps or w.prefill_s is None:
+        return w
+    pre = load.prefix
+    block = scenario.worker_for(name).block_tokens
+    cached = 0.0
+    if w.hit_rate is not None and pre is not None and pre.groups:
+        cached = math.floor(float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares)) / block) * block
+    times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s))
+    # After its prefill a prompt's KV moves and the decode worker runs its first step.
+    slack = goal - transfer_s - float(cost.decode_alone_s(max(1, round(load.prompt.mean)) + 1))
+    limit = scenario.dispatcher.queue_limit
+    bound = ttft_bound_qps(workers, workers * float(w.qps), times, weights, slack, limit, GOODPUT)
+    if bound is None or bound / workers >= float(w.qps):
+        return w
+    per = Fraction(bound / workers)
+    how = (f"{float(per):.3g} prompts a second of {float(w.qps):.3g} busy: beyond it more than "
+           f"{1 - GOODPUT:.0%} of prompts wait past the TTFT goal ({goal:g} s) at {workers} prefill workers"
+           + (f" or find {limit} waiting" if limit else "") + f"; {w.how}")
+    return replace(w, qps=per, binding="ttft_queue", how=how,
+                   inputs=tuple(dict.fromkeys([*w.inputs, "slo.ttft_s", "dispatcher.queue_limit"])))
 
 
 def _model_capacity(pools: list[PoolAnalysis], link_qps: Fraction | None) -> tuple[Fraction, str | None, str]:

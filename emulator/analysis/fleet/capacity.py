@@ -39,7 +39,7 @@ from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 from emulator.scenario import Scenario
 
-__all__ = ["WorkerCapacity", "continuous_worker", "static_worker"]
+__all__ = ["DirectPrompts", "WorkerCapacity", "continuous_worker", "direct_prompts", "static_worker"]
 
 #: Largest concurrency scanned one by one; beyond it a geometric grid.
 SCAN_ALL = 2048
@@ -112,8 +112,10 @@ class _Point:
 def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepCost, *, role: str = "whole",
                       pool_workers: int = 1, prefix_routed: bool = False, direct_share: float = 0.0,
                       tpot_goal: float | None = None, ttft_goal: float | None = None,
-                      transfer_s: float = 0.0, decode_shares: np.ndarray | None = None) -> WorkerCapacity:
-    """A continuous worker of ``role`` (whole, prefill or decode) at its capacity."""
+                      transfer_s: float = 0.0, decode_shares: np.ndarray | None = None,
+                      direct: DirectPrompts | None = None) -> WorkerCapacity:
+    """A continuous worker of ``role`` (whole, prefill or decode) at its capacity; a
+    decode worker serves ``direct``'s prompts whole (the decider's, by their sizes)."""
     w = scenario.worker_for(name)
     if role == "prefill":
         return _prefill_worker(scenario, name, load, cost, pool_workers, prefix_routed, transfer_s)
@@ -139,8 +141,16 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
         saved = (hit or 0.0) * (cache.usable if cache else 0.0)
         if role == "decode":
             landed = cost.prompt_extra(n, context, 1.0, p.mean, p.mean, n / max(out - 1, 1))
-            whole = cost.prompt_extra(n, context, p.mean - saved, p.mean, p.sq - saved * p.mean,
-                                      n / max(out - 1, 1))
+            if direct is not None:
+                # The prompts the decider sends are its own sizes (the short ones, and
+                # those whose uncached rest is short), found cached with probability hit.
+                h = hit or 0.0
+                new = h * direct.new_cached + (1 - h) * direct.mean
+                attn = h * direct.attn_cached + (1 - h) * direct.sq
+                whole = cost.prompt_extra(n, context, new, direct.mean, attn, n / max(out - 1, 1))
+            else:
+                whole = cost.prompt_extra(n, context, p.mean - saved, p.mean, p.sq - saved * p.mean,
+                                          n / max(out - 1, 1))
             extra = (1 - direct_share) * landed + direct_share * whole
         else:
             new = p.mean - saved
@@ -270,21 +280,61 @@ def direct_group_shares(scenario: Scenario, name: str, load: Workload, cost: Ste
     if cache is None or pre is None:
         return None
     short = load.prompt.share_at_most(threshold)
-    usable = max(0.0, pre.mean_tokens - cache.block / 2)
-    cached = max(0.0, load.prompt.share_at_most(threshold + usable) - short)
+    cached = max(0.0, load.prompt.share_at_most(threshold + cache.group_tokens) - short)
     return pre.shares * (short + cache.group_hits(free) * cached)
+
+
+@dataclass(frozen=True)
+class DirectPrompts:
+    """The prompts a split model's decider sends to the decode pool whole, per such
+    request: their mean and E[P^2], and, when the decode worker finds the prefix
+    cached, the new tokens it prefills and their attention term (E[new x P])."""
+
+    share: float
+    mean: float
+    sq: float
+    new_cached: float
+    attn_cached: float
+
+
+def direct_prompts(load: Workload, threshold: int, hit: float | None, block: int) -> DirectPrompts | None:
+    """The decider's direct prompts by size: every prompt of at most ``threshold``
+    tokens, and under ``decider = "uncached"`` (``hit`` the prefill worker's hit rate)
+    those whose prompt less its cached prefix's whole blocks is, found cached with
+    probability ``hit``. A cached prefix of G tokens (whole blocks) leaves a prompt of
+    P > G its P - G tokens to prefill and a shorter one its last block's (half a block
+    on average). None when no prompt is sent."""
+    p, pre = load.prompt, load.prefix
+    tokens = 0.0
+    if pre is not None and pre.groups:
+        tokens = math.floor(float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares)) / block) * block
+    pieces = [(0.0, float(threshold), 1.0)]
+    if hit is not None and tokens > 0:
+        pieces.append((float(threshold), threshold + tokens, hit * (pre.prefixed if pre else 0.0)))
+    share = mean = sq = new_cached = attn_cached = 0.0
+    for lo, hi, weight in pieces:
+        for a, b, above in ((lo, min(hi, tokens), False), (max(lo, tokens), hi, True)):
+            m0, m1, m2 = p.moments_between(a, b)
+            share += weight * m0
+            mean += weight * m1
+            sq += weight * m2
+            if above:
+                new_cached += weight * (m1 - tokens * m0)
+                attn_cached += weight * (m2 - tokens * m1)
+            else:
+                new_cached += weight * block / 2 * m0
+                attn_cached += weight * block / 2 * m1
+    if share <= 0:
+        return None
+    return DirectPrompts(share, mean / share, sq / share, new_cached / share, attn_cached / share)
 
 
 def uncached_direct_share(load: Workload, threshold: int, hit: float | None, block: int) -> float:
     """Under ``decider = "uncached"``: the share of requests served whole on the decode
     pool, those whose prompt is at most ``threshold`` or whose prompt less its cached
     prefix is (a request finding its prefix cached with the prefill pool's hit rate)."""
-    short = load.prompt.share_at_most(threshold)
-    pre = load.prefix
-    if hit is None or pre is None:
-        return short
-    usable = max(0.0, pre.mean_tokens - block / 2)
-    return short + hit * pre.prefixed * max(0.0, load.prompt.share_at_most(threshold + usable) - short)
+    found = direct_prompts(load, threshold, hit, block)
+    return 0.0 if found is None else found.share
 
 
 def _inputs(name: str, load: Workload, cost: StepCost, prefix: bool) -> tuple[str, ...]:

@@ -1,0 +1,156 @@
+"""Waiting for a prefill worker: the load at which a split model's prefill pool still
+gives GOODPUT of its prompts their first token within the TTFT goal.
+
+The fluid capacity of a prefill pool is the rate at which its workers are busy all the
+time; well before it, prompts queue. A prefill worker runs its prompts first come first
+served at the token rate of packed steps, so a prompt's prefill TTFT is its wait for the
+work ahead of it, its own prefill, and then the transfer and the decode worker's first
+step. The pool is taken as M/G/c (Poisson arrivals, ``c`` workers fed from one queue):
+
+* a prompt waits with Erlang's C probability, and then an exponential time of mean
+  (1 + cs^2) / 2 / (c mu - lambda) (Allen and Cunneen's mean wait, cs^2 the squared cv
+  of the prefill times; the tail of M/G/c under heavy traffic is exponential);
+* its own prefill is its new tokens (its prompt, less its prefix's whole blocks when
+  found cached, with the pool's hit rate) at the packed steps' cost a token plus the
+  attention of its chunks, scaled so that the mean is the worker's time per request;
+* with ``dispatcher.queue_limit`` = K, an arrival that finds K waiting is refused: one
+  that would wait longer than K mean prefills spread over the c workers.
+
+A prompt is served well when it is admitted and its wait, prefill and the hand-off
+overhead fit the goal. The capacity is the highest rate at which GOODPUT of them are.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+import numpy as np
+
+from emulator.analysis.fleet.steps import StepCost
+from emulator.analysis.fleet.workload import Workload
+
+__all__ = ["prefill_times", "ttft_bound_qps"]
+
+#: Quantiles of the prompt sizes a lognormal law is cut into.
+POINTS = 256
+
+
+def _prompt_points(load: Workload) -> np.ndarray:
+    """Prompt sizes standing for the law, each with an equal share."""
+    p = load.prompt
+    if p.rows is not None:
+        return p.rows.astype(np.float64)
+    if p.cv == 0:
+        return np.array([p.mean])
+    sigma = math.sqrt(math.log1p(p.cv * p.cv))
+    mu = math.log(p.mean) - sigma * sigma / 2
+    z = np.array([NormalDist().inv_cdf((k + 0.5) / POINTS) for k in range(POINTS)])
+    return np.exp(mu + sigma * z)
+
+
+def _attention(cost: StepCost, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Sum of chunk x (chunk start + chunk) over a prompt's chunks from ``start`` to ``end``."""
+    budget = float(cost.spec.max_batched_tokens)
+    total = np.zeros_like(start)
+    at = start.copy()
+    while True:
+        left = end - at
+        live = left > 0
+        if not live.any():
+            return total
+        c = np.where(live, np.minimum(budget, left), 0.0)
+        total += c * (at + c)
+        at = at + c
+
+
+def prefill_times(load: Workload, cost: StepCost, hit: float, cached_tokens: float,
+                  mean_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """A prefill worker's time per prompt (scaled to the mean ``mean_s``) and each
+    one's share: every prompt size found cached (``hit``) or not."""
+    sizes = _prompt_points(load)
+    spec = cost.spec
+    per_token = spec.step_base_s / spec.max_batched_tokens + spec.prefill_token_s
+    cached = np.minimum(cached_tokens, np.maximum(sizes - 1, 0.0))
+    times, weights = [], []
+    for found, share in ((True, hit), (False, 1.0 - hit)):
+        if share <= 0:
+            continue
+        start = cached if found else np.zeros_like(sizes)
+        work = per_token * (sizes - start) + spec.prefill_attn_s * _attention(cost, start, sizes)
+        times.append(work)
+        weights.append(np.full(sizes.size, share / sizes.size))
+    t, w = np.concatenate(times), np.concatenate(weights)
+    mean = float(np.dot(t, w))
+    if mean > 0:
+        t = t * (mean_s / mean)
+    return t, w
+
+
+def _erlang_tail(k: int, x: np.ndarray) -> np.ndarray:
+    """P(an Erlang of ``k`` unit-mean... stages of rate 1 sums past ``x``): e^-x sum_{i<k} x^i / i!."""
+    term = np.exp(-x)
+    total = term.copy()
+    for i in range(1, k):
+        term = term * x / i
+        total += term
+    return total
+
+
+def good_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, slack: float,
+               queue_limit: int) -> float:
+    """The share of prompts admitted and prefilled within ``slack`` at ``lam`` a second.
+
+    The number in the pool an arrival finds (Poisson arrivals see time averages): below
+    ``workers`` as M/M/c, and beyond, j waiting with a ratio r^j, r the diffusion
+    approximation's exp(-2 (1 - rho) / (rho (1 + cs^2))) (rho itself for exponential
+    prefills), cut at ``queue_limit`` waiting (an arrival finding that many is refused;
+    0: no limit). With j waiting ahead it waits for j + 1 of the busy workers' ends: an
+    Erlang of j + 1 stages whose mean is (j + (1 + cs^2) / 2) mean prefills over c (the
+    first end a residual prefill's)."""
+    mean = float(np.dot(times, weights))
+    c = workers
+    a = lam * mean
+    rho = a / c
+    if rho <= 0:
+        return float(np.dot((times <= slack).astype(float), weights))
+    cs2 = max(0.0, float(np.dot(times * times, weights)) / (mean * mean) - 1.0)
+    r = math.exp(-2.0 * (1.0 - rho) / (rho * (1.0 + cs2)))
+    if queue_limit <= 0 and r >= 1.0:
+        return 0.0
+    idle = [1.0]
+    for n in range(1, c):
+        idle.append(idle[-1] * a / n)
+    busy = idle[-1] * a / c  # all c busy, none waiting
+    depth = queue_limit if queue_limit > 0 else None
+    if depth is None:
+        # Enough waiting states that the rest of the geometric is negligible.
+        depth = int(math.ceil(math.log(1e-9) / math.log(r))) if r > 0 else 1
+    waiting = busy * r ** np.arange(depth + (1 if queue_limit > 0 else 0))
+    total = sum(idle) + float(waiting.sum())
+    ok = sum(idle) / total * float(np.dot((times <= slack).astype(float), weights))
+    room = np.maximum(slack - times, 0.0)
+    served = times <= slack
+    for j in range(depth):
+        mean_wait = (j + (1.0 + cs2) / 2.0) * mean / c
+        stages = j + 1
+        within = 1.0 - _erlang_tail(stages, room * stages / mean_wait)
+        ok += float(waiting[j]) / total * float(np.dot(np.where(served, within, 0.0), weights))
+    return ok
+
+
+def ttft_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, slack: float,
+                   queue_limit: int, goodput: float) -> float | None:
+    """The highest rate of prompts the pool serves with ``goodput`` of them within
+    ``slack``; None when not even a light load does (the goal is then another
+    finding's: prompts too long to prefill within it)."""
+    if good_share(fluid_qps * 1e-6, workers, times, weights, slack, queue_limit) < goodput:
+        return None
+    lo, hi = 0.0, fluid_qps
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if good_share(mid, workers, times, weights, slack, queue_limit) >= goodput:
+            lo = mid
+        else:
+            hi = mid
+    return lo
