@@ -81,7 +81,9 @@ worker of both pools; requests carry ``group`` and ``prefix_tokens`` (``PrefixRe
   reserved nor computed), and at the step end that completes its prefill moves its
   prefix's new whole blocks from its KV to the cache before handing it off; the KV it
   then holds for the transfer is the rest. A held request pins its group as a running
-  one does; the group is released when the transfer ends.
+  one does; the group is released when the transfer ends. An admission that does not
+  fit evicts unpinned blocks if that is enough, of its own group only those beyond
+  the ones it reuses (on both pools' workers, as ``prefix_reference`` says).
 * A decode worker caches for the requests it serves whole; a handed-off request
   brings its KV whole and has no group there (it neither reads, pins nor fills the
   cache). At step c a handoff whose prompt does not fit evicts unpinned blocks if
@@ -278,17 +280,20 @@ class _Sim:
     def used(self, w: _Worker) -> int:
         return w.kv_used + self.bt * sum(w.blocks.values())
 
-    def evictable(self, w: _Worker, keep: int = -1) -> int:
+    def evictable(self, w: _Worker, keep: int = -1, spare: int = 0) -> int:
+        """Tokens of unpinned blocks; group ``keep`` keeps its first ``spare`` blocks."""
         pinned = self.pinned(w)
-        return self.bt * sum(n for g, n in w.blocks.items() if g not in pinned and g != keep)
+        return self.bt * sum(
+            n - (min(n, spare) if g == keep else 0) for g, n in w.blocks.items() if g not in pinned
+        )
 
-    def evict(self, w: _Worker, need: int, keep: int = -1) -> None:
+    def evict(self, w: _Worker, need: int, keep: int = -1, spare: int = 0) -> None:
         pinned = self.pinned(w)
-        order = sorted((g for g in w.blocks if g not in pinned and g != keep),
-                       key=lambda g: w.released[g])
+        order = sorted((g for g in w.blocks if g not in pinned), key=lambda g: w.released[g])
         freed = 0
         for g in order:
-            while freed < need and w.blocks.get(g, 0) > 0:
+            floor = spare if g == keep else 0
+            while freed < need and w.blocks.get(g, 0) > floor:
                 w.blocks[g] -= 1
                 freed += self.bt
             if w.blocks[g] == 0:
@@ -518,13 +523,15 @@ class _Sim:
 
     def fits(self, w: _Worker, head: _Req) -> bool:
         """Whether ``head`` fits ``w``'s free KV after its lookup, evicting unpinned
-        cached blocks (not its own group's) if that is enough."""
+        cached blocks (of its own group only those beyond the ones it reuses) if that is
+        enough."""
         hit = self.lookup(w, head, head.target)
         short = head.target - hit - (self.p.kv_cache_tokens - self.used(w))
         if short > 0:
-            if self.evictable(w, self.group(w, head)) < short:
+            group, spare = self.group(w, head), hit // self.bt
+            if self.evictable(w, group, spare) < short:
                 return False
-            self.evict(w, short, self.group(w, head))
+            self.evict(w, short, group, spare)
         return True
 
     def admit(self, w: _Worker, r: _Req, chunks: list[tuple[_Req, int]], budget: int) -> int:

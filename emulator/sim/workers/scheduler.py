@@ -65,9 +65,10 @@ class Scheduler:
                     self.make_room(wk)
             else:
                 self.make_room(wk)
-            wk.ahead = 1
-        else:
-            wk.ahead = 0
+            # (Preemption may have taken decoders: the budget and the reserved next
+            # tokens are those of the ones left.)
+            n = wk.n_dec
+        wk.ahead = 1 if n else 0
         return self.fill(wk, t, wk.spec.max_batched_tokens - n)
 
     def make_room(self, wk: Worker) -> None:

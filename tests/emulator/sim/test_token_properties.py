@@ -247,3 +247,26 @@ def test_a_request_evicts_the_unused_end_of_its_own_groups_cached_prefix(tmp_pat
     engine = run_engine(fleet, requests, tmp_path / "r.jsonl")
     assert [e.outcome for e in engine] == ["ok"] * len(requests)
     check_request_by_request(fleet, requests, tmp_path / "r2.jsonl")
+
+
+def test_a_step_after_preempting_every_decoder_prefills_with_the_whole_budget(
+    tmp_path: Path,
+) -> None:
+    # Group 0's one cached block (4 tokens) and the 393-token request fill the 399-token
+    # cache as it decodes: its fourth token does not fit and it is preempted, the only
+    # decoder. The step that preempts it re-prefills 396 tokens with the whole 66-token
+    # budget (6 steps) and reserves no decode token; budgeting for the decoder it just
+    # preempted took a seventh step.
+    params = WorkerParams(max_num_seqs=1, max_batched_tokens=66, kv_cache_tokens=399)
+    fleet = Fleet(
+        workers=1, policy="round_robin", params=params, timeout_s=None, queue_limit=0,
+        cache=True, block_tokens=4, scorers=None, duration_s=0.1396644,
+    )
+    one = PrefixRequest(0.0, 1, 1, 0, 1)
+    requests = [one, one, PrefixRequest(0.0, 4, 1, 0, 4)] + [one] * 7
+    requests.append(PrefixRequest(0.0, 393, 4, 0, 1))
+    requests += [PrefixRequest(0.0877644, 1, 1)] * 2
+    engine = run_engine(fleet, requests, tmp_path / "r.jsonl")
+    assert engine[10].outcome == "ok"
+    assert engine[10].done_s == pytest.approx(0.13624)
+    check_request_by_request(fleet, requests, tmp_path / "r2.jsonl")
