@@ -104,5 +104,5 @@ def test_a_scenarios_placement_prints_the_pages_headline_and_the_analysiss_capac
 
 def test_a_split_fleets_placement_names_the_binding_pool_and_the_loss_that_takes_it_down():
     text = place("--scenario", "disagg-decode-undersized").stdout
-    assert "  chat: 14 QPS, decode pool binds; host:3 lost leaves 0 QPS (down)" in text
+    assert "  chat: 14.2 QPS, decode pool binds; host:3 lost leaves 0 QPS (down)" in text
     assert "host:3 lost leaves 0 QPS, chat down" in text

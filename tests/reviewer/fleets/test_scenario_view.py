@@ -253,7 +253,7 @@ def test_the_trace_paths_hop_figures_come_from_the_stored_analysis():
     split = _preset("disagg-decode-undersized")
     record = fleet_record(load_scenario("disagg-decode-undersized", max_requests=None))
     hops = {h["key"]: h["facts"] for h in page_facts(split, record=record)["tracePath"]}
-    assert "chat: decode pool 14 QPS" in hops["decode_pool"] and "chat: capacity 14 QPS, decode binds" in hops["decode_pool"]
+    assert "chat: decode pool 14.2 QPS" in hops["decode_pool"] and "chat: capacity 14.2 QPS, decode binds" in hops["decode_pool"]
     assert "chat: host:3 lost leaves 0 QPS (down)" in hops["decode_pool"]
     assert any(f.startswith("chat: prefill pool ") for f in hops["prefill_pool"])
 
@@ -312,7 +312,7 @@ def test_the_break_pass_suggests_scaling_the_split_fleets_binding_pool_from_its_
     controls = {c["key"]: c["options"] for c in facts["controls"]}
     suggested = facts["suggested"]
     assert suggested["overrides"] == ["hosts[1].count=2"]  # the decode group
-    assert suggested["label"] == "chat decode pool on 1 → 2 hosts (binds at 14 QPS)"
+    assert suggested["label"] == "chat decode pool on 1 → 2 hosts (binds at 14.2 QPS)"
     assert "14 QPS (decode binds), 1.14x short of the 16 QPS to carry" in suggested["why"]
     assert controls["scale"][0]["overrides"] == suggested["overrides"]
     # The loss the analysis finds worst, and the offered load at the capacity it computes.
