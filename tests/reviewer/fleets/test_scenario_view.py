@@ -306,18 +306,18 @@ def _record(name: str) -> dict[str, Any]:
 def test_the_break_pass_suggests_scaling_the_split_fleets_binding_pool_from_its_record() -> None:
     from emulator.analysis.fleet import analyse
 
-    data = _preset("disagg-decode-undersized")  # 3 prefill hosts, 1 decode host, 1.14x short
+    data = _preset("disagg-decode-undersized")  # 3 prefill hosts, 1 decode host, 1.13x short
     record = _record("disagg-decode-undersized")
     facts = page_facts(data, record=record)["breakControls"]
     controls = {c["key"]: c["options"] for c in facts["controls"]}
     suggested = facts["suggested"]
     assert suggested["overrides"] == ["hosts[1].count=2"]  # the decode group
     assert suggested["label"] == "chat decode pool on 1 → 2 hosts (binds at 14.2 QPS)"
-    assert "14 QPS (decode binds), 1.14x short of the 16 QPS to carry" in suggested["why"]
+    assert "14.2 QPS (decode binds), 1.13x short of the 16 QPS to carry" in suggested["why"]
     assert controls["scale"][0]["overrides"] == suggested["overrides"]
     # The loss the analysis finds worst, and the offered load at the capacity it computes.
     assert controls["host_loss"][0]["label"] == "host:3 at 100 s (leaves 0 QPS, chat down)"
-    assert {"label": "14 QPS (the capacity)", "overrides": ["traffic.qps=13.981"]} in controls["traffic.qps"]
+    assert {"label": "14.2 QPS (the capacity)", "overrides": ["traffic.qps=14.16"]} in controls["traffic.qps"]
     # Scaled as suggested, the same analysis carries the load.
     scaled = analyse(Scenario.from_dict(apply_overrides(data, suggested["overrides"]), max_requests=None))
     assert scaled.gaps["qps"] is not None and scaled.gaps["qps"] <= 1
