@@ -14,8 +14,9 @@ What a run of the sweep changes, and why (each is printed with its row):
 * offered load: ``traffic.qps`` (shape constant) or, for a trace, ``trace_speedup``;
 * scheduled faults are removed: capacity is the figure with every host up (the
   analysis gives the losses apart);
-* an ``[autoscaler]`` is replaced by its ``max_workers`` placed from the start (by the
-  incremental placer the autoscaler uses): the top of the autoscaler's range, without
+* an ``[autoscaler]`` or ``[pools.NAME.autoscaler]`` is replaced by its ``max_workers``
+  placed from the start (``emulator.analysis.fleet.grown``: the incremental placer the
+  autoscaler uses, on the hosts it may use): the top of the autoscaler's range, without
   the warm-ups of a cold start;
 * goodput is the share of finished requests that met every SLO the fleet sets; a fleet
   without SLOs holds a request good when it is answered within the client's timeout (60 s
@@ -56,26 +57,24 @@ EXAMPLES = (ROOT / "reviewer" / "review" / "example" / "chat-70b-fleet.toml",)
 
 def sweep_base(scenario: Scenario) -> tuple[dict[str, Any], list[str]]:
     """The scenario's dict form as the sweep runs it, and the notes on what changed."""
-    from emulator.analysis.placement.fragment import place_incremental
+    from emulator.analysis.fleet.grown import grown_hosts
 
     data = scenario.to_dict()
     notes: list[str] = []
     if data.get("faults"):
         notes.append(f"{len(data['faults'])} scheduled faults removed")
         data["faults"] = []
-    auto = scenario.autoscaler
-    if auto is not None:
-        del data["autoscaler"]
-        sizes = {n: m.worker_units for n, m in scenario.models.items()}
-        have = scenario.worker_count(auto.model)
-        units = {g["units"] for g in data["hosts"]}
-        assert len(units) == 1, "the autoscaled presets have hosts of one size"
-        hosts = [[(s.split("@")[0], int(s.split("@")[1])) for s in g["workers"]]
-                 for g in data["hosts"] for _ in range(g["count"])]
-        placed = place_incremental(units.pop(), sizes, hosts, {auto.model: auto.max_workers - have})
-        data["hosts"] = [{"count": 1, "units": g["units"], "workers": [f"{n}@{u}" for n, u in sorted(slots, key=lambda s: s[1])]}
-                         for g, slots in zip(_expanded(data["hosts"]), placed.hosts, strict=True)]
-        notes.append(f"autoscaler replaced by its max_workers = {auto.max_workers} placed")
+    if scenario.autoscalers():
+        # The analysis's own layout at the top of every autoscaler's range.
+        hosts, grown = grown_hosts(scenario)
+        groups = _expanded(data["hosts"])
+        data["hosts"] = [{"count": 1, "units": g["units"], "workers": [f"{n}@{u}" for n, u in sorted(slots, key=lambda s: s[1])],
+                          **({"pool": g["pool"]} if g.get("pool") else {})}
+                         for g, slots in zip(groups, hosts, strict=True)]
+        data.pop("autoscaler", None)
+        for table in data.get("pools", {}).values():
+            table.pop("autoscaler", None)
+        notes.extend(grown)
     if not scenario.slo.any() and scenario.client.timeout_s is None:
         data["client"]["timeout_s"] = 60.0
         notes.append("clients that never give up held to 60 s")

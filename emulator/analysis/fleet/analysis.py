@@ -39,6 +39,7 @@ from emulator.analysis.fleet.capacity import (
     direct_prompts,
     static_worker,
 )
+from emulator.analysis.fleet.grown import grown_hosts
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.queueing import prefill_times, ttft_bound_qps
 from emulator.analysis.fleet.steps import StepCost, step_cost
@@ -72,6 +73,9 @@ class PoolAnalysis:
     #: What the pool serves, in the model's requests a second (its own requests /
     #: traffic_share); None when no request passes through it.
     capacity_qps: Fraction | None
+    #: Workers the hosts start with when the pool has its own autoscaler (its
+    #: ``max_workers``, placed on the pool's hosts, are ``workers``); None otherwise.
+    start_workers: int | None = None
 
     def capacity_with(self, workers: int) -> Fraction | None:
         """What the pool serves with ``workers`` workers, in the model's requests a second."""
@@ -80,7 +84,8 @@ class PoolAnalysis:
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "role": self.role, "name": self.name, "workers": self.workers,
                 "hosts": list(self.hosts), "worker": self.worker.to_dict(),
-                "traffic_share": float(self.traffic_share), "capacity_qps": _f(self.capacity_qps)}
+                "traffic_share": float(self.traffic_share), "capacity_qps": _f(self.capacity_qps),
+                "start_workers": self.start_workers}
 
 
 @dataclass(frozen=True)
@@ -277,15 +282,12 @@ def _opt(value: float | None) -> Fraction | None:
 
 
 def _worker_hosts(scenario: Scenario) -> list[tuple[str, str | None, int]]:
-    """Every worker as (model, pool name or None, host), in layout order."""
-    out = []
-    host = 0
-    for group in scenario.hosts:
-        for _ in range(group.count):
-            for slot in group.workers:
-                out.append((slot.model, group.pool, host))
-            host += 1
-    return out
+    """Every worker as (model, pool name or None, host), host by host; a pool with its
+    own autoscaler at its ``max_workers`` on its pool's free units (``grown_hosts``):
+    the top of its range is what the pool serves."""
+    groups = [g for g in scenario.hosts for _ in range(g.count)]
+    hosts, _ = grown_hosts(scenario, pools_only=True)
+    return [(model, groups[h].pool, h) for h, slots in enumerate(hosts) for model, _ in slots]
 
 
 def _at_split(capacity: dict[str, Fraction], models: dict[str, ModelAnalysis]) -> tuple[Fraction, str | None]:
@@ -345,7 +347,7 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
         if role == "prefill" and cost is not None and share > 0:
             worker = _within_ttft(scenario, name, load, cost, worker, len(hosts), move_s)
         cap = None if share == 0 else len(hosts) * worker.qps / share
-        pools.append(PoolAnalysis(name, role, pool, len(hosts), hosts, worker, share, cap))
+        pools.append(PoolAnalysis(name, role, pool, len(hosts), hosts, worker, share, cap, _started(scenario, pool)))
     transfer_s = link_qps = None
     if split is not None:
         per_token = kv_bytes_per_token(spec)
@@ -554,6 +556,17 @@ def _trace_capacity(scenario: Scenario, load: Workload, capacity: Fraction,
         else:
             hi = mid
     return Fraction(good(lo)[1]) if lo > 0 else Fraction(0)
+
+
+def _started(scenario: Scenario, pool: str) -> int | None:
+    """Workers a pool with its own autoscaler starts with on its hosts (None: not scaled)."""
+    spec = next((p for p in scenario.pools if p.name == pool), None)
+    if spec is None or spec.autoscaler is None:
+        return None
+    groups = [g for g in scenario.hosts for _ in range(g.count)]
+    model = spec.autoscaler.model
+    return sum(1 for h, _, slots in scenario.expanded_hosts() if groups[h].pool == pool
+               for s in slots if s.model == model)
 
 
 def _autoscaler(scenario: Scenario, name: str, pools: list[PoolAnalysis]) -> dict[str, Any] | None:

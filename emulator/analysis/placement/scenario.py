@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from emulator.analysis.fleet import analyse
+from emulator.analysis.fleet.grown import grown_hosts
 from emulator.analysis.placement import (
     FleetPlacement,
     HostLayout,
@@ -96,22 +97,25 @@ def problem_args(scenario: Scenario, analysis: FleetAnalysis | None = None) -> d
 
 
 def current_fleet(problem: PlacementProblem, scenario: Scenario) -> FleetPlacement:
-    """The scenario's placement as configured, with its failure-case tables (rank 0: unranked)."""
+    """The scenario's placement as configured, with its failure-case tables (rank 0:
+    unranked); a pool with its own autoscaler at its ``max_workers`` (``grown_hosts``),
+    the layout the analysis reads its capacity from."""
     sizes = dict(zip(problem.names, problem.sizes, strict=True))
     smallest = min(problem.sizes)
+    pools = [g.pool for g in scenario.hosts for _ in range(g.count)]
+    grown, _ = grown_hosts(scenario, pools_only=True)
     groups: list[tuple[int, HostLayout]] = []
-    for group in scenario.hosts:
-        ordered = sorted(group.workers, key=lambda w: w.first_unit)
-        kinds = [type_name(w.model, group.pool, scenario.models[w.model].disaggregated is not None) for w in ordered]
+    for (_, units, _), pool, slots in zip(scenario.expanded_hosts(), pools, grown, strict=True):
+        ordered = sorted(slots, key=lambda w: w[1])
+        kinds = [type_name(m, pool, scenario.models[m].disaggregated is not None) for m, _ in ordered]
         counts = tuple(sum(1 for k in kinds if k == n) for n in problem.names)
         used = sum(sizes[k] for k in kinds)
-        layout = HostLayout(counts, tuple((k, w.first_unit) for k, w in zip(kinds, ordered, strict=True)),
-                            group.units, used, group.units - used < smallest, tuple(sizes[k] for k in kinds))
-        for _ in range(group.count):
-            if groups and groups[-1][1] == layout:
-                groups[-1] = (groups[-1][0] + 1, layout)
-            else:
-                groups.append((1, layout))
+        layout = HostLayout(counts, tuple((k, first) for k, (_, first) in zip(kinds, ordered, strict=True)),
+                            units, used, units - used < smallest, tuple(sizes[k] for k in kinds))
+        if groups and groups[-1][1] == layout:
+            groups[-1] = (groups[-1][0] + 1, layout)
+        else:
+            groups.append((1, layout))
     return evaluate_fleet(problem, groups, 0)
 
 
