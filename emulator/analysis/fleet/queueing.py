@@ -30,7 +30,7 @@ import numpy as np
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 
-__all__ = ["prefill_times", "ttft_bound_qps"]
+__all__ = ["prefill_times", "refused_share", "ttft_bound_qps"]
 
 #: Quantiles of the prompt sizes a lognormal law is cut into.
 POINTS = 256
@@ -110,14 +110,38 @@ def good_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray,
     first end a residual prefill's)."""
     mean = float(np.dot(times, weights))
     c = workers
+    if lam * mean / c <= 0:
+        return float(np.dot((times <= slack).astype(float), weights))
+    states = _states(lam, workers, times, weights, queue_limit)
+    if states is None:
+        return 0.0
+    idle, waiting, total, cs2 = states
+    depth = waiting.size - (1 if queue_limit > 0 else 0)
+    ok = sum(idle) / total * float(np.dot((times <= slack).astype(float), weights))
+    room = np.maximum(slack - times, 0.0)
+    served = times <= slack
+    for j in range(depth):
+        mean_wait = (j + (1.0 + cs2) / 2.0) * mean / c
+        stages = j + 1
+        within = 1.0 - _erlang_tail(stages, room * stages / mean_wait)
+        ok += float(waiting[j]) / total * float(np.dot(np.where(served, within, 0.0), weights))
+    return ok
+
+
+def _states(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, queue_limit: int
+            ) -> tuple[list[float], np.ndarray, float, float] | None:
+    """The unnormalised shares of the pool's states an arrival finds (see
+    ``good_share``): each count below ``workers`` busy, and each count waiting (up to
+    ``queue_limit``, the last one refused), their total, and cs^2; None when an
+    unbounded queue grows without end."""
+    mean = float(np.dot(times, weights))
+    c = workers
     a = lam * mean
     rho = a / c
-    if rho <= 0:
-        return float(np.dot((times <= slack).astype(float), weights))
     cs2 = max(0.0, float(np.dot(times * times, weights)) / (mean * mean) - 1.0)
     r = math.exp(-2.0 * (1.0 - rho) / (rho * (1.0 + cs2)))
     if queue_limit <= 0 and r >= 1.0:
-        return 0.0
+        return None
     idle = [1.0]
     for n in range(1, c):
         idle.append(idle[-1] * a / n)
@@ -128,15 +152,18 @@ def good_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray,
         depth = int(math.ceil(math.log(1e-9) / math.log(r))) if r > 0 else 1
     waiting = busy * r ** np.arange(depth + (1 if queue_limit > 0 else 0))
     total = sum(idle) + float(waiting.sum())
-    ok = sum(idle) / total * float(np.dot((times <= slack).astype(float), weights))
-    room = np.maximum(slack - times, 0.0)
-    served = times <= slack
-    for j in range(depth):
-        mean_wait = (j + (1.0 + cs2) / 2.0) * mean / c
-        stages = j + 1
-        within = 1.0 - _erlang_tail(stages, room * stages / mean_wait)
-        ok += float(waiting[j]) / total * float(np.dot(np.where(served, within, 0.0), weights))
-    return ok
+    return idle, waiting, total, cs2
+
+
+def refused_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, queue_limit: int) -> float:
+    """The share of arrivals at ``lam`` a second that find ``queue_limit`` (at least 1)
+    prompts waiting, by the same states as ``good_share``."""
+    if lam <= 0:
+        return 0.0
+    states = _states(lam, workers, times, weights, max(1, queue_limit))
+    assert states is not None, "a bounded queue always has its states"
+    _, waiting, total, _ = states
+    return float(waiting[-1]) / total
 
 
 def ttft_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, slack: float,
