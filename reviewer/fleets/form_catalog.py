@@ -19,8 +19,8 @@ import dataclasses
 from typing import Any
 
 from emulator.scenario import catalog
-from emulator.scenario.admission_checks import ADMISSIONS
 from emulator.scenario import specs as sp
+from emulator.scenario.admission_checks import ADMISSIONS
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.specs import (
     ARRIVALS,
