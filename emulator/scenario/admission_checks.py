@@ -55,7 +55,8 @@ def check(
     batching: dict[str, str], slo: SloSpec,
 ) -> None:
     """The checks that need the whole scenario: the TTFT goal, continuous batching, a
-    slack only with the predicted rule, and a decode pool's rule only with a decider."""
+    slack only with the predicted rule (``slack_given``: the dispatcher's, written and
+    not the default 1), and a decode pool's rule only with a decider."""
     uses: list[tuple[str, str]] = []  # (key path, the model it applies to) of each predicted rule
     if dispatcher_rule == "predicted_ttft":
         uses.extend(("dispatcher.admission", name) for name in models)

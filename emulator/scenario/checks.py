@@ -277,7 +277,8 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
             )
     slo = _slo(top.raw("slo", {}))
     admission_checks.check(
-        dispatcher.admission, isinstance(raw_dispatcher, dict) and "admission_slack" in raw_dispatcher,
+        dispatcher.admission,
+        isinstance(raw_dispatcher, dict) and "admission_slack" in raw_dispatcher and dispatcher.admission_slack != 1.0,
         pools, models, batching, slo,
     )
     scenario = Scenario(

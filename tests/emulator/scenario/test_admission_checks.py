@@ -4,6 +4,8 @@ the keys read back as written, and a scenario without them writes none."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from emulator import ScenarioError, load_scenario
@@ -73,3 +75,15 @@ def test_a_scenario_without_the_keys_writes_none() -> None:
     for name in ("continuous-comfortable", "doc-as-written", "pd-long-prompt-admission"):
         written = load_preset(name).to_dict()["dispatcher"]
         assert "admission" not in written and "admission_slack" not in written, name
+
+
+def test_the_default_slack_written_beside_the_waiting_bound_is_accepted() -> None:
+    text = (Path(__file__).resolve().parents[3] / "emulator" / "scenario" / "presets"
+            / "pd-slo-admission.toml").read_text("utf-8")
+    assert "admission_slack = 1.0" in text
+    plain = load_scenario(text.replace('admission = "predicted_ttft"', 'admission = "queue_limit"'))
+    assert plain.pool_admission("prefill") == ("queue_limit", 1.0)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(text.replace('admission = "predicted_ttft"', 'admission = "queue_limit"')
+                      .replace("admission_slack = 1.0", "admission_slack = 0.9"))
+    assert err.value.path == "dispatcher.admission_slack"

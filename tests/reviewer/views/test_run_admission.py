@@ -114,3 +114,23 @@ def test_a_fleet_config_using_the_rule_saves_and_runs_from_the_session(
     last = RunFrame.objects.filter(run=run).order_by("-i").values_list("data", flat=True).first()
     assert last is not None and "rejected_per_s" in last["m"]
     assert run.summary["per_model"]["chat"]["admission"]["rejected"] == run.summary["shed_reasons"]["slo_miss"] > 0
+
+
+def test_the_break_pass_offers_the_other_rule_and_each_option_loads() -> None:
+    from emulator.scenario import Scenario, load_scenario
+    from emulator.scenario.overrides import apply_overrides
+    from reviewer.fleets.scenario_view import break_controls
+
+    for preset, labels in (("pd-slo-admission", ["the waiting bound only (queue_limit)",
+                                                 "refuse at 0.8 x the TTFT goal"]),
+                           ("continuous-comfortable", ["refuse a predicted SLO miss (predicted_ttft)"])):
+        data = load_scenario(preset).to_dict()
+        [control] = [c for c in break_controls(data, ["round_robin"])["controls"]
+                     if c["key"] == "dispatcher.admission"]
+        assert [o["label"] for o in control["options"]] == labels
+        for option in control["options"]:
+            changed = Scenario.from_dict(apply_overrides(data, option["overrides"]), max_requests=None)
+            assert changed.to_dict() != data
+    # A fleet without a TTFT goal, or batching statically, is offered none.
+    doc = load_scenario("doc-as-written").to_dict()
+    assert not [c for c in break_controls(doc, ["round_robin"])["controls"] if c["key"] == "dispatcher.admission"]
