@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from emulator.analysis.batch_numbers import load_figures, loss_figure
+from emulator.analysis.fleet.admission import REFUSED_FROM, admission_of, fraction
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.steps import step_cost
 from emulator.analysis.numbers import Adder, div, show
@@ -49,6 +50,7 @@ def token_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, fa: FleetAna
         _pool_figures(add, scenario, m, pool)
     if m.split:
         _split_figures(add, scenario, m)
+    _admission_figures(add, scenario, m)
     serving = m.pool("decode") or m.pools[0]
     add("workers_placed", "Workers placed", name, m.workers, "workers",
         " + ".join(f"{p.workers} {p.role}" for p in m.pools) if m.split else
@@ -180,6 +182,34 @@ def _split_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
                 "(decider_max_prefill_queue, not counted here)")
     add("decode_direct_share", "Requests the decider sends to decode whole", name, m.decode_direct_share, "%",
         how, keys)
+
+
+def _admission_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
+    """SLO-aware admission (``admission = "predicted_ttft"``): the bound it acts as, the
+    load from which it refuses, and the share it admits at the peak."""
+    a = admission_of(scenario, m)
+    if a is None:
+        return
+    name = m.name
+    own = scenario.pool(a.pool)
+    key = f"pools.{a.pool}" if own is not None and own.admission is not None else "dispatcher"
+    inputs = (f"{key}.admission", f"{key}.admission_slack", "slo.ttft_s")
+    add("admission_limit_s", "TTFT an arrival may be predicted", name, fraction(a.limit_s), "s",
+        f"admission_slack x slo.ttft_s; of it {show(fraction(a.room_s), 's')} for the wait and the prompt's "
+        "own prefill" + (", the KV transfer and the decode worker's first step taking the rest" if m.split else ""),
+        inputs)
+    add("admission_bound", "Prompts waiting at which an arrival is refused", name, a.bound, "prompts",
+        f"the least j whose predicted wait, (j + (1 + cs^2) / 2) x {show(fraction(a.service_s), 's')} / "
+        f"{a.workers} workers, and own {show(fraction(a.service_s), 's')} pass the room (pool {a.pool})", inputs)
+    add("admission_refuses_from_qps", "Load from which admission refuses arrivals", name,
+        fraction(a.refuses_from_qps), "QPS",
+        f"the load at which {REFUSED_FROM:.0%} of arrivals find {a.bound} prompts waiting (M/G/c, queueing's "
+        "states cut at the bound)", (*inputs, *m.inputs))
+    if a.peak_qps is not None:
+        add("admission_admitted_at_peak", "Share admitted at peak traffic", name, fraction(a.admitted_at_peak),
+            "%", f"1 - the share finding {a.bound} waiting at {show(fraction(a.peak_qps), 'QPS')}; fluid: "
+            f"{show(fraction(a.fluid_at_peak), '%')} (throughput / peak); a mean-sized prompt's figure: the "
+            "rule refuses long prompts first, so it admits more requests than this", (*inputs, "traffic.peak_qps"))
 
 
 def _floor_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:

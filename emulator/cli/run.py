@@ -222,11 +222,31 @@ def format_summary(name: str, s: Summary) -> str:
     pools = pool_table(s)
     if pools is not None:
         lines.append(pools)
+    lines.extend(admission_lines(s))
     lines.append(
         f"wasted batches: {s.wasted_batches:,}; retries offered: {s.retried:,}; "
         f"books balance: {'yes' if s.balanced() else 'NO'}"
     )
     return "\n".join(lines)
+
+
+def admission_lines(s: Summary) -> list[str]:
+    """One line per model that admits by predicted TTFT: the refused, their predictions
+    and the admitted's."""
+    out = []
+    for model, o in s.per_model.items():
+        a = o.admission
+        if not a:
+            continue
+        rej, adm = a["rejected_predicted_ttft_s"], a["admitted_predicted_ttft_s"]
+        good = a["admitted_goodput"]
+        out.append(
+            f"admission {model}: refused {a['rejected']:,} ({a['rejected_per_s']:.2f}/s) for a predicted TTFT "
+            f"over {a['limit_s']:g} s (predicted p50 {_fmt(rej['p50'])} s, max {_fmt(rej['max'])} s); admitted "
+            f"predicted p50 {_fmt(adm['p50'])} s; goodput of the admitted "
+            + ("n/a" if good is None else f"{good:.1%}")
+        )
+    return out
 
 
 def _token_table(s: Summary) -> str:

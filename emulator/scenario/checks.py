@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import catalog, prefix_checks
+from emulator.scenario import admission_checks, catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.limits import (
@@ -275,6 +275,12 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                 f"{name} has no prefix cache",
                 f'set prefix_cache = true in [worker] or [models.{name}.worker], or decider = "prompt"',
             )
+    slo = _slo(top.raw("slo", {}))
+    admission_checks.check(
+        dispatcher.admission,
+        isinstance(raw_dispatcher, dict) and "admission_slack" in raw_dispatcher and dispatcher.admission_slack != 1.0,
+        pools, models, batching, slo,
+    )
     scenario = Scenario(
         name=top.text("name", "scenario"),
         duration_s=duration_s,
@@ -288,7 +294,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         gateway=gateway,
         hosts=hosts,
         faults=(),
-        slo=_slo(top.raw("slo", {})),
+        slo=slo,
         hardware=hardware,
         pools=pools,
     )
@@ -473,6 +479,8 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
         failover_s=t.number("failover_s", 3.0, low=0.0),
         health_check_s=t.number("health_check_s", 5.0, positive=True),
         scorers=prefix_checks.scorers(t.raw("scorers"), t.key("scorers")) if t.has("scorers") else (),
+        admission=admission_checks.rule(t, "queue_limit") or "queue_limit",
+        admission_slack=admission_checks.slack(t, 1.0) or 1.0,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from emulator.scenario import catalog, prefix_checks
+from emulator.scenario import admission_checks, catalog, prefix_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
     AutoscalerSpec,
@@ -29,7 +29,7 @@ _DECIDER_KEYS = ("decider_threshold_tokens", "decider", "decider_max_prefill_que
 #: What the decider holds its threshold against (``[models.NAME.disaggregated] decider``).
 DECIDERS = ("prompt", "uncached")
 #: The keys of a ``[pools.NAME]`` table.
-POOL_KEYS = ("policy", "queue_limit", "scorers", "autoscaler")
+POOL_KEYS = ("policy", "queue_limit", "scorers", "autoscaler", "admission", "admission_slack")
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float | None:
@@ -268,7 +268,10 @@ def parse_pools(
                         f'"{scaler.model}" has no workers in pool {name}, which is {model}\'s',
                         f'set model = "{model}", or leave model out',
                     )
-            out.append(PoolSpec(name, policy, limit, scorers, scaler))
+            out.append(PoolSpec(
+                name, policy, limit, scorers, scaler,
+                admission_checks.rule(t, None), admission_checks.slack(t, None),
+            ))
     given = {p.name: p for p in out}
     for name, (model, role) in roles.items():
         _check_pool(name, model, role, given.get(name), dispatcher, models[model])

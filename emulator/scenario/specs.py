@@ -295,6 +295,11 @@ class DispatcherSpec:
     health_check_s: float = 5.0
     #: Under ``policy = "weighted"``: (scorer, weight) pairs of ``[dispatcher.scorers]``.
     scorers: tuple[tuple[str, float], ...] = ()
+    #: How arrivals are admitted: ``"queue_limit"`` (only the waiting bound, if any) or
+    #: ``"predicted_ttft"`` (refused at once when the predicted TTFT exceeds
+    #: ``admission_slack`` x ``slo.ttft_s``; see ``emulator.sim.admission``).
+    admission: str = "queue_limit"
+    admission_slack: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -459,15 +464,18 @@ class AutoscalerSpec:
 class PoolSpec:
     """``[pools.NAME]``: one pool of a disaggregated model (the workers of the host
     groups whose ``pool`` is NAME) with its own routing, admission and scaling. Each
-    key left out is the fleet's: ``policy``, ``queue_limit`` and ``scorers`` default to
-    ``[dispatcher]``'s; ``autoscaler`` (the keys of ``[autoscaler]``, ``model``
-    optional) scales the pool's workers on the pool's hosts (None: not scaled)."""
+    key left out is the fleet's: ``policy``, ``queue_limit``, ``scorers``, ``admission``
+    and ``admission_slack`` default to ``[dispatcher]``'s; ``autoscaler`` (the keys of
+    ``[autoscaler]``, ``model`` optional) scales the pool's workers on the pool's
+    hosts (None: not scaled)."""
 
     name: str
     policy: str | None = None
     queue_limit: int | None = None
     scorers: tuple[tuple[str, float], ...] = ()
     autoscaler: AutoscalerSpec | None = None
+    admission: str | None = None
+    admission_slack: float | None = None
 
 
 @dataclass(frozen=True)
@@ -519,7 +527,7 @@ class Scenario:
             "traffic": _without_defaults(self.traffic, _NEW_TRAFFIC),
             "models": {name: _model_dict(m) for name, m in self.models.items()},
             "dispatcher": {
-                **{k: v for k, v in _fields(d).items() if k != "scorers"},
+                **{k: v for k, v in _without_defaults(d, _NEW_DISPATCHER).items() if k != "scorers"},
                 "close_after_s": "never" if d.close_after_s is None else d.close_after_s,
                 **({"scorers": dict(d.scorers)} if d.scorers else {}),
             },
@@ -683,6 +691,14 @@ class Scenario:
         p = self.pool(name)
         return p.queue_limit if p is not None and p.queue_limit is not None else self.dispatcher.queue_limit
 
+    def pool_admission(self, name: str | None) -> tuple[str, float]:
+        """The admission rule of pool ``name`` and its slack: its own, else
+        ``[dispatcher]``'s."""
+        p, d = self.pool(name), self.dispatcher
+        rule = p.admission if p is not None and p.admission is not None else d.admission
+        slack = p.admission_slack if p is not None and p.admission_slack is not None else d.admission_slack
+        return rule, slack
+
     def pool_scorers(self, name: str | None) -> tuple[tuple[str, float], ...]:
         """The scorer weights of pool ``name``: its own, else ``dispatcher.scorers``."""
         p = self.pool(name)
@@ -713,6 +729,10 @@ def _pool_dict(p: PoolSpec) -> dict[str, Any]:
         out["scorers"] = dict(p.scorers)
     if p.autoscaler is not None:
         out["autoscaler"] = _fields(p.autoscaler)
+    if p.admission is not None:
+        out["admission"] = p.admission
+    if p.admission_slack is not None:
+        out["admission_slack"] = p.admission_slack
     return out
 
 
@@ -747,6 +767,7 @@ _NEW_WORKER = (
     "scheduler",
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
+_NEW_DISPATCHER = ("admission", "admission_slack")
 
 
 def _set_fields(obj: Any) -> dict[str, Any]:

@@ -43,6 +43,7 @@ class Counts:
     # Of ``shed``, by reason (the rest were shed by the gateway's rate limit):
     shed_queue_full: int = 0  # refused at a waiting bound (``queue_limit``)
     shed_oversized: int = 0  # no worker's KV cache could hold them
+    shed_slo_miss: int = 0  # their predicted TTFT missed the goal (``admission = "predicted_ttft"``)
 
     def add(self, other: Counts) -> None:
         """Add another interval's counts to these."""
@@ -59,11 +60,12 @@ class Counts:
         self.slo_met += other.slo_met
         self.shed_queue_full += other.shed_queue_full
         self.shed_oversized += other.shed_oversized
+        self.shed_slo_miss += other.shed_slo_miss
 
     @property
     def shed_rate_limit(self) -> int:
         """Of ``shed``, those the gateway's rate limit refused."""
-        return self.shed - self.shed_queue_full - self.shed_oversized
+        return self.shed - self.shed_queue_full - self.shed_oversized - self.shed_slo_miss
 
     def finished(self) -> int:
         """Requests that got an outcome in the interval."""

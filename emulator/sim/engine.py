@@ -42,6 +42,8 @@ import numpy as np
 
 from emulator.scenario import Scenario, ScenarioError
 from emulator.scenario.checks import check_target
+from emulator.sim.admission import FRAME_KEYS as ADMISSION_KEYS
+from emulator.sim.admission import admission_for
 from emulator.sim.arrivals import ArrivalSource, chunk_length
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
 from emulator.sim.autoscaler import Autoscaler, scale_figures
@@ -125,6 +127,10 @@ class Engine:
             if mode != "static":
                 d.slo_ttft_s, d.slo_tpot_s = scenario.slo.ttft_s, scenario.slo.tpot_s
                 d.slo_tbt_s = scenario.slo.tbt_s
+                if isinstance(d, Router):
+                    d.admission = admission_for(self, d)
+        #: SLO-aware admission in some model: its figures join the frames.
+        self.admitting = any(isinstance(d, Router) and d.admission is not None for d in self.disp)
         self.token_level = "continuous" in self.worker_models
         self.frame_events: list[str] = []
         #: Every autoscaler: ``[autoscaler]``'s, then each pool's (``[pools.NAME.autoscaler]``).
@@ -140,6 +146,7 @@ class Engine:
             "queue_depth",
             *worker_keys,
             *(AUTOSCALE_KEYS if self.autoscalers else ()),
+            *(ADMISSION_KEYS if self.admitting else ()),
             *STAT_KEYS,
             *(TOKEN_KEYS if self.token_level else ()),
         )
@@ -404,6 +411,8 @@ class Engine:
         out.shed_queue_full = d.shed_queue_full
         if isinstance(workers, DisaggregatedWorkers):
             out.pools = workers.pool_summary(d.index, out.tpot_s) or {}
+        if d.admission is not None:
+            out.admission = d.admission.summary(now, out.offered - out.in_system_end, out.shed, out.slo_met)
 
     # -- frames ----------------------------------------------------------------------
     def _token_frame(self, m: dict[str, list[Any]], d: Dispatcher | Router, counts: Counts) -> None:
@@ -447,6 +456,10 @@ class Engine:
                     m[key].append(None)  # a figure of another worker model
             if self.autoscalers:
                 for key, value in scale_figures(self.autoscalers, d.index).items():
+                    m[key].append(value)
+            if self.admitting:
+                adm = d.admission if isinstance(d, Router) else None
+                for key, value in (adm.frame_figures() if adm else dict.fromkeys(ADMISSION_KEYS)).items():
                     m[key].append(value)
             p50, p90, p95, p99 = frame_quantiles(lat)
             m["p50_s"].append(p50)

@@ -15,10 +15,11 @@ OUTCOME_KEYS = ("ok", "timed_out", "shed", "lost", "orphaned")
 COUNT_KEYS = ("offered", *OUTCOME_KEYS)
 #: Per-model counts of one frame's shed requests by reason: refused at a waiting bound
 #: (``queue_limit``), too large for any worker's KV cache, refused by the gateway's rate
-#: limit. They add up to ``shed``.
-SHED_KEYS = ("shed_queue_full", "shed_oversized", "shed_rate_limit")
+#: limit, refused for a predicted SLO miss (``admission = "predicted_ttft"``). They add
+#: up to ``shed``.
+SHED_KEYS = ("shed_queue_full", "shed_oversized", "shed_rate_limit", "shed_slo_miss")
 #: The reasons of ``SHED_KEYS``, as ``Outcomes.to_dict`` names them in ``shed_reasons``.
-SHED_REASONS = ("queue_full", "oversized", "rate_limit")
+SHED_REASONS = ("queue_full", "oversized", "rate_limit", "slo_miss")
 #: Per-model quantities read at the frame's end.
 DEPTH_KEYS = ("queue_depth", "backlog", "in_service", "busy_workers", "alive_workers")
 #: Per-model statistics of the requests completed (and batches closed) in the frame.
@@ -168,6 +169,11 @@ class Outcomes:
     shed_queue_full: int = 0
     #: Requests refused by the gateway's rate limit (``gateway.rate_limit_qps``).
     shed_rate_limit: int = 0
+    #: Requests refused for a predicted SLO miss (``admission = "predicted_ttft"``).
+    shed_slo_miss: int = 0
+    #: SLO-aware admission's figures (``emulator.sim.admission.Admission.summary``):
+    #: the refused and admitted with their predicted TTFTs; else empty.
+    admission: dict[str, Any] = field(default_factory=dict)
     prefix: bool = False
     prefix_tokens_seen: int = 0
     prefill_tokens_saved: int = 0
@@ -198,10 +204,12 @@ class Outcomes:
                 "queue_full": self.shed_queue_full,
                 "oversized": self.shed_oversized,
                 "rate_limit": self.shed_rate_limit,
+                "slo_miss": self.shed_slo_miss,
             },
             **(self._token_dict() if self.token_level else {}),
             **(self._prefix_dict() if self.prefix else {}),
             **({"pools": dict(self.pools)} if self.pools else {}),
+            **({"admission": dict(self.admission)} if self.admission else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -236,6 +244,7 @@ _TOTALS = (
     "shed_oversized",
     "shed_queue_full",
     "shed_rate_limit",
+    "shed_slo_miss",
     "prefix_tokens_seen",
     "prefill_tokens_saved",
 )
@@ -281,7 +290,7 @@ class Summary(Outcomes):
             k
             for k in Outcomes.__dataclass_fields__
             if k not in stats
-            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools")
+            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -291,12 +300,14 @@ class Summary(Outcomes):
                 "shed_queue_full": d.get("shed_queue_full", reasons.get("queue_full", 0)),
                 "shed_oversized": d.get("shed_oversized", reasons.get("oversized", 0)),
                 "shed_rate_limit": reasons.get("rate_limit", 0),
+                "shed_slo_miss": reasons.get("slo_miss", 0),
                 **{k: dict(d.get(k, {})) for k in stats},
                 "token_level": "ttft_s" in d,
                 "slo_goodput": d.get("slo_goodput"),
                 "prefix": "prefix_hit_rate" in d,
                 "prefix_hit_rate": d.get("prefix_hit_rate"),
                 "pools": dict(d.get("pools", {})),
+                "admission": dict(d.get("admission", {})),
             }
 
         return cls(

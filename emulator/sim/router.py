@@ -8,7 +8,9 @@ A request whose prompt and output cannot fit in one worker's KV cache is shed at
 is shed (``shed_queue_full``) when the waiting requests of the pool it would go to
 are at the bound: the requests held by the dispatcher under ``pull``, the requests
 waiting at the pool's workers under a pushing policy (a disaggregated model's pools
-each have their own, the decider choosing the pool). A dead active dispatcher pauses routing for ``failover_s`` (arrivals are held
+each have their own, the decider choosing the pool). With ``admission =
+"predicted_ttft"`` an arrival whose predicted TTFT misses the goal is shed first
+(``shed_slo_miss``, ``emulator.sim.admission``). A dead active dispatcher pauses routing for ``failover_s`` (arrivals are held
 meanwhile); a cold standby starts empty: the held requests are lost, and responses of
 requests already at workers come back orphaned.
 
@@ -18,11 +20,16 @@ next arrival comes before every other event.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from emulator.scenario import ModelSpec, Scenario
 from emulator.sim.arrivals import Arrivals, ArrivalSource
 from emulator.sim.events import FAILOVER_END, REQUEST_ARRIVAL, EventQueue
 from emulator.sim.intake import Intake
 from emulator.sim.requests import SHED
+
+if TYPE_CHECKING:
+    from emulator.sim.admission import Admission
 
 
 class Router(Intake):
@@ -43,6 +50,10 @@ class Router(Intake):
         self.shed_oversized = 0
         #: Arrivals refused at the waiting bound (``queue_limit``).
         self.shed_queue_full = 0
+        #: SLO-aware admission (``admission = "predicted_ttft"``; set by the engine,
+        #: None: not used) and the arrivals it refused.
+        self.admission: Admission | None = None
+        self.shed_slo_miss = 0
         self._next_arrival_s: float | None = None  # the arrival event pending, if any
         self._arrival_version = 0  # an arrival event of another version is stale
         #: The bound of the held queue (``queue_limit``; a split model's: its prefill
@@ -114,6 +125,12 @@ class Router(Intake):
             frame.shed += 1
             frame.shed_oversized += 1
             self.shed_oversized += 1
+            return
+        if self.admission is not None and not self.paused and not self.admission.admits(row):
+            # Its predicted TTFT misses the goal: refused at once (``admission.py``).
+            self.shed_slo_miss += 1
+            frame.shed_slo_miss += 1
+            self.shed_rows(row, row + 1)
             return
         if self.bounded and not self.paused:
             limit, pool = self.policy.bound_for(row)

@@ -20,6 +20,7 @@ from typing import Any
 
 from emulator.scenario import catalog
 from emulator.scenario import specs as sp
+from emulator.scenario.admission_checks import ADMISSIONS
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.specs import (
     ARRIVALS,
@@ -51,6 +52,7 @@ _UNITS = {
     "queue_limit": "requests, 0: none", "instances": "instances", "keys": "API keys", "layers": "layers",
     "kv_heads": "heads", "head_dim": "values per head", "target": "of the metric", "min_workers": "workers",
     "max_workers": "workers", "decider_threshold_tokens": "prompt tokens", "seed": "",
+    "admission_slack": "x slo.ttft_s",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -67,6 +69,7 @@ _LABELS = {
     "prefill_token_s": "prefill, per prompt token", "prefill_attn_s": "prefill attention, per chunk token pair",
     "decode_seq_s": "decode, per running sequence", "kv_token_s": "decode, per context token",
     "gpu_memory_utilization": "GPU memory the engine takes",
+    "admission": "admission rule", "admission_slack": "predicted TTFT allowed",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}
@@ -112,6 +115,7 @@ def _choices(data: dict[str, Any]) -> dict[str, list[str]]:
         "traffic.shape": list(SHAPES), "traffic.arrival": list(ARRIVALS), "traffic.trace": list(NAMED_TRACES),
         "batching": list(BATCHING), "service": list(SERVICES), "step_model": list(STEP_MODELS),
         "dispatcher.standby": list(STANDBYS), "dispatcher.policy": list(catalog.policy_names()),
+        "dispatcher.admission": list(ADMISSIONS),
         "hardware.gpu": list(GPUS), "arch.model": list(MODEL_SHAPES), "autoscaler.metric": list(AUTOSCALE_METRICS),
         "autoscaler.model": models, "prefill_workers": pools, "decode_workers": pools,
     }

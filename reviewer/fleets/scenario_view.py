@@ -177,6 +177,9 @@ def break_controls(data: dict[str, Any] | None, policies: list[str],
             options.append({"label": f"{_qps(_num(capacity))} (the capacity)",
                             "overrides": [f"traffic.qps={_num(capacity)}"]})
         controls.append({"key": "traffic.qps", "label": "QPS", "options": options})
+    admission = _admission_options(data, static)
+    if admission:
+        controls.append({"key": "dispatcher.admission", "label": "Admission", "options": admission})
     scale = _scale_options(data, analysis) if analysis else []
     if scale:
         controls.append({"key": "scale", "label": "Scale what binds", "options": scale})
@@ -200,6 +203,22 @@ def break_controls(data: dict[str, Any] | None, policies: list[str],
     suggested = (_analysis_suggestion(analysis, scale, loss) if analysis else None) or _suggest(
         policy, policies, equivalent, faults, has_dispatcher_fault, standby)
     return {"controls": [c for c in controls if c["options"]], "equivalent": equivalent, "suggested": suggested}
+
+
+def _admission_options(data: dict[str, Any], static: bool) -> list[dict[str, Any]]:
+    """The other admission rule (and, under the predicted TTFT, a margin under the
+    goal), for a fleet that batches continuously with a TTFT goal."""
+    if static or (data.get("slo") or {}).get("ttft_s") is None:
+        return []
+    dispatcher = data.get("dispatcher") or {}
+    if dispatcher.get("admission", "queue_limit") == "predicted_ttft":
+        options = [{"label": "the waiting bound only (queue_limit)", "overrides": ['dispatcher.admission="queue_limit"']}]
+        if dispatcher.get("admission_slack", 1.0) != 0.8:
+            options.append({"label": "refuse at 0.8 x the TTFT goal", "overrides": ["dispatcher.admission_slack=0.8"]})
+    else:
+        options = [{"label": "refuse a predicted SLO miss (predicted_ttft)",
+                    "overrides": ['dispatcher.admission="predicted_ttft"']}]
+    return [o for o in options if _valid_with(data, o["overrides"])]
 
 
 def _group_of_hosts(data: dict[str, Any]) -> list[int]:

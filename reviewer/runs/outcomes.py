@@ -24,6 +24,7 @@ SHED_REASONS: tuple[tuple[str, str], ...] = (
     ("queue_full", "waiting bound full"),
     ("oversized", "too large for the KV cache"),
     ("rate_limit", "gateway rate limit"),
+    ("slo_miss", "predicted SLO miss"),
 )
 
 #: Shares are shown to one decimal place: 1000 tenths of a percent make the whole.

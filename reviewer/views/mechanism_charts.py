@@ -1,5 +1,5 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
-disaggregated prefill and decode pools, and autoscaling.
+disaggregated prefill and decode pools, autoscaling and SLO-aware admission.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.sim.admission import FRAME_KEYS as ADMISSION_KEYS
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
 from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
@@ -23,7 +24,7 @@ POOL_KEYS: tuple[str, ...] = tuple(
 )
 
 #: Every per-model frame metric the mechanism charts draw.
-MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS)
+MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -44,6 +45,7 @@ _PREFIX_HIT, _SAVED = PREFIX_FRAME_KEYS
 (_P_TTFT50, _P_TTFT95, _D_TTFT50, _D_TTFT95, _TRANSFERS, _WAITING, _BACKLOG, _STRANDED) = POOL_KEYS
 _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
 _CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
+_REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
@@ -83,6 +85,19 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
                  {"key": _WARMING, "label": "warming", "colour": "#f6b26b"},
                  {"key": _DRAINING, "label": "draining", "colour": "#e8590c"},
                  {"key": _PARKED, "label": "parked", "colour": "#ced4da"}]},
+    {"key": "admission_rejected", "mechanism": "SLO-aware admission",
+     "title": "Arrivals refused for a predicted SLO miss", "y_title": "requests/s",
+     "metrics": [{"key": _REJECTED, "label": "refused a second", "colour": "#c92a2a"}]},
+    # The predictions beside the TTFT the admitted got: the admitted's mean stays under
+    # the goal, the refused's above it.
+    {"key": "admission_ttft", "mechanism": "SLO-aware admission",
+     "title": "Predicted TTFT of the arrivals refused and admitted (frame means), client TTFT",
+     "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True,
+     "present_keys": [_REJECTED_TTFT, _ADMITTED_TTFT],
+     "metrics": [{"key": _REJECTED_TTFT, "label": "refused, predicted", "colour": "#c92a2a"},
+                 {"key": _ADMITTED_TTFT, "label": "admitted, predicted", "colour": "#2b8a3e"},
+                 {"key": _CLIENT_TTFT50, "label": "client p50", "colour": "#9467bd"},
+                 {"key": _CLIENT_TTFT95, "label": "client p95", "dash": "dot", "colour": "#9467bd"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
@@ -116,6 +131,14 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
      "unit": "workers"},
     {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "worker_s"], "label": "worker time",
      "unit": "worker-s"},
+    {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "rejected"],
+     "label": "refused", "unit": "requests"},
+    {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "rejected_predicted_ttft_s", "p50"],
+     "label": "predicted TTFT of the refused, p50", "unit": "s", "digits": 3},
+    {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "admitted_predicted_ttft_s", "p50"],
+     "label": "predicted TTFT of the admitted, p50", "unit": "s", "digits": 3},
+    {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "admitted_goodput"],
+     "label": "goodput of the admitted", "unit": "%", "scale": 100, "digits": 1},
 ]
 
 

@@ -24,6 +24,7 @@ SHED_LABELS = {
     "shed_queue_full": "waiting bound full",
     "shed_oversized": "too large for the KV cache",
     "shed_rate_limit": "gateway rate limit",
+    "shed_slo_miss": "predicted SLO miss",
 }
 # The metrics a frame adds for models with continuous batching.
 TOKEN_FRAME_METRICS = tuple(
@@ -53,7 +54,7 @@ RUN_CHARTS: list[dict[str, Any]] = [
     {"key": "outcomes", "title": "Requests per frame by outcome (log scale)", "per_model": False,
      "y_title": "requests per frame", "log": True,
      "metrics": [{"key": key, "label": key} for key in COUNT_KEYS]},
-    # Why requests were shed: the three reasons add up to the outcomes chart's shed.
+    # Why requests were shed: the reasons add up to the outcomes chart's shed.
     {"key": "shed", "title": "Requests shed per frame by reason", "per_model": False,
      "y_title": "requests per frame",
      "metrics": [{"key": key, "label": SHED_LABELS[key]} for key in SHED_KEYS]},

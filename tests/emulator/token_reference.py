@@ -74,6 +74,20 @@ requests it would join are at the bound: under ``pull`` the dispatcher queue, wh
 worker is asleep to take it; under the other policies the requests waiting at all
 the workers (preempted ones included), counted before the pick.
 
+SLO-aware admission (``admission_s`` set): after the size check, an arrival whose
+predicted TTFT exceeds ``admission_s`` is ``shed`` (its prediction kept in
+``ReferenceResult.refused``). The prediction at a worker: the rest of the step in
+flight (0 if none), then steps of ``budget = max_batched_tokens - d`` tokens (``d``
+the running requests whose prefill is complete; 0 under ``prefill_first``) through,
+in order, the prefill left of the running requests (less any chunk in flight), the
+waiting requests' targets and the arrival's prompt; each step costs ``step_base_s +
+prefill_token_s * tokens + prefill_attn_s * sum(chunk * (start + chunk)) +
+decode_seq_s * d``, and the step that completes the prompt is costed full (the rest of
+its budget a chunk starting at 0). ``round_robin`` and ``least_loaded`` predict at the
+worker they would pick (without picking it); ``pull`` takes the least over the
+workers, each with the dispatcher queue's tokens shared out evenly (rounded up) ahead
+of the arrival. Only the linear step model without ``kv_token_s``.
+
 Order of things at the same instant ``T``: step ends at ``T``, then arrivals at ``T``
 (in input order), then step starts at ``T``. Choices the specification leaves open:
 
@@ -270,6 +284,8 @@ class ReferenceResult:
     #: Every time between two consecutive output tokens of any request (TBT), in the
     #: order the second tokens came.
     gaps: tuple[float, ...] = ()
+    #: With ``admission_s``: (request index, predicted TTFT) of each arrival refused.
+    refused: tuple[tuple[int, float], ...] = ()
 
     def count(self, outcome: str) -> int:
         """How many offered requests ended with ``outcome``."""
@@ -329,10 +345,12 @@ class _Sim:
     def __init__(
         self, requests: Sequence[TokenRequest], workers: int, params: WorkerParams,
         policy: str, timeout_s: float | None, duration_s: float, record_steps: bool,
-        queue_limit: int = 0,
+        queue_limit: int = 0, admission_s: float | None = None,
     ) -> None:
         self.p = params
         self.queue_limit = queue_limit
+        self.admission_s = admission_s
+        self.refused: list[tuple[int, float]] = []
         self.policy = policy
         self.timeout_s = timeout_s
         self.duration_s = duration_s
@@ -393,6 +411,12 @@ class _Sim:
         if r.prompt + r.output > (self.total_blocks - self.wm) * self.block:
             r.outcome = "shed"
             return
+        if self.admission_s is not None:
+            predicted = self.predicted_ttft(r, t)
+            if predicted > self.admission_s:
+                r.outcome = "shed"
+                self.refused.append((r.index, predicted))
+                return
         if self.policy == "pull":
             idle = [w for w in self.workers if w.asleep]
             if not idle:
@@ -414,6 +438,52 @@ class _Sim:
         target.waiting.append(r)
         if target.asleep:
             self.wake(target, t)
+
+    # -- SLO-aware admission ---------------------------------------------------------
+
+    def predicted_ttft(self, r: _Req, t: float) -> float:
+        """The arrival's predicted TTFT (see the module docstring)."""
+        if self.policy == "round_robin":
+            return self.predicted_at(self.workers[self.next_rr], r, t, 0)
+        if self.policy == "least_loaded":
+            target = min(self.workers, key=lambda w: (len(w.waiting) + len(w.running), w.index))
+            return self.predicted_at(target, r, t, 0)
+        held = sum(q.target for q in self.dispatch_queue)
+        share = -(-held // len(self.workers))
+        return min(self.predicted_at(w, r, t, share) for w in self.workers)
+
+    def predicted_at(self, w: _Worker, r: _Req, t: float, shared: int) -> float:
+        p = self.p
+        in_flight = {id(q): c for q, c in w.chunks} if w.step_end_s is not None else {}
+        ahead = []  # (tokens left, tokens done) in the order they would be prefilled
+        for q in w.running:
+            done = q.progress + in_flight.get(id(q), 0)
+            if q.progress < q.target and done < q.target:
+                ahead.append((q.target - done, done))
+        ahead += [(q.target - q.progress, q.progress) for q in w.waiting]
+        if shared:
+            ahead.append((shared, 0))
+        ahead.append((r.prompt, 0))
+        decoders = 0 if p.scheduler == "prefill_first" else sum(
+            1 for q in w.running if q.progress == q.target)
+        budget = p.max_batched_tokens - decoders
+        clock = w.step_end_s - t if w.step_end_s is not None else 0.0
+        while ahead:
+            room, chunks = budget, []
+            while ahead and room > 0:
+                left, done = ahead[0]
+                c = min(left, room)
+                chunks.append((c, done))
+                room -= c
+                if c == left:
+                    ahead.pop(0)
+                else:
+                    ahead[0] = (left - c, done + c)
+            if not ahead and room > 0:
+                chunks.append((room, 0))  # the completing step, costed full
+            clock += (p.step_base_s + p.decode_seq_s * decoders
+                      + sum(p.prefill_token_s * c + p.prefill_attn_s * c * (done + c) for c, done in chunks))
+        return clock
 
     def waiting_full(self) -> bool:
         """A pushing policy's admission bound: the workers' waiting requests at it."""
@@ -587,6 +657,7 @@ def simulate(
     duration_s: float,
     record_steps: bool = False,
     queue_limit: int = 0,
+    admission_s: float | None = None,
 ) -> ReferenceResult:
     """Run the step-by-step model until ``duration_s`` (see the module docstring)."""
     if policy not in POLICIES:
@@ -606,7 +677,10 @@ def simulate(
             raise ValueError(f"request {i}: requests must be sorted by arrival_s")
     if queue_limit < 0:
         raise ValueError("queue_limit must be 0 (no bound) or more")
-    sim = _Sim(requests, workers, params, policy, timeout_s, duration_s, record_steps, queue_limit)
+    if admission_s is not None and (params.roofline or params.table or params.kv_token_s):
+        raise ValueError("admission_s predicts on the linear step model without kv_token_s")
+    sim = _Sim(requests, workers, params, policy, timeout_s, duration_s, record_steps, queue_limit,
+               admission_s)
     sim.run()
     return ReferenceResult(
         records=tuple(_record(r) for r in sim.reqs),
@@ -615,4 +689,5 @@ def simulate(
         busy_s=tuple(w.busy_s for w in sim.workers),
         step_log=tuple(sim.step_log),
         gaps=tuple(sim.gaps),
+        refused=tuple(sim.refused),
     )

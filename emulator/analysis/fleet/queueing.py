@@ -30,7 +30,7 @@ import numpy as np
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 
-__all__ = ["prefill_times", "ttft_bound_qps"]
+__all__ = ["prefill_times", "refused_share", "ttft_bound_qps"]
 
 #: Quantiles of the prompt sizes a lognormal law is cut into.
 POINTS = 256
@@ -114,24 +114,13 @@ def good_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray,
     first end a residual prefill's)."""
     mean = float(np.dot(times, weights))
     c = workers
-    a = lam * mean
-    rho = a / c
-    if rho <= 0:
+    if lam * mean / c <= 0:
         return float(np.dot((times <= slack).astype(float), weights))
-    cs2 = max(0.0, float(np.dot(times * times, weights)) / (mean * mean) - 1.0)
-    r = math.exp(-2.0 * (1.0 - rho) / (rho * (1.0 + cs2)))
-    if queue_limit <= 0 and r >= 1.0:
+    states = _states(lam, workers, times, weights, queue_limit)
+    if states is None:
         return 0.0
-    idle = [1.0]
-    for n in range(1, c):
-        idle.append(idle[-1] * a / n)
-    busy = idle[-1] * a / c  # all c busy, none waiting
-    depth = queue_limit if queue_limit > 0 else None
-    if depth is None:
-        # Enough waiting states that the rest of the geometric is negligible.
-        depth = int(math.ceil(math.log(1e-9) / math.log(r))) if r > 0 else 1
-    waiting = busy * r ** np.arange(depth + (1 if queue_limit > 0 else 0))
-    total = sum(idle) + float(waiting.sum())
+    idle, waiting, total, cs2 = states
+    depth = waiting.size - (1 if queue_limit > 0 else 0)
     ok = sum(idle) / total * float(np.dot((times <= slack).astype(float), weights))
     room = np.maximum(slack - times, 0.0)
     served = times <= slack
@@ -146,6 +135,44 @@ def good_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray,
             # more ahead: what the deeper states add is below NEGLIGIBLE of their mass.
             break
     return ok
+
+
+def _states(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, queue_limit: int
+            ) -> tuple[list[float], np.ndarray, float, float] | None:
+    """The unnormalised shares of the pool's states an arrival finds (see
+    ``good_share``): each count below ``workers`` busy, and each count waiting (up to
+    ``queue_limit``, the last one refused), their total, and cs^2; None when an
+    unbounded queue grows without end."""
+    mean = float(np.dot(times, weights))
+    c = workers
+    a = lam * mean
+    rho = a / c
+    cs2 = max(0.0, float(np.dot(times * times, weights)) / (mean * mean) - 1.0)
+    r = math.exp(-2.0 * (1.0 - rho) / (rho * (1.0 + cs2)))
+    if queue_limit <= 0 and r >= 1.0:
+        return None
+    idle = [1.0]
+    for n in range(1, c):
+        idle.append(idle[-1] * a / n)
+    busy = idle[-1] * a / c  # all c busy, none waiting
+    depth = queue_limit if queue_limit > 0 else None
+    if depth is None:
+        # Enough waiting states that the rest of the geometric is negligible.
+        depth = int(math.ceil(math.log(1e-9) / math.log(r))) if r > 0 else 1
+    waiting = busy * r ** np.arange(depth + (1 if queue_limit > 0 else 0))
+    total = sum(idle) + float(waiting.sum())
+    return idle, waiting, total, cs2
+
+
+def refused_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, queue_limit: int) -> float:
+    """The share of arrivals at ``lam`` a second that find ``queue_limit`` (at least 1)
+    prompts waiting, by the same states as ``good_share``."""
+    if lam <= 0:
+        return 0.0
+    states = _states(lam, workers, times, weights, max(1, queue_limit))
+    assert states is not None, "a bounded queue always has its states"
+    _, waiting, total, _ = states
+    return float(waiting[-1]) / total
 
 
 def ttft_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, slack: float,

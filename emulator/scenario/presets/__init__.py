@@ -55,6 +55,10 @@ PRESETS: dict[str, str] = {
     "shared contexts: prefill workers cache them, yet the prefill pool is short, and "
     "queue_limit = 8 refuses the excess so the served keep a TTFT near a second; compare "
     "--set dispatcher.queue_limit=0",
+    "pd-slo-admission": "a Mooncake-like split fleet on 8,000-token prompts whose traffic "
+    "steps to four times its prefill capacity: each arrival's TTFT is predicted and those past "
+    "the goal are refused at once, so the admitted keep their TTFT within it; compare --set "
+    "dispatcher.admission=queue_limit for plain queueing, where nearly none does",
     "disagg-planner-ramp": "a 70B chat model in prefill and decode pools, each scaled by its "
     "own autoscaler (running prefills, decode KV in use) on a ramp from 4 to 24 QPS, routed "
     "on queue and running scores: every request inside its SLOs; compare --set "

@@ -185,6 +185,13 @@ class PoolRouting(DispatchPolicy):
             return self.decode.dispatcher.workers
         return self.prefill.dispatcher.workers
 
+    def pool_of(self, row: int) -> tuple[DispatchPolicy, bool]:
+        """The pool policy arrival ``row`` goes to, by the decider as ``offer`` decides,
+        and whether it is the prefill pool's (SLO-aware admission predicts there)."""
+        if self._to_prefill(row) >= 0:
+            return self.decode, False
+        return self.prefill, True
+
     def bound_for(self, row: int) -> tuple[int, list[int]]:
         # The pool the decider sends ``row`` to, by the same decision as ``offer``.
         pool = self.decode if self._to_prefill(row) >= 0 else self.prefill

@@ -38,3 +38,15 @@ def test_its_json_summary_carries_the_pools(capsys: pytest.CaptureFixture[str]) 
     assert pools["transfer_s"]["p50"] == pytest.approx(0.00927, rel=0.15)
     assert "pools" not in data  # a per-model figure, not summed over the fleet
     assert Summary.from_dict(data).per_model["chat"].pools == pools
+
+
+def test_it_prints_what_slo_aware_admission_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "pd-slo-admission", "--set", "duration_s=90"]) == 0
+    out = capsys.readouterr().out
+    [line] = [line for line in out.splitlines() if line.startswith("admission chat:")]
+    assert "for a predicted TTFT over 2 s" in line and "goodput of the admitted" in line
+    refused = int(line.split("refused ")[1].split(" ")[0].replace(",", ""))
+    assert refused > 100
+    assert main(["run", "pd-slo-admission", "--set", "duration_s=30", "--set",
+                 "dispatcher.admission=queue_limit"]) == 0
+    assert "admission chat:" not in capsys.readouterr().out

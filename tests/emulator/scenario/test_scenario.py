@@ -117,6 +117,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "disagg-decode-undersized",
         "pd-prefix-aware",
         "pd-long-prompt-admission",
+        "pd-slo-admission",
         "disagg-planner-ramp",
     }
     for description in PRESETS.values():

@@ -31,6 +31,7 @@ SHORT = {
     "disagg-decode-undersized": 120,
     "pd-prefix-aware": 150,
     "pd-long-prompt-admission": 60,
+    "pd-slo-admission": 120,
     "disagg-planner-ramp": 300,
 }
 

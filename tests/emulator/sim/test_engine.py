@@ -21,6 +21,7 @@ M_KEYS = {
     "shed_queue_full",
     "shed_oversized",
     "shed_rate_limit",
+    "shed_slo_miss",
     "queue_depth",
     "backlog",
     "in_service",
