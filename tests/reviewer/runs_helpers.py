@@ -123,3 +123,22 @@ async def wait_for_status(run_id: int, statuses: tuple[str, ...], timeout_s: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"run {run_id} is {run.status!r} after {timeout_s} s, not in {statuses}")
         await asyncio.sleep(0.2)
+
+
+def play_saved_fleet(owner: APIClient, user: Any, doc: Any, fleet_id: int,
+                     overrides: list[str]) -> tuple[Any, dict[str, Any] | None]:
+    """Start a run of a saved fleet config from a new session at full speed, play it to
+    the end, and return the run and its last stored frame."""
+    from reviewer.models import EmulatorRun, FleetConfig, RunFrame
+    from reviewer.review import services
+    from reviewer.runs.player import run_play
+
+    session = services.session_create(owner=user, doc=doc, fleet_config=FleetConfig.objects.get(pk=fleet_id))
+    started = owner.post("/api/runs/", {"session": session.pk, "speed": "max", "overrides": overrides},
+                         format="json")
+    assert started.status_code == 202, started.content
+    run_id = started.json()["id"]
+    assert run_play(run_id=run_id) == "done"
+    run = EmulatorRun.objects.get(pk=run_id)
+    last = RunFrame.objects.filter(run=run).order_by("-i").values_list("data", flat=True).first()
+    return run, last

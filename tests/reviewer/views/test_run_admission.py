@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
+from runs_helpers import play_saved_fleet
 
 from reviewer.fleets.form_catalog import form_groups
 from reviewer.runs.outcomes import outcome_shares
@@ -93,25 +94,13 @@ def test_a_form_edit_of_the_rule_checks_and_a_bad_one_names_the_key(api_as: Any)
 def test_a_fleet_config_using_the_rule_saves_and_runs_from_the_session(
     api_as: Any, review_doc: Any, people: dict
 ) -> None:
-    from reviewer.models import EmulatorRun, FleetConfig, RunFrame
-    from reviewer.review import services
-    from reviewer.runs.player import run_play
-
     text = PRESET.read_text("utf-8")
     assert 'admission = "predicted_ttft"' in text
     owner = api_as("owner")
     saved = owner.post("/api/fleets/", {"name": "slo admission", "toml": text, "doc": review_doc.pk}, format="json")
     assert saved.status_code == 201, saved.content
     assert saved.json()["scenario"]["dispatcher"]["admission"] == "predicted_ttft"
-    session = services.session_create(owner=people["owner"], doc=review_doc,
-                                      fleet_config=FleetConfig.objects.get(pk=saved.json()["id"]))
-    started = owner.post("/api/runs/", {"session": session.pk, "speed": "max", "overrides": ["duration_s=90"]},
-                         format="json")
-    assert started.status_code == 202, started.content
-    run_id = started.json()["id"]
-    assert run_play(run_id=run_id) == "done"
-    run = EmulatorRun.objects.get(pk=run_id)
-    last = RunFrame.objects.filter(run=run).order_by("-i").values_list("data", flat=True).first()
+    run, last = play_saved_fleet(owner, people["owner"], review_doc, saved.json()["id"], ["duration_s=90"])
     assert last is not None and "rejected_per_s" in last["m"]
     assert run.summary["per_model"]["chat"]["admission"]["rejected"] == run.summary["shed_reasons"]["slo_miss"] > 0
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
+from runs_helpers import play_saved_fleet
 
 from reviewer.views.mechanism_charts import (
     MECHANISM_CHARTS,
@@ -147,10 +148,6 @@ PRESET_KEYS = {
 def test_a_fleet_config_using_the_mechanism_saves_and_runs_from_the_session(
     preset: str, api_as: Any, review_doc: Any, people: dict
 ) -> None:
-    from reviewer.models import EmulatorRun, RunFrame
-    from reviewer.review import services
-    from reviewer.runs.player import run_play
-
     text = (PRESETS / f"{preset}.toml").read_text("utf-8")
     assert all(key in text for key in PRESET_KEYS[preset])
     owner = api_as("owner")
@@ -161,18 +158,8 @@ def test_a_fleet_config_using_the_mechanism_saves_and_runs_from_the_session(
     assert again.status_code == 200, again.content
     assert again.json()["scenario"] == saved.json()["scenario"]
 
-    from reviewer.models import FleetConfig
-
-    session = services.session_create(owner=people["owner"], doc=review_doc,
-                                      fleet_config=FleetConfig.objects.get(pk=saved.json()["id"]))
     overrides, mechanism = SHORT_RUNS[preset]
-    started = owner.post("/api/runs/", {"session": session.pk, "speed": "max", "overrides": list(overrides)},
-                         format="json")
-    assert started.status_code == 202, started.content
-    run_id = started.json()["id"]
-    assert run_play(run_id=run_id) == "done"
-    run = EmulatorRun.objects.get(pk=run_id)
-    last = RunFrame.objects.filter(run=run).order_by("-i").values_list("data", flat=True).first()
+    run, last = play_saved_fleet(owner, people["owner"], review_doc, saved.json()["id"], list(overrides))
     assert last is not None and _chart_keys(mechanism) <= set(last["m"])
     expected_summary_key = {"Prefix caching": "prefix_hit_rate", "Prefill and decode pools": "per_model",
                             "Autoscaling": "autoscale"}[mechanism]
