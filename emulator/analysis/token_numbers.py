@@ -31,6 +31,8 @@ BINDING_WORDS = {
     "token_budget": "the step's token budget",
     "tpot_goal": "the TPOT goal",
     "ttft_goal": "the TTFT goal",
+    "ttft_queue": "the wait for a prefill worker within the TTFT goal",
+    "ttft_admission": "what the predicted-TTFT rule admits within the TTFT goal",
     "prefix_cache": "the prefix cache (more running sequences would evict more prefixes)",
     "kv_transfer": "the KV transfer links",
     "batch": "the batch",
@@ -198,18 +200,19 @@ def _admission_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None
         f"admission_slack x slo.ttft_s; of it {show(fraction(a.room_s), 's')} for the wait and the prompt's "
         "own prefill" + (", the KV transfer and the decode worker's first step taking the rest" if m.split else ""),
         inputs)
-    add("admission_bound", "Prompts waiting at which an arrival is refused", name, a.bound, "prompts",
+    add("admission_bound", "Prompts waiting at which a mean-sized arrival is refused", name, a.bound, "prompts",
         f"the least j whose predicted wait, (j + (1 + cs^2) / 2) x {show(fraction(a.service_s), 's')} / "
-        f"{a.workers} workers, and own {show(fraction(a.service_s), 's')} pass the room (pool {a.pool})", inputs)
+        f"{a.workers} workers, and own {show(fraction(a.service_s), 's')} pass the room (pool {a.pool}); "
+        "longer prompts are refused at fewer, shorter ones at more", inputs)
     add("admission_refuses_from_qps", "Load from which admission refuses arrivals", name,
         fraction(a.refuses_from_qps), "QPS",
-        f"the load at which {REFUSED_FROM:.0%} of arrivals find {a.bound} prompts waiting (M/G/c, queueing's "
-        "states cut at the bound)", (*inputs, *m.inputs))
+        f"the load at which {REFUSED_FROM:.0%} of arrivals are refused, each prompt judged by its own size "
+        "against the work ahead of it", (*inputs, *m.inputs))
     if a.peak_qps is not None:
         add("admission_admitted_at_peak", "Share admitted at peak traffic", name, fraction(a.admitted_at_peak),
-            "%", f"1 - the share finding {a.bound} waiting at {show(fraction(a.peak_qps), 'QPS')}; fluid: "
-            f"{show(fraction(a.fluid_at_peak), '%')} (throughput / peak); a mean-sized prompt's figure: the "
-            "rule refuses long prompts first, so it admits more requests than this", (*inputs, "traffic.peak_qps"))
+            "%", f"at {show(fraction(a.peak_qps), 'QPS')}, long prompts refused first; fluid: "
+            f"{show(fraction(a.fluid_at_peak), '%')} (throughput / peak, every prompt alike)",
+            (*inputs, "traffic.peak_qps"))
 
 
 def _floor_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:

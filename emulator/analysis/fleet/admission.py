@@ -1,18 +1,20 @@
 """SLO-aware admission in the one analysis: from which load ``admission =
 "predicted_ttft"`` starts to refuse arrivals, and what share it admits at the peak.
 
-The pool that admits (a split model's prefill pool, else the model's one pool) is the
-M/G/c queue of ``queueing``: ``c`` workers, service times of its prompts (a prefill
-worker's prefill times; a whole worker's time per request at its throughput). An
-arrival that finds j prompts waiting behind ``c`` busy workers waits (j + (1 + cs^2) /
-2) mean services over c, then takes its own; the rule refuses it when that, with the
-KV transfer and the decode worker's first step of a split model, is past
-``admission_slack`` x ``slo.ttft_s``. So the rule acts as a waiting bound of K prompts,
-the least j refused, and the queue is cut there: the share refused at a load is the
-share of arrivals that find K waiting. Admission *starts* to refuse at the load where
-that share reaches ``REFUSED_FROM``; the fluid view (every arrival beyond the pool's
-throughput refused, none below it) gives the admitted share at the peak as
-throughput / peak, which the queue's figure approaches as the peak grows.
+The pool that admits (a split model's prefill pool, else the model's one pool) is
+taken with ``c`` workers and the service times of its prompts (a prefill worker's
+prefill times; a whole worker's time per request at its throughput). The rule refuses
+an arrival whose predicted wait and own service, with the KV transfer and the decode
+worker's first step of a split model, are past ``admission_slack`` x ``slo.ttft_s``.
+It refuses by size as well as by load: a long prompt is turned away at a queue a short
+one still joins, so ``queueing.admitted_share`` follows the pool's work under the rule
+(one queue drained by the c workers together) and gives the share admitted at a load.
+Admission *starts* to refuse at the load where ``REFUSED_FROM`` of arrivals are
+refused. For a mean-sized prompt the rule acts as a waiting bound of K prompts (the
+least j refused, its wait being j + (1 + cs^2) / 2 mean services over c), shown as the
+rule's equivalent of ``queue_limit``; the fluid view (every arrival beyond the pool's
+throughput refused) gives throughput / peak, which the rule passes by serving the short
+prompts.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from emulator.analysis.fleet.queueing import prefill_times, refused_share
+from emulator.analysis.fleet.queueing import admitted_share, prefill_times
 from emulator.analysis.fleet.steps import step_cost
 
 if TYPE_CHECKING:
@@ -82,8 +84,10 @@ def admission_of(scenario: Scenario, m: ModelAnalysis) -> AdmissionAnalysis | No
     share = float(pool.traffic_share)
     throughput = c * float(w.throughput_qps) / share if share else None
 
+    goal_room = room - (limit - goal)
+
     def refused(model_qps: float) -> float:
-        return refused_share(model_qps * share, c, times, weights, bound)
+        return 1.0 - admitted_share(model_qps * share, c, times, weights, room, goal_room)[0]
 
     top = (throughput or 1.0) * 64
     start: float | None = None

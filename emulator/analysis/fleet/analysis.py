@@ -41,7 +41,7 @@ from emulator.analysis.fleet.capacity import (
 )
 from emulator.analysis.fleet.grown import grown_hosts
 from emulator.analysis.fleet.prefix import routes_by_prefix
-from emulator.analysis.fleet.queueing import prefill_times, ttft_bound_qps
+from emulator.analysis.fleet.queueing import admitted_bound_qps, prefill_times, ttft_bound_qps
 from emulator.analysis.fleet.steps import StepCost, step_cost
 from emulator.analysis.fleet.workload import Workload, workload_of
 from emulator.analysis.placement.core import exact
@@ -397,6 +397,23 @@ def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, 
     times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s))
     # After its prefill a prompt's KV moves and the decode worker runs its first step.
     slack = goal - transfer_s - float(cost.decode_alone_s(max(1, round(load.prompt.mean)) + 1))
+    split = scenario.models[name].disaggregated
+    rule, admission_slack = scenario.pool_admission(split.prefill_workers if split is not None else None)
+    if rule == "predicted_ttft":
+        # The rule refuses what would wait past the goal, long prompts first: what it
+        # admits at a load, not the queue, bounds the pool (a waiting bound set beside
+        # it acts after it, on the few it admits).
+        admit = admission_slack * goal - (goal - slack)
+        bound = admitted_bound_qps(workers, workers * float(w.qps), times, weights, admit, slack, GOODPUT)
+        if bound is None:
+            return w
+        per = Fraction(bound / workers)
+        how = (f"{float(per):.3g} prompts a second ({float(w.qps):.3g} keep it busy): beyond it the "
+               f"predicted-TTFT rule refuses, or serves past the TTFT goal ({goal:g} s), more than "
+               f"{1 - GOODPUT:.0%} of arrivals at {workers} prefill workers, long prompts first; {w.how}")
+        return replace(w, qps=per, binding="ttft_admission", how=how,
+                       inputs=tuple(dict.fromkeys([*w.inputs, "slo.ttft_s", "dispatcher.admission",
+                                                   "dispatcher.admission_slack"])))
     limit = scenario.dispatcher.queue_limit
     bound = ttft_bound_qps(workers, workers * float(w.qps), times, weights, slack, limit, GOODPUT)
     if bound is None or bound / workers >= float(w.qps):

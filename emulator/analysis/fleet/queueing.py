@@ -30,7 +30,7 @@ import numpy as np
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 
-__all__ = ["prefill_times", "refused_share", "ttft_bound_qps"]
+__all__ = ["admitted_bound_qps", "admitted_share", "prefill_times", "ttft_bound_qps"]
 
 #: Quantiles of the prompt sizes a lognormal law is cut into.
 POINTS = 256
@@ -164,17 +164,6 @@ def _states(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, qu
     return idle, waiting, total, cs2
 
 
-def refused_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, queue_limit: int) -> float:
-    """The share of arrivals at ``lam`` a second that find ``queue_limit`` (at least 1)
-    prompts waiting, by the same states as ``good_share``."""
-    if lam <= 0:
-        return 0.0
-    states = _states(lam, workers, times, weights, max(1, queue_limit))
-    assert states is not None, "a bounded queue always has its states"
-    _, waiting, total, _ = states
-    return float(waiting[-1]) / total
-
-
 def ttft_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, slack: float,
                    queue_limit: int, goodput: float) -> float | None:
     """The highest rate of prompts the pool serves with ``goodput`` of them within
@@ -186,6 +175,84 @@ def ttft_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: n
     for _ in range(60):
         mid = (lo + hi) / 2
         if good_share(mid, workers, times, weights, slack, queue_limit) >= goodput:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+#: The least steps of the workload grid of ``admitted_share``.
+GRID = 600
+
+
+def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, admit_room: float,
+                   goal_room: float) -> tuple[float, float]:
+    """Under a rule that admits a prompt only when its predicted wait and its own
+    prefill fit ``admit_room``: the share of arrivals at ``lam`` a second admitted, and
+    the share admitted whose wait and prefill also fit ``goal_room`` (the TTFT goal's).
+
+    The rule refuses by size as well as by load: a long prompt is refused at a queue a
+    short one still joins, so near and past saturation the pool serves the short ones.
+    The pool's work is taken as one queue drained by its ``workers`` together (the work
+    ahead of an arrival, over c, is its wait: heavy traffic, where the rule acts), and
+    its stationary law comes from level crossing: at each level v of that wait, the
+    rate it is crossed downward (its density) equals the rate admitted prompts jump it,
+    each prompt of time s admitted from a wait u <= room - s and adding s / c. The
+    resulting Volterra equation for the cumulative law G is stepped on a grid,
+    implicitly where the jump starts at v itself."""
+    s = np.asarray(times, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    c = max(1, workers)
+    admit = admit_room - s  # the largest wait at which each prompt is admitted
+    ok = admit >= 0
+    if lam <= 0 or not ok.any():
+        share = float(w[ok].sum())
+        return share, float(w[goal_room - s >= 0].sum()) if lam <= 0 else 0.0
+    a, jump, wa = admit[ok], s[ok] / c, w[ok]
+    top = float((a + jump).max())
+    steps = max(GRID, math.ceil(4 * lam * top))  # at most a quarter of an arrival a step
+    h = top / steps
+    grid = np.arange(steps + 1) * h
+    cum = np.zeros(steps + 1)
+    cum[0] = 1.0  # the mass of an empty queue (unnormalised: the equation is linear)
+    for i in range(1, steps + 1):
+        v = grid[i]
+        known = grid[:i]
+        back = v - jump
+        lower = np.where(back >= 0, np.interp(np.maximum(back, 0.0), known, cum[:i]), 0.0)
+        below = a < v  # admitted only from waits under v: from u in [v - s / c, a]
+        upper = np.interp(a[below], known, cum[:i])
+        rest = float(np.dot(wa[below], np.maximum(upper - lower[below], 0.0)))
+        rest -= float(np.dot(wa[~below], lower[~below]))
+        stay = float(wa[~below].sum())
+        cum[i] = (cum[i - 1] + h * lam * rest) / (1.0 - h * lam * stay)
+        if cum[i] > 1e100:  # heavy load: the law grows fast with the wait; rescale
+            cum[: i + 1] /= cum[i]
+    total = cum[-1]
+    admitted = float(np.dot(wa, np.interp(a, grid, cum))) / total
+    good_at = np.minimum(a, goal_room - s[ok])
+    fits = good_at >= 0
+    good = float(np.dot(wa[fits], np.interp(good_at[fits], grid, cum))) / total
+    return admitted, good
+
+
+def admitted_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, admit_room: float,
+                       goal_room: float, goodput: float) -> float | None:
+    """The highest rate of prompts at which ``goodput`` of the arrivals are admitted by
+    the predicted-TTFT rule and served within the goal (``admitted_share``); it may
+    pass the pool's fluid rate, the rule serving the short prompts of a heavier load.
+    None when not even a light load does."""
+    def good(lam: float) -> float:
+        return admitted_share(lam, workers, times, weights, admit_room, goal_room)[1]
+
+    if good(fluid_qps * 1e-6) < goodput:
+        return None
+    lo, hi = 0.0, fluid_qps
+    while good(hi) >= goodput:
+        lo, hi = hi, 2 * hi
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if good(mid) >= goodput:
             lo = mid
         else:
             hi = mid

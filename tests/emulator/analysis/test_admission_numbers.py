@@ -12,7 +12,7 @@ import pytest
 from emulator import Engine
 from emulator.analysis.fleet import analyse
 from emulator.analysis.fleet.admission import REFUSED_FROM, admission_of
-from emulator.analysis.fleet.queueing import prefill_times, refused_share
+from emulator.analysis.fleet.queueing import admitted_share, prefill_times
 from emulator.analysis.fleet.steps import step_cost
 from emulator.analysis.numbers import compute
 from emulator.scenario.presets import load_preset
@@ -47,7 +47,9 @@ def test_the_bound_is_the_first_wait_past_the_room_and_the_shares_follow_the_que
     wait = [(j + (1 + cs2) / 2) * service / c + service for j in range(40)]
     assert wait[a.bound - 1] <= a.room_s < wait[a.bound]
     assert a.room_s == pytest.approx(2.0 - float(m.transfer_s) - float(step_cost(PRESET, "chat").decode_alone_s(8001)))
-    assert refused_share(a.refuses_from_qps, c, times, weights, a.bound) == pytest.approx(REFUSED_FROM, rel=1e-6)
+    goal_room = a.room_s  # slack 1: the rule's room is the goal's
+    refused = 1 - admitted_share(a.refuses_from_qps, c, times, weights, a.room_s, goal_room)[0]
+    assert refused == pytest.approx(REFUSED_FROM, rel=1e-6)
     # Below its pool's throughput, refusals start; at the peak (20 QPS) the queue's
     # figure sits between the fluid one and all.
     throughput = c * float(pool.worker.throughput_qps)
@@ -56,9 +58,9 @@ def test_the_bound_is_the_first_wait_past_the_room_and_the_shares_follow_the_que
     assert a.fluid_at_peak < a.admitted_at_peak < 1
 
 
-def _refused(qps: float) -> float:
+def _refused(qps: float, duration_s: float = 600) -> float:
     sc = PRESET.with_overrides(
-        ['traffic.shape="constant"', f"traffic.qps={qps}", "duration_s=600"], max_requests=None)
+        ['traffic.shape="constant"', f"traffic.qps={qps}", f"duration_s={duration_s}"], max_requests=None)
     s = Engine(sc).run()
     return s.shed_slo_miss / s.offered
 
@@ -72,6 +74,55 @@ def test_the_engine_refuses_about_as_the_analysis_says_around_the_start() -> Non
     at = _refused(a.refuses_from_qps)
     assert REFUSED_FROM / 3 < at < 3 * REFUSED_FROM
     assert _refused(1.5 * a.refuses_from_qps) > 4 * REFUSED_FROM
+
+
+def test_the_engine_admits_at_the_peak_about_what_the_analysis_says() -> None:
+    # At four times the prefill pool's throughput the rule admits the short prompts:
+    # far more than the fluid share, and about the share the analysis gives by size.
+    a = admission_of(PRESET, analyse(PRESET).models["chat"])
+    assert a is not None and a.admitted_at_peak is not None and a.fluid_at_peak is not None
+    admitted = 1 - _refused(20.0, duration_s=240)
+    assert admitted > a.fluid_at_peak * 1.4
+    assert admitted == pytest.approx(a.admitted_at_peak, abs=0.04)
+
+
+def _admitted_by_lindley(lam: float, c: int, times: np.ndarray, weights: np.ndarray, room: float,
+                         n: int = 200_000) -> float:
+    """The same idealised pool, drawn: Poisson arrivals, one queue of work drained by c
+    workers together; an arrival of time s is admitted when the wait (work ahead / c)
+    plus s fits the room, and then adds s to the work."""
+    rng = np.random.default_rng(7)
+    gaps = rng.exponential(1 / lam, n)
+    sizes = rng.choice(times, n, p=weights / weights.sum())
+    wait, admitted = 0.0, 0
+    for gap, s in zip(gaps.tolist(), sizes.tolist(), strict=True):
+        wait = max(0.0, wait - gap)
+        if wait + s <= room:
+            admitted += 1
+            wait += s / c
+    return admitted / n
+
+
+@pytest.mark.parametrize(("lam", "c"), [(3.0, 1), (6.0, 2), (12.0, 2), (30.0, 4)])
+def test_the_admitted_share_solves_the_pool_it_describes(lam: float, c: int) -> None:
+    # Two prompt sizes, each admitted up to its own wait: the grid's solution of the
+    # level-crossing equation against a long draw of the same pool.
+    times = np.array([0.1, 0.5])
+    weights = np.array([0.6, 0.4])
+    room = 1.2
+    got, good = admitted_share(lam, c, times, weights, room, room)
+    assert good == pytest.approx(got)
+    assert got == pytest.approx(_admitted_by_lindley(lam, c, times, weights, room), abs=0.005)
+    # A tighter goal than the rule's room: fewer of the admitted are good.
+    assert admitted_share(lam, c, times, weights, room, 0.6)[1] < got
+
+
+def test_at_light_load_every_prompt_that_fits_alone_is_admitted() -> None:
+    times = np.array([0.2, 0.9, 2.5])
+    weights = np.array([0.5, 0.3, 0.2])
+    admitted, good = admitted_share(1e-6, 2, times, weights, 1.0, 1.0)
+    assert admitted == pytest.approx(0.8, abs=1e-5)
+    assert good == pytest.approx(0.8, abs=1e-5)
 
 
 def test_a_whole_pool_uses_its_throughput_as_the_service_rate() -> None:
