@@ -176,6 +176,15 @@ class Picker:
         """The choice, moving the picker's own state (a rotation, a count)."""
         return self.peek(row, candidates, scores)
 
+    def pick_alive(self, row: Any) -> int:
+        """``pick`` among the workers believed alive, with no score (a composition of
+        the usual two filters and no scorer binds this as its ``pick``)."""
+        return self.pick(row, self.policy.rotation, [])
+
+    def peek_alive(self, row: Any) -> int:
+        """``peek`` as ``pick_alive`` picks."""
+        return self.peek(row, self.policy.rotation, [])
+
     def done(self, w: int) -> None:
         """Work pushed to ``w`` left it (only for pickers that count)."""
 
@@ -189,12 +198,18 @@ class MaxScore(Picker):
     reads_scores = True
 
     def peek(self, row: Any, candidates: list[int], scores: list[float]) -> int:
+        # The first candidate with the greatest (score, -load), found without asking
+        # the load of those below the top score (a pick runs once per request).
+        top = max(scores)
+        if scores.count(top) == 1:
+            return candidates[scores.index(top)]
         load = self.policy.cw.load
-        best, best_key = -1, (0.0, 0)
+        best, best_load = -1, 0
         for w, score in zip(candidates, scores, strict=True):
-            key = (score, -load(w))
-            if best < 0 or key > best_key:
-                best, best_key = w, key
+            if score == top:
+                n = load(w)
+                if best < 0 or n < best_load:
+                    best, best_load = w, n
         return best
 
 
@@ -212,6 +227,16 @@ class Rotation(Picker):
         w = candidates[self.next % len(candidates)]
         self.next = (self.next + 1) % len(candidates)
         return w
+
+    def pick_alive(self, row: Any) -> int:
+        rotation = self.policy.rotation
+        w = rotation[self.next % len(rotation)]
+        self.next = (self.next + 1) % len(rotation)
+        return w
+
+    def peek_alive(self, row: Any) -> int:
+        rotation = self.policy.rotation
+        return rotation[self.next % len(rotation)]
 
     def rotation_changed(self, old: list[int], alive: list[int]) -> None:
         self.next = self.next % len(alive) if alive else 0
@@ -240,6 +265,15 @@ class LeastOutstanding(Picker):
         local = int(np.argmin(self.outstanding))
         self.outstanding[local] += 1
         return self.pool[local]
+
+    # The candidates are read from the counts already: the same calls.
+    def pick_alive(self, row: Any) -> int:
+        local = int(np.argmin(self.outstanding))
+        self.outstanding[local] += 1
+        return self.pool[local]
+
+    def peek_alive(self, row: Any) -> int:
+        return self.pool[int(np.argmin(self.outstanding))]
 
     def done(self, w: int) -> None:
         local = self.policy.local_index[w]
@@ -294,12 +328,13 @@ class ComposedPolicy(PushPolicy):
         )
         if self.counts_done:
             self.work_done = self.chooser.done  # type: ignore[method-assign]
+        if not self._plain:
+            self.offer = self._offer_filtered  # type: ignore[method-assign]
         if self._plain and not self.chooser.reads_scores:
             # Nothing to filter or score: bound once, as a pick runs once per batch or
             # request (round robin's and least loaded's hot path).
-            pick, peek = self.chooser.pick, self.chooser.peek
-            self.pick = lambda work: pick(work, self.rotation, [])  # type: ignore[method-assign]
-            self.peek = lambda work: peek(work, self.rotation, [])  # type: ignore[method-assign]
+            self.pick = self.chooser.pick_alive  # type: ignore[method-assign]
+            self.peek = self.chooser.peek_alive  # type: ignore[method-assign]
 
     def request(self, row: int) -> tuple[int, int, int]:
         """The request's prefix group, prefix tokens and prompt tokens."""
@@ -319,19 +354,35 @@ class ComposedPolicy(PushPolicy):
     def score(self, row: int, candidates: list[int]) -> list[float]:
         """Each candidate's weighted sum of the scores, added in the order of
         ``SCORERS`` (0 with no scorer)."""
-        totals = [0.0] * len(candidates)
-        for weight, scorer in self.weighted:
-            for j, s in enumerate(scorer.scores(self, row, candidates)):
-                totals[j] += weight * s
+        weighted = self.weighted
+        if not weighted:
+            return [0.0] * len(candidates)
+        # The first term alone is the sum so far (0 + w x s is w x s, exactly).
+        weight, scorer = weighted[0]
+        first = scorer.scores(self, row, candidates)
+        totals = first if weight == 1.0 else [weight * s for s in first]
+        for weight, scorer in weighted[1:]:
+            totals = [t + weight * s for t, s in zip(totals, scorer.scores(self, row, candidates), strict=True)]
         return totals
 
     def pick(self, work: Any) -> int:
-        found = self.candidates(work)
+        found = self.rotation if self._plain else self.candidates(work)
         return self.chooser.pick(work, found, self._score(work, found))
 
     def peek(self, work: Any) -> int:
-        found = self.candidates(work)
+        found = self.rotation if self._plain else self.candidates(work)
         return self.chooser.peek(work, found, self._score(work, found))
+
+    def _offer_filtered(self, work: Any) -> bool:
+        """``offer`` for a composition with filters of its own: they may leave no
+        candidate (the dispatcher then holds the work)."""
+        if not self.rotation:
+            return False
+        found = self.candidates(work)
+        if not found:
+            return False
+        self.workers.assign(self.chooser.pick(work, found, self._score(work, found)), work)
+        return True
 
     def rotation_changed(self, alive: list[int]) -> None:
         self.chooser.rotation_changed(self.rotation, alive)

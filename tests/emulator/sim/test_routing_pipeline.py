@@ -255,3 +255,21 @@ def test_the_compositions_pick_as_the_policies_first_written(
     assert [rr.pick(0) for _ in range(2 * len(rotation))] == rotation * 2
     ll = _policy(LeastLoaded, workers, dead=gone)
     assert [ll.pick(0) for _ in range(len(rotation))] == rotation
+
+
+def test_a_composition_whose_filters_leave_no_candidate_declines_the_work() -> None:
+    class NoneLeft:
+        name = "none"
+
+        def keep(self, policy: Any, work: Any, candidates: list[int]) -> list[int]:
+            return []
+
+    class Nowhere(ComposedPolicy):
+        name = "nowhere"
+        filters = (IN_POOL, NoneLeft())  # type: ignore[assignment]
+        picker = MaxScore
+        weights = {"queue": 1.0}  # noqa: RUF012
+
+    policy = _policy(Nowhere, _state(w0={}, w1={}))
+    assert policy.offer(0) is False
+    assert policy.workers.assigned == []  # type: ignore[attr-defined]
