@@ -176,14 +176,14 @@ class Picker:
         """The choice, moving the picker's own state (a rotation, a count)."""
         return self.peek(row, candidates, scores)
 
-    def pick_alive(self, row: Any) -> int:
+    def pick_alive(self, work: Any) -> int:
         """``pick`` among the workers believed alive, with no score (a composition of
         the usual two filters and no scorer binds this as its ``pick``)."""
-        return self.pick(row, self.policy.rotation, [])
+        return self.pick(work, self.policy.rotation, [])
 
-    def peek_alive(self, row: Any) -> int:
+    def peek_alive(self, work: Any) -> int:
         """``peek`` as ``pick_alive`` picks."""
-        return self.peek(row, self.policy.rotation, [])
+        return self.peek(work, self.policy.rotation, [])
 
     def done(self, w: int) -> None:
         """Work pushed to ``w`` left it (only for pickers that count)."""
@@ -228,13 +228,13 @@ class Rotation(Picker):
         self.next = (self.next + 1) % len(candidates)
         return w
 
-    def pick_alive(self, row: Any) -> int:
+    def pick_alive(self, work: Any) -> int:
         rotation = self.policy.rotation
         w = rotation[self.next % len(rotation)]
         self.next = (self.next + 1) % len(rotation)
         return w
 
-    def peek_alive(self, row: Any) -> int:
+    def peek_alive(self, work: Any) -> int:
         rotation = self.policy.rotation
         return rotation[self.next % len(rotation)]
 
@@ -267,12 +267,12 @@ class LeastOutstanding(Picker):
         return self.pool[local]
 
     # The candidates are read from the counts already: the same calls.
-    def pick_alive(self, row: Any) -> int:
+    def pick_alive(self, work: Any) -> int:
         local = int(np.argmin(self.outstanding))
         self.outstanding[local] += 1
         return self.pool[local]
 
-    def peek_alive(self, row: Any) -> int:
+    def peek_alive(self, work: Any) -> int:
         return self.pool[int(np.argmin(self.outstanding))]
 
     def done(self, w: int) -> None:
