@@ -4,8 +4,9 @@ dispatch policies and the worker models, with their traits.
 The scenario layer owns this catalog and imports nothing from the simulation layer;
 ``emulator.sim`` registers each of its policies and worker models here as it defines
 them (``emulator`` imports both layers, so the catalog is full whenever a scenario is
-read). A policy's traits are declared once, on the policy class, and copied here when
-it registers:
+read). A policy's traits are declared once, on the policy class (those that follow
+from a routing composition, such as needing prefix caches, derived from it when the
+class is defined), and copied here when it registers:
 
 * ``needs_prefix_caches``: it routes on prefix caches (continuous workers only);
 * ``routes_in_pools``: it can route within a disaggregated model's pools;
