@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -132,10 +132,16 @@ class PoolRouting(DispatchPolicy):
         super().__init__(sim, dispatcher)
         self.prefill = prefill
         self.decode = decode
-        self.prefill_workers = prefill.dispatcher.workers
+        # Each pool's policy sees a ``_PoolView`` as its dispatcher: read it untyped, as
+        # the compiled build checks a declared ``Dispatcher`` at every attribute read.
+        pre: Any = cast(Any, prefill).dispatcher
+        dec: Any = cast(Any, decode).dispatcher
+        self.prefill_workers: list[int] = pre.workers
+        self.decode_workers: list[int] = dec.workers
+        self.limits: dict[int, int] = {id(prefill): pre.queue_limit, id(decode): dec.queue_limit}
         self.of = {
-            **{w: prefill for w in prefill.dispatcher.workers},
-            **{w: decode for w in decode.dispatcher.workers},
+            **{w: prefill for w in self.prefill_workers},
+            **{w: decode for w in self.decode_workers},
         }
         self.threshold = split.decider_threshold_tokens
         self.uncached = split.decider == "uncached"
@@ -146,9 +152,9 @@ class PoolRouting(DispatchPolicy):
         #: The prefill pool's workers admit held requests (validation keeps a holding
         #: policy out of the decode pool).
         self.workers_take_held = prefill.workers_take_held  # type: ignore[misc]
-        limits = (prefill.dispatcher.queue_limit, decode.dispatcher.queue_limit)
+        limits = (pre.queue_limit, dec.queue_limit)
         dispatcher.hold_limit = limits[0] if prefill.workers_take_held else 0  # type: ignore[attr-defined]
-        dispatcher.held_workers = prefill.dispatcher.workers
+        dispatcher.held_workers = self.prefill_workers
         dispatcher.bounded = any(limits)
 
     def prefill_queue(self) -> int:
@@ -182,8 +188,8 @@ class PoolRouting(DispatchPolicy):
 
     def pool_for(self, row: int) -> list[int]:
         if self._to_prefill(row) >= 0:
-            return self.decode.dispatcher.workers
-        return self.prefill.dispatcher.workers
+            return self.decode_workers
+        return self.prefill_workers
 
     def pool_of(self, row: int) -> tuple[DispatchPolicy, bool]:
         """The pool policy arrival ``row`` goes to, by the decider as ``offer`` decides,
@@ -194,10 +200,12 @@ class PoolRouting(DispatchPolicy):
 
     def bound_for(self, row: int) -> tuple[int, list[int]]:
         # The pool the decider sends ``row`` to, by the same decision as ``offer``.
-        pool = self.decode if self._to_prefill(row) >= 0 else self.prefill
+        to_decode = self._to_prefill(row) >= 0
+        pool = self.decode if to_decode else self.prefill
+        workers = self.decode_workers if to_decode else self.prefill_workers
         if pool.workers_take_held:
-            return 0, pool.dispatcher.workers  # bounded at the held queue instead
-        return pool.dispatcher.queue_limit, pool.dispatcher.workers
+            return 0, workers  # bounded at the held queue instead
+        return self.limits[id(pool)], workers
 
     def offer(self, work: Any) -> bool:
         why = self._to_prefill(work)
