@@ -481,6 +481,7 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
         scorers=prefix_checks.scorers(t.raw("scorers"), t.key("scorers")) if t.has("scorers") else (),
         admission=admission_checks.rule(t, "queue_limit") or "queue_limit",
         admission_slack=admission_checks.slack(t, 1.0) or 1.0,
+        **prefix_checks.index_keys(t),
     )
 
 
