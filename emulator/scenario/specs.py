@@ -311,6 +311,9 @@ class DispatcherSpec:
     prefix_index: str = "exact"
     prefix_index_capacity: int = 4096
     prefix_index_ttl_s: float = 300.0
+    #: Seconds between the router's decision and the request's arrival at its worker
+    #: (a proxy or sidecar hop; see ``emulator.scenario.router_checks``).
+    proxy_hop_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -788,7 +791,7 @@ _NEW_WORKER = (
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
 _INDEX_KEYS = ("prefix_index", "prefix_index_capacity", "prefix_index_ttl_s")
-_NEW_DISPATCHER = ("admission", "admission_slack", *_INDEX_KEYS)
+_NEW_DISPATCHER = ("admission", "admission_slack", *_INDEX_KEYS, "proxy_hop_s")
 
 
 def _set_fields(obj: Any) -> dict[str, Any]:

@@ -52,6 +52,8 @@ class Intake(ModelBooks, ABC):
         self.prefix_index = disp.prefix_index
         self.prefix_index_capacity = disp.prefix_index_capacity
         self.prefix_index_ttl_s = disp.prefix_index_ttl_s
+        #: Seconds a pushed request takes to reach its worker (``dispatcher.proxy_hop_s``).
+        self.proxy_hop_s = disp.proxy_hop_s
         #: The workers that admit from the held queue at their step starts, under a
         #: policy that holds requests (a split model's prefill pool, under ``pull``).
         self.held_workers = workers

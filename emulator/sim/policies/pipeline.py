@@ -433,7 +433,7 @@ class ComposedPolicy(PushPolicy):
         w = self.chooser.pick(work, found, self._score(work, found))
         if self.index is not None:
             self._record(work, w)
-        self.workers.assign(w, work)
+        self.assign(w, work)
         return True
 
     def rotation_changed(self, alive: list[int]) -> None:

@@ -103,3 +103,5 @@ def test_the_router_prefix_index_is_a_choice_with_its_size_and_staleness() -> No
     assert index["kind"] == "select" and index["options"] == ["exact", "estimated"] and index["value"] == "estimated"
     assert fields["dispatcher.prefix_index_capacity"]["unit"] == "(worker, prefix) pairs"
     assert fields["dispatcher.prefix_index_ttl_s"]["unit"] == "s"
+    hop = fields["dispatcher.proxy_hop_s"]
+    assert hop["unit"] == "s" and hop["label"] == "proxy hop"
