@@ -18,6 +18,7 @@ from emulator.scenario.specs import (
     PREFIX_INDEXES,
     SCORERS,
     DispatcherSpec,
+    PoolSpec,
     PrefixSpec,
 )
 from emulator.scenario.traces import load_trace
@@ -88,6 +89,41 @@ def index_keys(t: _Table) -> dict[str, Any]:
             "give how long the router trusts a routing it recorded, e.g. 300",
         )
     return {"prefix_index": kind, "prefix_index_capacity": capacity, "prefix_index_ttl_s": float(ttl)}
+
+
+def pool_index_keys(t: _Table) -> dict[str, Any]:
+    """The index keys a ``[pools.NAME]`` table sets (the others stay None: the
+    dispatcher's)."""
+    values = index_keys(t)
+    return {k: v for k, v in values.items() if t.has(k)}
+
+
+def _scores_prefix(policy: str, scorers: tuple[tuple[str, float], ...]) -> bool:
+    """``policy`` (with ``scorers``, when it sums them) counts the prefix score."""
+    if policy in catalog.policies_with("uses_scorers"):
+        return bool(dict(scorers or DEFAULT_SCORERS).get("prefix", 0.0))
+    return policy in catalog.policies_with("needs_prefix_caches")
+
+
+def check_pool_index(
+    pool: PoolSpec, policy: str, scorers: tuple[tuple[str, float], ...], dispatcher: DispatcherSpec
+) -> None:
+    """A pool's own index keys: as the dispatcher's, against the pool's policy."""
+    path = f"pools.{pool.name}"
+    kind = pool.prefix_index if pool.prefix_index is not None else dispatcher.prefix_index
+    for key in ("prefix_index_capacity", "prefix_index_ttl_s"):
+        if getattr(pool, key) is not None and kind != "estimated":
+            raise ScenarioError(
+                f"{path}.{key}", f'applies only to prefix_index = "estimated", not "{kind}"',
+                f'set [pools.{pool.name}] prefix_index = "estimated", or remove {key}',
+            )
+    if pool.prefix_index == "estimated" and not _scores_prefix(policy, scorers):
+        raise ScenarioError(
+            f"{path}.prefix_index", f'applies to a policy that scores prefixes, and pool {pool.name} '
+            f'routes by "{policy}" without one',
+            f'give [pools.{pool.name}] policy = "prefix_aware" (or weighted with a prefix weight), '
+            "or remove prefix_index",
+        )
 
 
 def check_index(dispatcher: DispatcherSpec) -> None:

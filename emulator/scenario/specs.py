@@ -479,7 +479,7 @@ class PoolSpec:
     """``[pools.NAME]``: one pool of a disaggregated model (the workers of the host
     groups whose ``pool`` is NAME) with its own routing, admission and scaling. Each
     key left out is the fleet's: ``policy``, ``queue_limit``, ``scorers``, ``admission``
-    and ``admission_slack`` default to ``[dispatcher]``'s; ``autoscaler`` (the keys of
+    and ``admission_slack`` and the prefix index keys default to ``[dispatcher]``'s; ``autoscaler`` (the keys of
     ``[autoscaler]``, ``model`` optional) scales the pool's workers on the pool's
     hosts (None: not scaled)."""
 
@@ -490,6 +490,11 @@ class PoolSpec:
     autoscaler: AutoscalerSpec | None = None
     admission: str | None = None
     admission_slack: float | None = None
+    #: The pool's own ``prefix_index``, ``prefix_index_capacity`` and
+    #: ``prefix_index_ttl_s`` (None: ``[dispatcher]``'s).
+    prefix_index: str | None = None
+    prefix_index_capacity: int | None = None
+    prefix_index_ttl_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -727,6 +732,17 @@ class Scenario:
         p = self.pool(name)
         return p.scorers if p is not None and p.scorers else self.dispatcher.scorers
 
+    def pool_prefix_index(self, name: str | None) -> tuple[str, int, float]:
+        """The prefix index of pool ``name`` (kind, capacity, TTL): each key its own,
+        else ``[dispatcher]``'s."""
+        p, d = self.pool(name), self.dispatcher
+        own = p if p is not None else PoolSpec("")
+        return (
+            own.prefix_index if own.prefix_index is not None else d.prefix_index,
+            own.prefix_index_capacity if own.prefix_index_capacity is not None else d.prefix_index_capacity,
+            own.prefix_index_ttl_s if own.prefix_index_ttl_s is not None else d.prefix_index_ttl_s,
+        )
+
     def autoscalers(self) -> list[tuple[str | None, AutoscalerSpec]]:
         """Every autoscaler: ``(None, [autoscaler])`` first, then ``(pool, spec)`` of each
         ``[pools.NAME.autoscaler]``."""
@@ -756,6 +772,9 @@ def _pool_dict(p: PoolSpec) -> dict[str, Any]:
         out["admission"] = p.admission
     if p.admission_slack is not None:
         out["admission_slack"] = p.admission_slack
+    for key in _INDEX_KEYS:
+        if getattr(p, key) is not None:
+            out[key] = getattr(p, key)
     return out
 
 

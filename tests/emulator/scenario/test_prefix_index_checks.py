@@ -66,3 +66,29 @@ def test_a_policy_that_scores_no_prefix_drops_the_index_keys_with_a_note() -> No
     assert plain.dispatcher.prefix_index == "exact" and plain.dispatcher.prefix_index_ttl_s == 300.0
     assert plain.notes == ('dispatcher.prefix_index, prefix_index_ttl_s dropped: policy "round_robin" scores no prefix',)
     assert sc.with_overrides(["dispatcher.policy=weighted"]).dispatcher.prefix_index == "estimated"
+
+
+SPLIT = load_preset("pd-prefix-aware")  # prefix_aware in both pools
+
+
+def test_a_pool_takes_the_dispatchers_index_unless_it_sets_its_own() -> None:
+    sc = SPLIT.with_overrides(["dispatcher.prefix_index=estimated", "dispatcher.prefix_index_ttl_s=30",
+                               "pools.decode.prefix_index=exact", "pools.prefill.prefix_index_capacity=50"])
+    assert sc.pool_prefix_index("prefill") == ("estimated", 50, 30.0)
+    assert sc.pool_prefix_index("decode") == ("exact", 4096, 30.0)
+    assert load_scenario(sc.to_toml()) == sc
+
+
+@pytest.mark.parametrize(("overrides", "path", "text"), [
+    (["pools.prefill.prefix_index_ttl_s=5"], "pools.prefill.prefix_index_ttl_s",
+     'applies only to prefix_index = "estimated", not "exact"; set [pools.prefill] prefix_index = "estimated"'),
+    (["pools.prefill.policy=least_loaded", "pools.prefill.prefix_index=estimated"], "pools.prefill.prefix_index",
+     'pool prefill routes by "least_loaded" without one'),
+    (["pools.decode.prefix_index=guess"], "pools.decode.prefix_index", '"guess" is not a prefix index'),
+    (["pools.decode.prefix_index=estimated", "pools.decode.prefix_index_capacity=0"],
+     "pools.decode.prefix_index_capacity", "is not a whole number from 1"),
+])
+def test_a_pools_index_mistake_names_its_key(overrides: list[str], path: str, text: str) -> None:
+    with pytest.raises(ScenarioError) as err:
+        SPLIT.with_overrides(overrides)
+    assert err.value.path == path and text in str(err.value) and err.value.fix

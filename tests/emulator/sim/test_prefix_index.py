@@ -145,3 +145,13 @@ def test_an_index_blind_to_evictions_loses_goodput_where_caches_are_short() -> N
     blind = _summary("worker.kv_cache_tokens=150000", "dispatcher.prefix_index=estimated")
     assert blind.prefix_hit_rate < exact.prefix_hit_rate
     assert blind.slo_goodput < exact.slo_goodput - 0.05
+
+
+def test_a_split_fleets_pools_estimate_as_the_dispatcher_says_or_each_its_own() -> None:
+    split = load_preset("pd-prefix-aware")
+    fleet = Engine(split.with_overrides(["dispatcher.prefix_index=estimated"])).run()
+    both = Engine(split.with_overrides(["pools.prefill.prefix_index=estimated",
+                                        "pools.decode.prefix_index=estimated"])).run()
+    prefill_only = Engine(split.with_overrides(["pools.prefill.prefix_index=estimated"])).run()
+    assert both.to_dict() == {**fleet.to_dict(), "wall_s": both.wall_s}
+    assert prefill_only.prefill_tokens_saved != both.prefill_tokens_saved
