@@ -223,6 +223,8 @@ def _floor_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
     ttft_how = f"a {load.prompt.mean:.0f}-token prompt prefilled alone, chunk by chunk"
     if m.split:
         ttft_how += ", its KV moved, and the decode worker's first step"
+    if scenario.dispatcher.proxy_hop_s:
+        ttft_how += f", after a {scenario.dispatcher.proxy_hop_s:g} s proxy hop (dispatcher.proxy_hop_s)"
     add("ttft_floor_s", "Time to first token, at least", name, f["ttft_s"], "s",
         ttft_how + ": a minimum (queueing and sharing steps come on top)", inputs)
     add("tpot_floor_s", "Time per output token, at least", name, f["tpot_s"], "s",

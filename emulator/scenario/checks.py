@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import admission_checks, catalog, prefix_checks
+from emulator.scenario import admission_checks, catalog, prefix_checks, router_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.limits import (
@@ -275,6 +275,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                 f"{name} has no prefix cache",
                 f'set prefix_cache = true in [worker] or [models.{name}.worker], or decider = "prompt"',
             )
+    router_checks.check(dispatcher, batching, pools)
     slo = _slo(top.raw("slo", {}))
     admission_checks.check(
         dispatcher.admission,
@@ -481,6 +482,8 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
         scorers=prefix_checks.scorers(t.raw("scorers"), t.key("scorers")) if t.has("scorers") else (),
         admission=admission_checks.rule(t, "queue_limit") or "queue_limit",
         admission_slack=admission_checks.slack(t, 1.0) or 1.0,
+        **prefix_checks.index_keys(t),
+        proxy_hop_s=router_checks.proxy_hop(t),
     )
 
 

@@ -29,7 +29,10 @@ _DECIDER_KEYS = ("decider_threshold_tokens", "decider", "decider_max_prefill_que
 #: What the decider holds its threshold against (``[models.NAME.disaggregated] decider``).
 DECIDERS = ("prompt", "uncached")
 #: The keys of a ``[pools.NAME]`` table.
-POOL_KEYS = ("policy", "queue_limit", "scorers", "autoscaler", "admission", "admission_slack")
+POOL_KEYS = (
+    "policy", "queue_limit", "scorers", "autoscaler", "admission", "admission_slack",
+    "prefix_index", "prefix_index_capacity", "prefix_index_ttl_s",
+)
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float | None:
@@ -271,6 +274,7 @@ def parse_pools(
             out.append(PoolSpec(
                 name, policy, limit, scorers, scaler,
                 admission_checks.rule(t, None), admission_checks.slack(t, None),
+                **prefix_checks.pool_index_keys(t),
             ))
     given = {p.name: p for p in out}
     for name, (model, role) in roles.items():
@@ -317,6 +321,7 @@ def _check_pool(
         )
     if pool is None:
         return
+    prefix_checks.check_pool_index(pool, str(policy), pool.scorers or dispatcher.scorers, dispatcher)
     if pool.scorers and policy not in catalog.policies_with("uses_scorers"):
         raise ScenarioError(
             f"pools.{name}.scorers", f'applies only to a policy that sums scorers, not "{policy}"',

@@ -1,5 +1,7 @@
 """Checks of the prefix-caching keys: ``[models.NAME.prefixes]``, ``worker.prefix_cache``
-and ``worker.block_tokens``, and ``[dispatcher.scorers]`` of the ``weighted`` policy.
+and ``worker.block_tokens``, ``[dispatcher.scorers]`` of the ``weighted`` policy, and
+the router's prefix index (``dispatcher.prefix_index``, ``prefix_index_capacity``,
+``prefix_index_ttl_s``).
 
 Each raises ``ScenarioError`` with the key path and the fix, like ``checks``; that
 module calls these while it reads a scenario.
@@ -11,15 +13,24 @@ from typing import TYPE_CHECKING, Any
 
 from emulator.scenario import catalog
 from emulator.scenario.errors import ScenarioError
-from emulator.scenario.specs import SCORERS, PrefixSpec
+from emulator.scenario.specs import (
+    DEFAULT_SCORERS,
+    PREFIX_INDEXES,
+    SCORERS,
+    DispatcherSpec,
+    PoolSpec,
+    PrefixSpec,
+)
 from emulator.scenario.traces import load_trace
 
 if TYPE_CHECKING:
     from emulator.scenario.checks import _Table
-    from emulator.scenario.specs import DispatcherSpec, ModelSpec, Traffic, WorkerSpec
+    from emulator.scenario.specs import ModelSpec, Traffic, WorkerSpec
 
 #: Prefix groups per model: each group costs the Zipf table a number; more is a mistake.
 MAX_PREFIX_GROUPS = 1_000_000
+#: The most (worker, prefix group) pairs an estimated prefix index may remember.
+MAX_INDEX_CAPACITY = 10_000_000
 
 
 def prefixes(raw: Any, path: str) -> PrefixSpec:
@@ -51,6 +62,96 @@ def worker_keys(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "prefix_cache": t.flag("prefix_cache", base.prefix_cache),
         "block_tokens": t.integer("block_tokens", base.block_tokens, low=1),
     }
+
+
+def index_keys(t: _Table) -> dict[str, Any]:
+    """``prefix_index``, ``prefix_index_capacity`` and ``prefix_index_ttl_s`` of the
+    ``[dispatcher]`` table."""
+    base = DispatcherSpec()
+    kind = t.text("prefix_index", base.prefix_index)
+    if kind not in PREFIX_INDEXES:
+        raise ScenarioError(
+            t.key("prefix_index"), f'"{kind}" is not a prefix index',
+            'use "exact" (read every worker\'s cache) or "estimated" (the router\'s record of its routings)',
+        )
+    capacity = t.raw("prefix_index_capacity", base.prefix_index_capacity)
+    if isinstance(capacity, float) and capacity.is_integer():
+        capacity = int(capacity)
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or not 1 <= capacity <= MAX_INDEX_CAPACITY:
+        raise ScenarioError(
+            t.key("prefix_index_capacity"), f"{capacity!r} is not a whole number from 1 to {MAX_INDEX_CAPACITY:,}",
+            "give how many (worker, prefix group) pairs the router remembers, e.g. 4096",
+        )
+    ttl = t.raw("prefix_index_ttl_s", base.prefix_index_ttl_s)
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < float("inf"):
+        raise ScenarioError(
+            t.key("prefix_index_ttl_s"), f"{ttl!r} is not a number of seconds above 0",
+            "give how long the router trusts a routing it recorded, e.g. 300",
+        )
+    return {"prefix_index": kind, "prefix_index_capacity": capacity, "prefix_index_ttl_s": float(ttl)}
+
+
+def pool_index_keys(t: _Table) -> dict[str, Any]:
+    """The index keys a ``[pools.NAME]`` table sets (the others stay None: the
+    dispatcher's)."""
+    values = index_keys(t)
+    return {k: v for k, v in values.items() if t.has(k)}
+
+
+def _scores_prefix(policy: str, scorers: tuple[tuple[str, float], ...]) -> bool:
+    """``policy`` (with ``scorers``, when it sums them) counts the prefix score."""
+    if policy in catalog.policies_with("uses_scorers"):
+        return bool(dict(scorers or DEFAULT_SCORERS).get("prefix", 0.0))
+    return policy in catalog.policies_with("needs_prefix_caches")
+
+
+def check_pool_index(
+    pool: PoolSpec, policy: str, scorers: tuple[tuple[str, float], ...], dispatcher: DispatcherSpec
+) -> None:
+    """A pool's own index keys: as the dispatcher's, against the pool's policy."""
+    path = f"pools.{pool.name}"
+    kind = pool.prefix_index if pool.prefix_index is not None else dispatcher.prefix_index
+    for key in ("prefix_index_capacity", "prefix_index_ttl_s"):
+        if getattr(pool, key) is not None and kind != "estimated":
+            raise ScenarioError(
+                f"{path}.{key}", f'applies only to prefix_index = "estimated", not "{kind}"',
+                f'set [pools.{pool.name}] prefix_index = "estimated", or remove {key}',
+            )
+    if pool.prefix_index == "estimated" and not _scores_prefix(policy, scorers):
+        raise ScenarioError(
+            f"{path}.prefix_index", f'applies to a policy that scores prefixes, and pool {pool.name} '
+            f'routes by "{policy}" without one',
+            f'give [pools.{pool.name}] policy = "prefix_aware" (or weighted with a prefix weight), '
+            "or remove prefix_index",
+        )
+
+
+def check_index(dispatcher: DispatcherSpec) -> None:
+    """The index keys apply only where the prefix scorer counts; capacity and staleness
+    only to the estimated index."""
+    base = DispatcherSpec()
+    kind = dispatcher.prefix_index
+    for key in ("prefix_index_capacity", "prefix_index_ttl_s"):
+        if getattr(dispatcher, key) != getattr(base, key) and kind != "estimated":
+            raise ScenarioError(
+                f"dispatcher.{key}", f'applies only to prefix_index = "estimated", not "{kind}"',
+                f'set dispatcher.prefix_index = "estimated", or remove {key}',
+            )
+    if kind == base.prefix_index:
+        return
+    policy = dispatcher.policy
+    if policy in catalog.policies_with("uses_scorers"):
+        weights = dict(dispatcher.scorers or DEFAULT_SCORERS)
+        if not weights.get("prefix", 0.0):
+            raise ScenarioError(
+                "dispatcher.prefix_index", "applies to the prefix scorer, whose weight is 0 here",
+                "give [dispatcher.scorers] prefix a weight above 0, or remove prefix_index",
+            )
+    elif policy not in catalog.policies_with("needs_prefix_caches"):
+        raise ScenarioError(
+            "dispatcher.prefix_index", f'applies to a policy that scores prefixes, not "{policy}"',
+            'set dispatcher.policy = "prefix_aware" or "weighted", or remove prefix_index',
+        )
 
 
 def scorers(raw: Any, path: str) -> tuple[tuple[str, float], ...]:
@@ -132,6 +233,7 @@ def check_scenario(
                     f"{name} batches statically",
                     'set worker.batching = "continuous", or use round_robin, pull or least_loaded',
                 )
+    check_index(dispatcher)
     if dispatcher.scorers and dispatcher.policy not in catalog.policies_with("uses_scorers"):
         raise ScenarioError(
             "dispatcher.scorers", f'applies only to policy = "weighted", not "{dispatcher.policy}"',

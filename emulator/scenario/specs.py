@@ -64,6 +64,10 @@ FAULT_ACTIONS = ("kill", "restore")
 STEP_MODELS = ("linear", "roofline", "table")
 #: How a continuous worker fills a step (``worker.scheduler``).
 SCHEDULERS = ("mixed", "prefill_first")
+#: How the prefix scorer learns what the workers hold (``dispatcher.prefix_index``):
+#: by reading their caches, or from the router's own record of where it sent each
+#: prefix group (``emulator.sim.policies.prefix_index``).
+PREFIX_INDEXES = ("exact", "estimated")
 #: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
 #: it uses when none are given: the prefix-cache score counts more than the queue.
 SCORERS = ("prefix", "queue", "kv_free", "running")
@@ -300,6 +304,16 @@ class DispatcherSpec:
     #: ``admission_slack`` x ``slo.ttft_s``; see ``emulator.sim.admission``).
     admission: str = "queue_limit"
     admission_slack: float = 1.0
+    #: What the prefix scorer reads: ``"exact"`` (every worker's cache as it is) or
+    #: ``"estimated"`` (the router's record of the (worker, prefix group) pairs it
+    #: routed, at most ``prefix_index_capacity`` of them, least recently routed
+    #: forgotten first, each forgotten ``prefix_index_ttl_s`` after it was last routed).
+    prefix_index: str = "exact"
+    prefix_index_capacity: int = 4096
+    prefix_index_ttl_s: float = 300.0
+    #: Seconds between the router's decision and the request's arrival at its worker
+    #: (a proxy or sidecar hop; see ``emulator.scenario.router_checks``).
+    proxy_hop_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -465,7 +479,7 @@ class PoolSpec:
     """``[pools.NAME]``: one pool of a disaggregated model (the workers of the host
     groups whose ``pool`` is NAME) with its own routing, admission and scaling. Each
     key left out is the fleet's: ``policy``, ``queue_limit``, ``scorers``, ``admission``
-    and ``admission_slack`` default to ``[dispatcher]``'s; ``autoscaler`` (the keys of
+    and ``admission_slack`` and the prefix index keys default to ``[dispatcher]``'s; ``autoscaler`` (the keys of
     ``[autoscaler]``, ``model`` optional) scales the pool's workers on the pool's
     hosts (None: not scaled)."""
 
@@ -476,6 +490,11 @@ class PoolSpec:
     autoscaler: AutoscalerSpec | None = None
     admission: str | None = None
     admission_slack: float | None = None
+    #: The pool's own ``prefix_index``, ``prefix_index_capacity`` and
+    #: ``prefix_index_ttl_s`` (None: ``[dispatcher]``'s).
+    prefix_index: str | None = None
+    prefix_index_capacity: int | None = None
+    prefix_index_ttl_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -567,7 +586,8 @@ class Scenario:
         taken as strings (``pull``, ``never``). The result is validated again.
         A new ``dispatcher.policy`` that sums no scorers drops a ``[dispatcher.scorers]``
         table, with a note (``notes``) saying so; so does a new ``pools.NAME.policy``
-        for that pool's scorers.
+        for that pool's scorers. One that scores no prefix drops the prefix index keys
+        (``dispatcher.prefix_index`` and its capacity and TTL) the same way.
         """
         # cycle: overrides imports the scenario package, which loads this module
         from emulator.scenario.overrides import apply_overrides
@@ -581,6 +601,14 @@ class Scenario:
             if policy in catalog.POLICIES and policy not in catalog.policies_with("uses_scorers"):
                 names = ", ".join(dispatcher.pop("scorers"))
                 notes.append(f'dispatcher.scorers ({names}) dropped: policy "{policy}" uses no scorers')
+        if sets_policy and isinstance(dispatcher, dict):
+            # A policy that scores no prefix has no use for the router's prefix index.
+            policy = dispatcher.get("policy")
+            index_keys = [k for k in _INDEX_KEYS if k in dispatcher]
+            if index_keys and policy in catalog.POLICIES and policy not in catalog.policies_with("needs_prefix_caches"):
+                for k in index_keys:
+                    dispatcher.pop(k)
+                notes.append(f'dispatcher.{", ".join(index_keys)} dropped: policy "{policy}" scores no prefix')
         pools = data.get("pools")
         if sets_policy and isinstance(dispatcher, dict) and isinstance(pools, dict):
             # Pools without a policy of their own take the new one: their scorers too.
@@ -704,6 +732,17 @@ class Scenario:
         p = self.pool(name)
         return p.scorers if p is not None and p.scorers else self.dispatcher.scorers
 
+    def pool_prefix_index(self, name: str | None) -> tuple[str, int, float]:
+        """The prefix index of pool ``name`` (kind, capacity, TTL): each key its own,
+        else ``[dispatcher]``'s."""
+        p, d = self.pool(name), self.dispatcher
+        own = p if p is not None else PoolSpec("")
+        return (
+            own.prefix_index if own.prefix_index is not None else d.prefix_index,
+            own.prefix_index_capacity if own.prefix_index_capacity is not None else d.prefix_index_capacity,
+            own.prefix_index_ttl_s if own.prefix_index_ttl_s is not None else d.prefix_index_ttl_s,
+        )
+
     def autoscalers(self) -> list[tuple[str | None, AutoscalerSpec]]:
         """Every autoscaler: ``(None, [autoscaler])`` first, then ``(pool, spec)`` of each
         ``[pools.NAME.autoscaler]``."""
@@ -733,6 +772,9 @@ def _pool_dict(p: PoolSpec) -> dict[str, Any]:
         out["admission"] = p.admission
     if p.admission_slack is not None:
         out["admission_slack"] = p.admission_slack
+    for key in _INDEX_KEYS:
+        if getattr(p, key) is not None:
+            out[key] = getattr(p, key)
     return out
 
 
@@ -767,7 +809,8 @@ _NEW_WORKER = (
     "scheduler",
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
-_NEW_DISPATCHER = ("admission", "admission_slack")
+_INDEX_KEYS = ("prefix_index", "prefix_index_capacity", "prefix_index_ttl_s")
+_NEW_DISPATCHER = ("admission", "admission_slack", *_INDEX_KEYS, "proxy_hop_s")
 
 
 def _set_fields(obj: Any) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from emulator.sim.events import (
     FAULT,
     FRAME,
     HEALTH_CHECK,
+    PROXY_HOP_END,
     REQUEST_ARRIVAL,
     EventQueue,
 )
@@ -161,6 +162,7 @@ class Engine:
         queue.on(FAULT, self._on_fault)
         queue.on(HEALTH_CHECK, self._on_health)
         queue.on(FRAME, self._on_frame)
+        queue.on(PROXY_HOP_END, _hop_end)
         self._frames: list[Frame] = []
         queue.schedule(0.0, ARRIVALS, 0)
         queue.schedule(min(self.sample_s, self.duration_s), FRAME, 0)
@@ -523,3 +525,8 @@ def _outcomes(counts: Counts, in_system: int, now: float, hist: LatencyHistogram
         served_qps=counts.ok / now if now > 0 else 0.0,
         latency_s=hist.stats(),
     )
+
+
+def _hop_end(assign: Any, pair: tuple[int, Any]) -> None:
+    """A request pushed to a worker reaches it after the proxy hop."""
+    assign(*pair)

@@ -75,6 +75,10 @@ STEP_START = EventKind("step start", 2)
 #: A request reaches its model's router (payload: the router, an event version); after
 #: the steps that end at the same instant, so a worker's step ends before it routes.
 REQUEST_ARRIVAL = EventKind("request arrival", 2)
+#: A request pushed to a worker reaches it after ``dispatcher.proxy_hop_s`` (payload:
+#: the worker model's ``assign``, the (worker, request) pair); with the request
+#: arrivals of its instant, before the step that takes them.
+PROXY_HOP_END = EventKind("proxy hop end", 2)
 #: A worker the autoscaler added has loaded its weights and serves from now (payload:
 #: the worker, its warm-up version).
 WORKER_READY = EventKind("worker ready", 1)

@@ -47,6 +47,13 @@ class Intake(ModelBooks, ABC):
         self.queue_limit = disp.queue_limit
         #: The scorer weights of ``[dispatcher.scorers]`` (a pool's own, in a pool's view).
         self.scorers = disp.scorers
+        #: What the prefix scorer reads (``dispatcher.prefix_index``), and the
+        #: estimated index's capacity and staleness (a pool's view shares them).
+        self.prefix_index = disp.prefix_index
+        self.prefix_index_capacity = disp.prefix_index_capacity
+        self.prefix_index_ttl_s = disp.prefix_index_ttl_s
+        #: Seconds a pushed request takes to reach its worker (``dispatcher.proxy_hop_s``).
+        self.proxy_hop_s = disp.proxy_hop_s
         #: The workers that admit from the held queue at their step starts, under a
         #: policy that holds requests (a split model's prefill pool, under ``pull``).
         self.held_workers = workers

@@ -26,6 +26,7 @@ from emulator.scenario.specs import (
     ARRIVALS,
     AUTOSCALE_METRICS,
     BATCHING,
+    PREFIX_INDEXES,
     SERVICES,
     SHAPES,
     STANDBYS,
@@ -52,7 +53,7 @@ _UNITS = {
     "queue_limit": "requests, 0: none", "instances": "instances", "keys": "API keys", "layers": "layers",
     "kv_heads": "heads", "head_dim": "values per head", "target": "of the metric", "min_workers": "workers",
     "max_workers": "workers", "decider_threshold_tokens": "prompt tokens", "seed": "",
-    "admission_slack": "x slo.ttft_s",
+    "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -70,6 +71,8 @@ _LABELS = {
     "decode_seq_s": "decode, per running sequence", "kv_token_s": "decode, per context token",
     "gpu_memory_utilization": "GPU memory the engine takes",
     "admission": "admission rule", "admission_slack": "predicted TTFT allowed",
+    "prefix_index": "prefix index of the router", "prefix_index_capacity": "prefix index size",
+    "prefix_index_ttl_s": "prefix index staleness",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}
@@ -115,7 +118,7 @@ def _choices(data: dict[str, Any]) -> dict[str, list[str]]:
         "traffic.shape": list(SHAPES), "traffic.arrival": list(ARRIVALS), "traffic.trace": list(NAMED_TRACES),
         "batching": list(BATCHING), "service": list(SERVICES), "step_model": list(STEP_MODELS),
         "dispatcher.standby": list(STANDBYS), "dispatcher.policy": list(catalog.policy_names()),
-        "dispatcher.admission": list(ADMISSIONS),
+        "dispatcher.admission": list(ADMISSIONS), "dispatcher.prefix_index": list(PREFIX_INDEXES),
         "hardware.gpu": list(GPUS), "arch.model": list(MODEL_SHAPES), "autoscaler.metric": list(AUTOSCALE_METRICS),
         "autoscaler.model": models, "prefill_workers": pools, "decode_workers": pools,
     }

@@ -464,8 +464,8 @@ def _worst_floor_gap(models: dict[str, ModelAnalysis], key: str, goal: float | N
 
 def _floors(scenario: Scenario, name: str, load: Workload, cost: StepCost | None,
             transfer_s: Fraction | None) -> dict[str, Fraction | None]:
-    """The least time a mean request can take: its first token alone, a decode step of
-    one sequence, and a decode step's physical floor (the weights read once at the GPUs'
+    """The least time a mean request can take: its first token alone (after any proxy
+    hop, ``dispatcher.proxy_hop_s``), a decode step of one sequence, and a decode step's physical floor (the weights read once at the GPUs'
     full bandwidth, whatever mbu is assumed)."""
     if cost is None:  # static: every request spends one batch's service time in a worker
         return {"latency_s": static_worker(scenario, name).step_s, "ttft_s": None, "tpot_s": None,
@@ -475,6 +475,8 @@ def _floors(scenario: Scenario, name: str, load: Workload, cost: StepCost | None
     if transfer_s is not None:
         # The split path: prefill, the KV's move, and the decode worker's first step.
         ttft += transfer_s + cost.decode_alone_s(prompt + 1)
+    if scenario.dispatcher.proxy_hop_s:
+        ttft += exact(scenario.dispatcher.proxy_hop_s)  # the router-to-worker hop
     roof = scenario.roofline_for(name)
     physical = None if roof is None else roof.weights_read_s * roof.mbu
     return {"latency_s": None, "ttft_s": ttft, "tpot_s": cost.decode_alone_s(prompt + 1),

@@ -63,6 +63,10 @@ PRESETS: dict[str, str] = {
     "own autoscaler (running prefills, decode KV in use) on a ramp from 4 to 24 QPS, routed "
     "on queue and running scores: every request inside its SLOs; compare --set "
     "pools.prefill.autoscaler.metric=queue",
+    "prefix-router-estimated": "prefix-aware routing by the router's own record of where it sent "
+    "each preamble (as llm-d's default prefix scorer), on caches too small to keep them: "
+    "evictions it never sees cost a sixth of the SLO goodput; compare --set "
+    "dispatcher.prefix_index=exact",
 }
 
 

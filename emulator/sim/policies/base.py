@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from emulator.sim.events import PROXY_HOP_END
+
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
     from emulator.sim.intake import Intake as Dispatcher
@@ -111,6 +113,13 @@ class PushPolicy(DispatchPolicy):
         super().__init__(sim, dispatcher)
         # Workers not serving at the start (an autoscaler's parked slots) are left out.
         self.rotation: list[int] = [w for w in dispatcher.workers if self.workers.is_alive(w)]
+        #: Hands a picked worker its work: at once, or ``dispatcher.proxy_hop_s`` later
+        #: (the request is then in flight, seen by no worker, and lost if its worker
+        #: is dead when it lands).
+        self.assign: Callable[[int, Any], None] = self.workers.assign
+        self.proxy_hop_s: float = getattr(dispatcher, "proxy_hop_s", 0.0)
+        if self.proxy_hop_s > 0:
+            self.assign = self._assign_after_hop
 
     @abstractmethod
     def pick(self, work: Any) -> int:
@@ -124,8 +133,12 @@ class PushPolicy(DispatchPolicy):
     def offer(self, work: Any) -> bool:
         if not self.rotation:
             return False  # every worker was dead at the last health check
-        self.workers.assign(self.pick(work), work)
+        self.assign(self.pick(work), work)
         return True
+
+    def _assign_after_hop(self, w: int, work: Any) -> None:
+        """``assign`` once the proxy hop has passed."""
+        self.sim.queue.schedule(self.sim.now_s + self.proxy_hop_s, PROXY_HOP_END, self.workers.assign, (w, work))
 
     def health_check(self) -> None:
         alive = [w for w in self.dispatcher.workers if self.workers.is_alive(w)]

@@ -12,7 +12,9 @@ out for lack of KV room: a request no worker could hold is refused before routin
 (``Router.kv_limit``), and one that does not fit now waits at its worker.
 
 Scorers (``SCORERS``, the names of ``[dispatcher.scorers]``): ``prefix``, the share of
-the request's shared prefix the worker holds cached; ``queue``, 1 for the candidates
+the request's shared prefix the worker holds cached (under ``dispatcher.prefix_index
+= "estimated"``, ``EstimatedPrefixScorer``: 1 where the router's own record of its
+routings says the group went recently, 0 elsewhere; each pick is then recorded); ``queue``, 1 for the candidates
 with the fewest waiting requests (a decode worker's handoffs waiting for room count),
 0 for those with the most, linearly between, all 1 when equal; ``kv_free``, the share
 of its KV that running requests and pinned prefix blocks leave free; ``running``, as
@@ -37,6 +39,7 @@ import numpy as np
 
 from emulator.scenario.specs import DEFAULT_SCORERS
 from emulator.sim.policies.base import PushPolicy
+from emulator.sim.policies.prefix_index import EstimatedPrefixIndex
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
@@ -120,6 +123,27 @@ class PrefixScorer(Scorer):
         group, prefix, prompt = policy.request(row)
         fraction = policy.cw.prefix_fraction
         return [fraction(w, group, prefix, prompt) for w in candidates]
+
+
+class EstimatedPrefixScorer(Scorer):
+    """``prefix`` under ``dispatcher.prefix_index = "estimated"``: 1 for the candidates
+    the router's own index (``EstimatedPrefixIndex``) says were sent the request's
+    prefix group recently, 0 for the others and for a request without a prefix. It
+    reads no worker's cache."""
+
+    name = "prefix"
+    reads_prefix_caches = True  # it stands in for the scorer that does
+
+    def __init__(self, index: EstimatedPrefixIndex) -> None:
+        self.index = index
+
+    def scores(self, policy: ComposedPolicy, row: int, candidates: list[int]) -> list[float]:
+        group, prefix, _ = policy.request(row)
+        if group < 0 or prefix <= 0:
+            return [0.0] * len(candidates)
+        now = policy.sim.now_s
+        holds = self.index.holds
+        return [1.0 if holds(w, group, now) else 0.0 for w in candidates]
 
 
 class QueueScorer(Scorer):
@@ -322,6 +346,15 @@ class ComposedPolicy(PushPolicy):
         self.weighted: list[tuple[float, Scorer]] = [
             (chosen[name], scorer) for name, scorer in SCORERS.items() if chosen.get(name, 0.0)
         ]
+        #: The router's own prefix index (``dispatcher.prefix_index = "estimated"``),
+        #: which then scores ``prefix`` in place of the workers' caches.
+        self.index: EstimatedPrefixIndex | None = None
+        if getattr(dispatcher, "prefix_index", "exact") == "estimated" and any(
+            s.name == "prefix" for _, s in self.weighted
+        ):
+            self.index = EstimatedPrefixIndex(dispatcher.prefix_index_capacity, dispatcher.prefix_index_ttl_s)
+            guess = EstimatedPrefixScorer(self.index)
+            self.weighted = [(w, guess if s.name == "prefix" else s) for w, s in self.weighted]
         self.chooser: Picker = self.picker(self)
         #: The two filters every shipped policy has leave the rotation itself.
         self._plain = self.filters == (IN_POOL, BELIEVED_ALIVE)
@@ -337,6 +370,8 @@ class ComposedPolicy(PushPolicy):
             # request (round robin's and least loaded's hot path).
             self.pick = self.chooser.pick_alive  # type: ignore[method-assign]
             self.peek = self.chooser.peek_alive  # type: ignore[method-assign]
+        if self.index is not None:
+            self.pick = self._pick_recorded  # type: ignore[method-assign]
 
     def request(self, row: int) -> tuple[int, int, int]:
         """The request's prefix group, prefix tokens and prompt tokens."""
@@ -375,6 +410,18 @@ class ComposedPolicy(PushPolicy):
         found = self.rotation if self._plain else self.candidates(work)
         return self.chooser.peek(work, found, self._score(work, found))
 
+    def _pick_recorded(self, work: Any) -> int:
+        """``pick``, recording the choice in the router's prefix index."""
+        w = ComposedPolicy.pick(self, work)
+        self._record(work, w)
+        return w
+
+    def _record(self, row: int, w: int) -> None:
+        """The router sent request ``row`` to worker ``w``: its index remembers it."""
+        group, prefix, _ = self.request(row)
+        if group >= 0 and prefix > 0 and self.index is not None:
+            self.index.record(w, group, self.sim.now_s)
+
     def _offer_filtered(self, work: Any) -> bool:
         """``offer`` for a composition with filters of its own: they may leave no
         candidate (the dispatcher then holds the work)."""
@@ -383,7 +430,10 @@ class ComposedPolicy(PushPolicy):
         found = self.candidates(work)
         if not found:
             return False
-        self.workers.assign(self.chooser.pick(work, found, self._score(work, found)), work)
+        w = self.chooser.pick(work, found, self._score(work, found))
+        if self.index is not None:
+            self._record(work, w)
+        self.assign(w, work)
         return True
 
     def rotation_changed(self, alive: list[int]) -> None:

@@ -96,7 +96,8 @@ class Handoff:
 
 class _PoolView:
     """What a dispatch policy sees of its dispatcher, narrowed to one pool: its
-    workers, its name, its scorer weights and its waiting bound."""
+    workers, its name, its scorer weights, its waiting bound and its prefix index
+    keys (set by the router after it is made)."""
 
     def __init__(
         self, dispatcher: Dispatcher, workers: list[int], name: str,
@@ -108,6 +109,9 @@ class _PoolView:
         self.pool = name
         self.scorers = scorers
         self.queue_limit = queue_limit
+        self.prefix_index: str = dispatcher.prefix_index
+        self.prefix_index_capacity: int = dispatcher.prefix_index_capacity
+        self.prefix_index_ttl_s: float = dispatcher.prefix_index_ttl_s
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._dispatcher, name)
@@ -530,6 +534,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
         made = []
         for name, workers in ((split.prefill_workers, pools.prefill), (split.decode_workers, pools.decode)):
             view = _PoolView(d, workers, name, sc.pool_scorers(name), sc.pool_queue_limit(name))
+            view.prefix_index, view.prefix_index_capacity, view.prefix_index_ttl_s = sc.pool_prefix_index(name)
             made.append(policy_class(sc.pool_policy(name))(self.sim, view))  # type: ignore[arg-type]
         return PoolRouting(self.sim, d, made[0], made[1], split)
 

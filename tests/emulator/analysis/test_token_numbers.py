@@ -183,3 +183,10 @@ def test_the_roofline_preset_runs_inside_its_slos_and_above_its_floors() -> None
     assert floor < summary.tpot_s["p50"] < 0.1
     assert float(report.value("ttft_floor_s", "chat")) <= summary.ttft_s["p50"] < 2.0
     assert summary.preemptions == 0 and summary.slo_goodput > 0.95
+
+
+def test_the_proxy_hop_adds_to_the_ttft_floor_exactly() -> None:
+    plain, hopped = _report(4), _report(4, "dispatcher.proxy_hop_s=0.002")
+    assert hopped.value("ttft_floor_s", "chat") == plain.value("ttft_floor_s", "chat") + Fraction(2, 1000)
+    assert "0.002 s proxy hop" in hopped.get("ttft_floor_s", "chat").explain
+    assert hopped.value("tpot_floor_s", "chat") == plain.value("tpot_floor_s", "chat")

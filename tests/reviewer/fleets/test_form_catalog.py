@@ -31,7 +31,8 @@ def _fields(groups: list[dict]) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("preset", ["autoscaled-diurnal.toml", "disagg-decode-undersized.toml",
-                                    "prefix-heavy-chat.toml", "roofline-70b-h100.toml", "doc-as-written.toml"])
+                                    "prefix-heavy-chat.toml", "roofline-70b-h100.toml", "doc-as-written.toml",
+                                    "prefix-router-estimated.toml"])
 def test_every_key_the_emulator_reads_is_a_field(preset: str) -> None:
     data, groups = _form(preset)
     fields = _fields(groups)
@@ -93,3 +94,14 @@ def test_a_catalog_gpu_or_model_gives_the_numbers_left_out() -> None:
     model = next(iter(data["models"]))
     shape = MODEL_SHAPES[data["models"][model]["arch"]["model"]]
     assert fields[f"models.{model}.arch.layers"]["used"] == shape.layers
+
+
+def test_the_router_prefix_index_is_a_choice_with_its_size_and_staleness() -> None:
+    _, groups = _form("prefix-router-estimated.toml")
+    fields = _fields(groups)
+    index = fields["dispatcher.prefix_index"]
+    assert index["kind"] == "select" and index["options"] == ["exact", "estimated"] and index["value"] == "estimated"
+    assert fields["dispatcher.prefix_index_capacity"]["unit"] == "(worker, prefix) pairs"
+    assert fields["dispatcher.prefix_index_ttl_s"]["unit"] == "s"
+    hop = fields["dispatcher.proxy_hop_s"]
+    assert hop["unit"] == "s" and hop["label"] == "proxy hop"

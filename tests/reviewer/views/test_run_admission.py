@@ -123,3 +123,27 @@ def test_the_break_pass_offers_the_other_rule_and_each_option_loads() -> None:
     # A fleet without a TTFT goal, or batching statically, is offered none.
     doc = load_scenario("doc-as-written").to_dict()
     assert not [c for c in break_controls(doc, ["round_robin"])["controls"] if c["key"] == "dispatcher.admission"]
+
+
+@pytest.mark.django_db
+def test_the_editor_saves_the_router_prefix_index_keys(api_as: Any) -> None:
+    owner = api_as("owner")
+    text = (PRESET.parent / "prefix-router-estimated.toml").read_text("utf-8")
+    body = owner.post("/api/fleets/check/", {"toml": text, "edits": [
+        {"op": "set", "path": "dispatcher.prefix_index_ttl_s", "value": 20},
+        {"op": "set", "path": "dispatcher.prefix_index_capacity", "value": 64}]}, format="json").json()
+    assert body["valid"] is True and "prefix_index_ttl_s = 20" in body["toml"]
+    assert body["scenario"]["dispatcher"]["prefix_index_capacity"] == 64
+    refused = owner.post("/api/fleets/check/", {"toml": text, "edits": [
+        {"op": "set", "path": "dispatcher.prefix_index_ttl_s", "value": 0}]}, format="json").json()
+    assert refused["valid"] is False and refused["error"]["path"] == "dispatcher.prefix_index_ttl_s"
+
+
+@pytest.mark.django_db
+def test_the_editor_saves_the_proxy_hop(api_as: Any) -> None:
+    owner = api_as("owner")
+    text = (PRESET.parent / "prefix-router-estimated.toml").read_text("utf-8")
+    body = owner.post("/api/fleets/check/", {"toml": text, "edits": [
+        {"op": "set", "path": "dispatcher.proxy_hop_s", "value": 0.002}]}, format="json").json()
+    assert body["valid"] is True and "proxy_hop_s = 0.002" in body["toml"]
+    assert body["scenario"]["dispatcher"]["proxy_hop_s"] == 0.002
