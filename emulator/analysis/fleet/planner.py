@@ -12,12 +12,38 @@ Given the predicted rate and the rate one worker can serve while meeting its
 target (TTFT for a prefill or whole-request pool, TBT for a decode pool), the
 pool needs ``ceil(predicted / per_worker)`` workers, kept within
 ``[min_workers, max_workers]``.
+
+``per_worker_rate`` works out that rate once, from the step model, when the planner
+is built:
+
+* ``target_ttft_s`` (a prefill or whole pool): the TTFT queueing bound
+  (``queueing.ttft_bound_qps``) of a pool of *one* worker, its prompts' prefill
+  times from the step model, the slack the target leaves after the KV transfer and
+  the first decode step, as the analysis's TTFT check reads it. One worker, not the
+  pool's ``max_workers``: a pool that shares its queue among N workers serves more a
+  worker within the same target, so the one-worker rate is the cautious one and does
+  not depend on how many workers the planner is about to hold.
+* ``target_tbt_s`` (a decode pool): the continuous worker's rate at the largest batch
+  whose time between tokens is within the target (``capacity.continuous_worker``'s
+  ``tpot_goal``).
+* ``per_worker_qps``: as given.
+
+A target that no load meets gives 0 (the planner then asks for ``max_workers``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from emulator.analysis.fleet.analysis import GOODPUT
+from emulator.analysis.fleet.capacity import continuous_worker, direct_prompts
+from emulator.analysis.fleet.queueing import prefill_times, ttft_bound_qps
+from emulator.analysis.fleet.steps import step_cost
+from emulator.analysis.fleet.workload import workload_of
+from emulator.scenario import AutoscalerSpec, Scenario
+from emulator.scenario.pools import kv_bytes_per_token
 
 PREDICTORS = ("moving_average", "linear_trend")
 
@@ -65,3 +91,54 @@ def workers_needed(predicted_qps: float, per_worker_qps: float, min_workers: int
     # A tiny tolerance so that 3.0000000001 workers' worth of float noise is 3.
     need = math.ceil(predicted_qps / per_worker_qps - 1e-9)
     return max(min_workers, min(max_workers, need))
+
+
+@dataclass(frozen=True)
+class PerWorkerRate:
+    """What one worker of a pool serves within its target, and how it was found."""
+
+    qps: float
+    #: The target it is held to (None: ``per_worker_qps`` was given).
+    target_s: float | None
+    how: str
+
+
+def per_worker_rate(scenario: Scenario, spec: AutoscalerSpec, role: str) -> PerWorkerRate:
+    """The rate one worker of ``spec``'s pool (``role``: whole, prefill or decode)
+    serves within the planner's target (see the module docstring)."""
+    if spec.per_worker_qps is not None:
+        return PerWorkerRate(spec.per_worker_qps, None, f"per_worker_qps {spec.per_worker_qps:g} as given")
+    name = spec.model
+    load = workload_of(scenario, name)
+    cost = step_cost(scenario, name)
+    split = scenario.models[name].disaggregated
+    move_s = 0.0
+    sent = None
+    if split is not None:
+        per_token = kv_bytes_per_token(scenario.models[name])
+        assert per_token is not None
+        move_s = load.prompt.mean * per_token / (split.kv_transfer_gb_s * 1e9)
+        sent = direct_prompts(load, split.decider_threshold_tokens, None, scenario.worker_for(name).block_tokens)
+    direct = sent.share if sent is not None else 0.0
+    if spec.target_tbt_s is not None:
+        goal = spec.target_tbt_s
+        w = continuous_worker(scenario, name, load, cost, role=role, pool_workers=spec.max_workers,
+                              direct_share=direct, tpot_goal=goal, transfer_s=move_s, direct=sent)
+        if "tpot_s" in w.goals_left_out:
+            return PerWorkerRate(0.0, goal, f"no batch decodes within {goal:g} s a token")
+        return PerWorkerRate(float(w.qps), goal, f"{float(w.concurrency):g} sequences decoding within "
+                                                 f"{goal:g} s a token: {float(w.qps):.3g} requests a second")
+    assert spec.target_ttft_s is not None, "validation gives the planner a rate or a target"
+    goal = spec.target_ttft_s
+    w = continuous_worker(scenario, name, load, cost, role=role, pool_workers=spec.max_workers,
+                          direct_share=direct, transfer_s=move_s, direct=sent)
+    if w.prefill_s is None or not w.qps:
+        return PerWorkerRate(0.0, goal, "the worker serves nothing")
+    times, weights = prefill_times(load, cost, float(w.hit_rate or 0), 0.0, float(w.prefill_s))
+    slack = goal - move_s - float(cost.decode_alone_s(max(1, round(load.prompt.mean)) + 1))
+    limit = scenario.dispatcher.queue_limit
+    bound = ttft_bound_qps(1, float(w.qps), times, weights, slack, limit, GOODPUT)
+    if bound is None:
+        return PerWorkerRate(0.0, goal, f"not even a light load prefills within {goal:g} s")
+    return PerWorkerRate(bound, goal, f"{bound:.3g} prompts a second of {float(w.qps):.3g} busy keep "
+                                      f"{GOODPUT:.0%} of first tokens within {goal:g} s on one worker")
