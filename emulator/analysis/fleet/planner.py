@@ -28,6 +28,9 @@ is built:
   ``tpot_goal``).
 * ``per_worker_qps``: as given.
 
+Rates are per arrival at the model (what the planner counts): a prefill pool whose
+decider sends a share of prompts straight to decode serves ``1 - share`` of them.
+
 A target that no load meets gives 0 (the planner then asks for ``max_workers``).
 """
 
@@ -140,5 +143,9 @@ def per_worker_rate(scenario: Scenario, spec: AutoscalerSpec, role: str) -> PerW
     bound = ttft_bound_qps(1, float(w.qps), times, weights, slack, limit, GOODPUT)
     if bound is None:
         return PerWorkerRate(0.0, goal, f"not even a light load prefills within {goal:g} s")
-    return PerWorkerRate(bound, goal, f"{bound:.3g} prompts a second of {float(w.qps):.3g} busy keep "
-                                      f"{GOODPUT:.0%} of first tokens within {goal:g} s on one worker")
+    how = f"{bound:.3g} prompts a second of {float(w.qps):.3g} busy keep {GOODPUT:.0%} of first tokens within {goal:g} s on one worker"
+    if role == "prefill" and 0.0 < direct < 1.0:
+        # Per model arrival: the decider sends the rest straight to decode.
+        bound /= 1.0 - direct
+        how += f", {bound:.3g} model arrivals a second with {direct:.0%} sent straight to decode"
+    return PerWorkerRate(bound, goal, how)

@@ -63,6 +63,10 @@ PRESETS: dict[str, str] = {
     "own autoscaler (running prefills, decode KV in use) on a ramp from 4 to 24 QPS, routed "
     "on queue and running scores: every request inside its SLOs; compare --set "
     "pools.prefill.autoscaler.metric=queue",
+    "dynamo-planner-ramp": "the same split 70B fleet and ramp, each pool sized ahead by the "
+    "SLO planner: a straight-line fit of its arrival rates read one warm-up ahead over the "
+    "per-worker rate within a 1.5 s TTFT (prefill) or 40 ms between tokens (decode); compare "
+    "disagg-planner-ramp, the reactive autoscalers",
 }
 
 

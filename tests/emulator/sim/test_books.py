@@ -33,6 +33,7 @@ SHORT = {
     "pd-long-prompt-admission": 60,
     "pd-slo-admission": 120,
     "disagg-planner-ramp": 300,
+    "dynamo-planner-ramp": 300,
 }
 
 
