@@ -4,13 +4,15 @@ figures, and on a ramp it scales up before the reactive autoscaler does."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 from autoscale_reference import ReferenceAutoscaler
 
-from emulator import Engine
+from emulator import Engine, Scenario
+from emulator.cli.run import autoscale_lines
 from emulator.scenario.presets import load_preset
 from emulator.sim.planner import Planner
 
@@ -79,3 +81,20 @@ def test_on_a_split_fleet_its_prefill_pool_scales_up_before_the_reactive_one() -
     reactive = Engine(load_preset("disagg-planner-ramp").with_overrides(["duration_s=600"]))
     reactive.run()
     assert _first_up(planned, "prefill") < _first_up(reactive, "prefill")
+
+
+def test_a_whole_model_planner_holds_its_rate_and_the_cli_states_it() -> None:
+    data = load_preset("autoscaled-diurnal").to_dict()
+    table = data["autoscaler"]
+    del table["target"]
+    table.update(metric="slo", target_ttft_s=2.0, predictor="linear_trend")
+    engine = Engine(Scenario.from_dict(data).with_overrides(["duration_s=3600"]))
+    engine.run()
+    planner = engine.autoscaler
+    assert isinstance(planner, Planner)
+    assert planner.per_worker_qps > 0 and planner.target_s == 2.0
+    for s in planner.samples:
+        assert s["wanted"] >= min(planner.spec.max_workers,
+                                  math.ceil(s["predicted_qps"] / planner.per_worker_qps - 1e-9))
+    line = autoscale_lines(planner.summary())[0]
+    assert f"slo, linear_trend, {planner.per_worker_qps:.3g} QPS a worker within 2 s" in line
