@@ -280,9 +280,14 @@ def autoscale_lines(auto: dict[str, Any]) -> list[str]:
     """The autoscaler's part of the summary: totals, then its scale decisions (a run
     of blocked looks in one row; readiness and parking are counted, not listed)."""
     c = auto["workers_end"]
+    if "per_worker_qps" in auto:  # the SLO planner: its per-worker rate and target
+        within = "" if auto["target_s"] is None else f" within {auto['target_s']:g} s"
+        aim = f"{auto['predictor']}, {auto['per_worker_qps']:.3g} QPS a worker{within}"
+    else:
+        aim = f"target {auto['target']:g}"
     lines = [
         f"autoscaler ({auto['model']}{' pool ' + auto['pool'] if 'pool' in auto else ''}, "
-        f"{auto['metric']}, target {auto['target']:g}): "
+        f"{auto['metric']}, {aim}): "
         f"{auto['scaled_up']} up, {auto['scaled_down']} down, {auto['blocked']} blocked; "
         f"peak {auto['peak_workers']} workers, {auto['worker_s']:,.0f} worker-seconds; at the end "
         f"{c['active']} active, {c['warming']} warming, {c['draining']} draining, "

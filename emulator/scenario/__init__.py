@@ -12,6 +12,7 @@ from emulator.scenario.specs import (
     AUTO_KV,
     AUTOSCALE_METRICS,
     FAULT_ACTIONS,
+    PLANNER_METRIC,
     SERVICES,
     SHAPES,
     STANDBYS,
@@ -38,6 +39,7 @@ from emulator.scenario.specs import (
 __all__ = [
     "AUTO_KV",
     "AUTOSCALE_METRICS",
+    "PLANNER_METRIC",
     "FAULT_ACTIONS",
     "GPUS",
     "MODEL_SHAPES",

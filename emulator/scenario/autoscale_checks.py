@@ -4,7 +4,10 @@ Every mistake is one ``ScenarioError`` naming the key and the fix: a model that 
 not exist or batches statically, an unknown metric, a target, interval, warm-up,
 cooldown or stabilization window out of range, ``min_workers`` above ``max_workers``, bounds that disagree
 with the workers the hosts start with, and a ``max_workers`` the hosts' free units
-cannot place.
+cannot place. For ``metric = "slo"`` (the SLO planner): exactly one of
+``per_worker_qps``, ``target_ttft_s`` (a prefill or whole pool) and ``target_tbt_s``
+(a decode pool), each positive, no ``target``; a known ``predictor``; a positive
+``window_s``; a ``horizon_s`` of 0 or more. Those keys are refused with another metric.
 """
 
 from __future__ import annotations
@@ -13,7 +16,21 @@ from typing import Any
 
 from emulator.scenario.checks import _show, _Table
 from emulator.scenario.errors import ScenarioError
-from emulator.scenario.specs import AUTOSCALE_METRICS, AutoscalerSpec, HostGroup, ModelSpec
+from emulator.scenario.specs import (
+    AUTOSCALE_METRICS,
+    PLANNER_METRIC,
+    AutoscalerSpec,
+    HostGroup,
+    ModelSpec,
+)
+
+#: The metrics ``metric`` may name: the reactive ones, then the planner's.
+METRICS = (*AUTOSCALE_METRICS, PLANNER_METRIC)
+#: The planner's predictors (``emulator.analysis.fleet.planner.PREDICTORS``, which the
+#: scenario layer does not import).
+PREDICTORS = ("moving_average", "linear_trend")
+_PLANNER_KEYS = ("per_worker_qps", "target_ttft_s", "target_tbt_s", "predictor", "window_s", "horizon_s")
+_RATE_KEYS = ("per_worker_qps", "target_ttft_s", "target_tbt_s")
 
 #: The keys of ``[autoscaler]``, in the order the docs list them.
 AUTOSCALER_KEYS = tuple(AutoscalerSpec.__dataclass_fields__)
@@ -26,13 +43,15 @@ def parse_autoscaler(
     hosts: tuple[HostGroup, ...],
     path: str = "autoscaler",
     default_model: str | None = None,
+    role: str = "whole",
 ) -> AutoscalerSpec:
     """``[autoscaler]`` as a checked ``AutoscalerSpec`` (raises ScenarioError).
 
     A pool's autoscaler (``[pools.NAME.autoscaler]``) is read the same way at its
     ``path``, with ``hosts`` the pool's host groups (the workers it starts with and the
     free units it may place new ones on) and ``default_model`` the model the pool
-    serves, used when ``model`` is left out."""
+    serves, used when ``model`` is left out; ``role`` is the pool's ("prefill",
+    "decode", or "whole" for ``[autoscaler]``), which decides the planner's target."""
 
     t = _Table(raw, path, AUTOSCALER_KEYS)
     if t.has("model"):
@@ -59,18 +78,26 @@ def parse_autoscaler(
         )
     if not t.has("metric"):
         raise ScenarioError(
-            t.key("metric"), "missing", f"choose one of {', '.join(AUTOSCALE_METRICS)}"
+            t.key("metric"), "missing", f"choose one of {', '.join(METRICS)}"
         )
     metric = t.text("metric")
-    if metric not in AUTOSCALE_METRICS:
+    if metric not in METRICS:
         raise ScenarioError(
             t.key("metric"),
             f'"{metric}" is not a metric the autoscaler reads',
-            f"choose one of {', '.join(AUTOSCALE_METRICS)} (waiting requests per worker, "
-            "KV cache in use, running requests per worker)",
+            f"choose one of {', '.join(METRICS)} (waiting requests per worker, "
+            "KV cache in use, running requests per worker, the SLO planner)",
         )
-    target = t.number("target")
-    if target <= 0:
+    planner = _planner_keys(t, role) if metric == PLANNER_METRIC else {}
+    if not planner:
+        for key in _PLANNER_KEYS:
+            if t.has(key):
+                raise ScenarioError(
+                    t.key(key), f'is a key of the SLO planner, and metric is "{metric}"',
+                    f'set metric = "{PLANNER_METRIC}" or remove {key}',
+                )
+    target = 0.0 if planner else t.number("target")
+    if target <= 0 and not planner:
         raise ScenarioError(
             t.key("target"),
             f"must be greater than 0, not {_show(target)}",
@@ -135,7 +162,61 @@ def parse_autoscaler(
         warmup_s=warmup,
         cooldown_s=cooldown,
         stabilization_s=stabilization,
+        **planner,
     )
+
+
+def _planner_keys(t: _Table, role: str) -> dict[str, Any]:
+    """The SLO planner's keys of table ``t`` for a pool of ``role``, checked."""
+    if t.has("target"):
+        raise ScenarioError(
+            t.key("target"), f'is for the reactive metrics, and metric is "{PLANNER_METRIC}"',
+            "remove target and give per_worker_qps, target_ttft_s or target_tbt_s",
+        )
+    fit = "target_tbt_s" if role == "decode" else "target_ttft_s"
+    wrong = "target_ttft_s" if role == "decode" else "target_tbt_s"
+    if t.has(wrong):
+        what = "a decode pool is held to its time between tokens" if role == "decode" else (
+            "only a decode pool is held to its time between tokens")
+        raise ScenarioError(t.key(wrong), f"does not apply here: {what}", f"use {fit} instead")
+    given = [k for k in _RATE_KEYS if t.has(k)]
+    if not given:
+        raise ScenarioError(
+            t.key(fit), f'missing: metric "{PLANNER_METRIC}" needs a per-worker rate',
+            f"give {fit} (the planner works out the rate) or per_worker_qps",
+        )
+    if len(given) > 1:
+        raise ScenarioError(
+            t.key(given[1]), f"is given with {given[0]}, and the planner takes one",
+            f"keep {fit} or per_worker_qps, not both",
+        )
+    out: dict[str, Any] = {}
+    key = given[0]
+    value = t.number(key)
+    if value <= 0:
+        raise ScenarioError(
+            t.key(key), f"must be greater than 0, not {_show(value)}",
+            "give seconds (a target) or requests a second (per_worker_qps), e.g. 2",
+        )
+    out[key] = value
+    if t.has("predictor"):
+        out["predictor"] = t.choice("predictor", PREDICTORS)
+    window = t.number("window_s", 60.0)
+    if window <= 0:
+        raise ScenarioError(
+            t.key("window_s"), f"must be greater than 0, not {_show(window)}",
+            "give the seconds of arrival rates the predictor reads, e.g. 60",
+        )
+    out["window_s"] = window
+    if t.has("horizon_s"):
+        horizon = t.number("horizon_s")
+        if horizon < 0:
+            raise ScenarioError(
+                t.key("horizon_s"), f"must be 0 or more, not {_show(horizon)}",
+                "give the seconds ahead to predict, e.g. the warm-up",
+            )
+        out["horizon_s"] = horizon
+    return out
 
 
 def _free_places(hosts: tuple[HostGroup, ...], models: dict[str, ModelSpec], model: str) -> int:

@@ -260,10 +260,10 @@ def parse_pools(
             )
             scaler: AutoscalerSpec | None = None
             if t.has("autoscaler"):
-                model = roles[name][0]
+                model, role = roles[name]
                 mine = tuple(g for g in hosts if g.pool == name)
                 scaler = parse_autoscaler(
-                    t.raw("autoscaler"), models, batching, mine, t.key("autoscaler"), model
+                    t.raw("autoscaler"), models, batching, mine, t.key("autoscaler"), model, role
                 )
                 if scaler.model != model:
                     raise ScenarioError(

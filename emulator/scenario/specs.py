@@ -75,6 +75,9 @@ DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
 #: What ``[autoscaler] metric`` may read: waiting requests per active worker, the
 #: KV cache in use (a fraction), running sequences per active worker.
 AUTOSCALE_METRICS = ("queue", "kv", "running")
+#: ``metric = "slo"``: the SLO planner (``emulator.sim.planner``) sizes the pool to
+#: its predicted arrival rate over what one worker serves within its target.
+PLANNER_METRIC = "slo"
 #: ``kv_cache_tokens = "auto"`` as held in a WorkerSpec: resolved per model by
 #: ``Scenario.worker_for`` from its arch and the hardware (a real capacity is >= 1).
 AUTO_KV = 0
@@ -461,6 +464,12 @@ class AutoscalerSpec:
     live host and serves ``warmup_s`` later (it loads its weights first); a worker
     scaled down takes no new requests and gives its units back once its requests are
     done. ``cooldown_s`` separates two scale actions. See ``emulator.sim.autoscaler``.
+
+    ``metric = "slo"`` is the SLO planner (``emulator.sim.planner``): it predicts the
+    pool's arrival rate ``horizon_s`` ahead (``predictor`` over the rates of the last
+    ``window_s``) and wants ceil(predicted / per-worker rate) workers, the per-worker
+    rate given (``per_worker_qps``) or worked out from a target: ``target_ttft_s``
+    (prefill or whole pool) or ``target_tbt_s`` (decode pool). ``target`` is then 0.
     """
 
     model: str
@@ -472,6 +481,18 @@ class AutoscalerSpec:
     warmup_s: float = 60.0
     cooldown_s: float = 0.0
     stabilization_s: float = 0.0
+    per_worker_qps: float | None = None
+    target_ttft_s: float | None = None
+    target_tbt_s: float | None = None
+    predictor: str = "moving_average"
+    window_s: float = 60.0
+    #: None: ``warmup_s``.
+    horizon_s: float | None = None
+
+    @property
+    def lead_s(self) -> float:
+        """How far ahead the planner predicts: ``horizon_s``, else ``warmup_s``."""
+        return self.warmup_s if self.horizon_s is None else self.horizon_s
 
 
 @dataclass(frozen=True)
@@ -568,7 +589,7 @@ class Scenario:
             "faults": [{"at_s": f.at_s, f.action: f.target} for f in self.faults],
             **({"slo": _without_defaults(self.slo, ("ttft_s", "tpot_s", "tbt_s"))} if self.slo.any() else {}),
             **({"hardware": _set_fields(self.hardware)} if self.hardware is not None else {}),
-            **({"autoscaler": _fields(self.autoscaler)} if self.autoscaler is not None else {}),
+            **({"autoscaler": _scaler_fields(self.autoscaler)} if self.autoscaler is not None else {}),
             **({"pools": {p.name: _pool_dict(p) for p in self.pools}} if self.pools else {}),
         }
 
@@ -767,7 +788,7 @@ def _pool_dict(p: PoolSpec) -> dict[str, Any]:
     if p.scorers:
         out["scorers"] = dict(p.scorers)
     if p.autoscaler is not None:
-        out["autoscaler"] = _fields(p.autoscaler)
+        out["autoscaler"] = _scaler_fields(p.autoscaler)
     if p.admission is not None:
         out["admission"] = p.admission
     if p.admission_slack is not None:
@@ -780,6 +801,19 @@ def _pool_dict(p: PoolSpec) -> dict[str, Any]:
 
 def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
+
+
+#: The planner's keys: written back only when not at their default, so reactive
+#: autoscalers keep their exact spelling.
+_PLANNER_DEFAULTS = {"per_worker_qps": None, "target_ttft_s": None, "target_tbt_s": None,
+                     "predictor": "moving_average", "window_s": 60.0, "horizon_s": None}
+
+
+def _scaler_fields(spec: AutoscalerSpec) -> dict[str, Any]:
+    # The planner has no reactive target (it is 0 and the table leaves it out).
+    return {k: v for k, v in _fields(spec).items()
+            if (k not in _PLANNER_DEFAULTS or v != _PLANNER_DEFAULTS[k])
+            and not (k == "target" and spec.metric == PLANNER_METRIC)}
 
 
 #: Keys added for token-level serving: written back only when set to something else

@@ -46,7 +46,7 @@ from emulator.sim.admission import FRAME_KEYS as ADMISSION_KEYS
 from emulator.sim.admission import admission_for
 from emulator.sim.arrivals import ArrivalSource, chunk_length
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
-from emulator.sim.autoscaler import Autoscaler, scale_figures
+from emulator.sim.autoscaler import scale_figures
 from emulator.sim.books import Counts
 from emulator.sim.dispatcher import Dispatcher
 from emulator.sim.events import (
@@ -62,6 +62,7 @@ from emulator.sim.events import (
 )
 from emulator.sim.fleet import Fleet
 from emulator.sim.histogram import LatencyHistogram, frame_quantiles, weighted_quantiles
+from emulator.sim.planner import autoscaler_for
 from emulator.sim.policies import policy_class
 from emulator.sim.results import (
     COUNT_KEYS,
@@ -135,7 +136,7 @@ class Engine:
         self.token_level = "continuous" in self.worker_models
         self.frame_events: list[str] = []
         #: Every autoscaler: ``[autoscaler]``'s, then each pool's (``[pools.NAME.autoscaler]``).
-        self.autoscalers = [Autoscaler(self, spec, pool) for pool, spec in scenario.autoscalers()]
+        self.autoscalers = [autoscaler_for(self, spec, pool) for pool, spec in scenario.autoscalers()]
         #: The autoscaler of ``[autoscaler]`` (None without one).
         self.autoscaler = next((a for a in self.autoscalers if a.pool is None), None)
         #: The autoscaler of each scaled worker slot.

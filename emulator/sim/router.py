@@ -54,6 +54,8 @@ class Router(Intake):
         #: None: not used) and the arrivals it refused.
         self.admission: Admission | None = None
         self.shed_slo_miss = 0
+        #: Every arrival routed so far, retries included (the SLO planner's load).
+        self.arrived = 0
         self._next_arrival_s: float | None = None  # the arrival event pending, if any
         self._arrival_version = 0  # an arrival event of another version is stale
         #: The bound of the held queue (``queue_limit``; a split model's: its prefill
@@ -117,6 +119,7 @@ class Router(Intake):
         st, i = self.store, row - self.store.base
         frame = self.frame
         frame.offered += 1
+        self.arrived += 1
         if st.attempt.item(i):
             frame.retried += 1
         if st.tokens.item(i) + st.output.item(i) > self.kv_limit:

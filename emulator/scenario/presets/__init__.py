@@ -67,6 +67,10 @@ PRESETS: dict[str, str] = {
     "each preamble (as llm-d's default prefix scorer), on caches too small to keep them: "
     "evictions it never sees cost a sixth of the SLO goodput; compare --set "
     "dispatcher.prefix_index=exact",
+    "dynamo-planner-ramp": "the same split 70B fleet and ramp, each pool sized ahead by the "
+    "SLO planner: a straight-line fit of its arrival rates read one warm-up ahead over the "
+    "per-worker rate within a 1.5 s TTFT (prefill) or 40 ms between tokens (decode); compare "
+    "disagg-planner-ramp, the reactive autoscalers",
 }
 
 

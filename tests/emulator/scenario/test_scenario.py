@@ -120,6 +120,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "pd-slo-admission",
         "disagg-planner-ramp",
         "prefix-router-estimated",
+        "dynamo-planner-ramp",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

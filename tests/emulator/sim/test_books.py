@@ -34,6 +34,7 @@ SHORT = {
     "pd-slo-admission": 120,
     "disagg-planner-ramp": 300,
     "prefix-router-estimated": 120,
+    "dynamo-planner-ramp": 300,
 }
 
 
