@@ -22,7 +22,8 @@ _EXAMPLE = '[[worker.kv_tiers]] name = "cpu", capacity_tokens = 2000000, bandwid
 
 
 def tiers(raw: Any, path: str) -> tuple[KvTierSpec, ...]:
-    """``kv_tiers``: a list of tier tables, fastest first, each name at most once."""
+    """``kv_tiers``: a list of tier tables, fastest first, each name at most once
+    (``[]``: none, so that ``--set worker.kv_tiers=[]`` turns a file's tiers off)."""
     # cycle: checks imports this module at load time
     from emulator.scenario.checks import _Table
 
@@ -49,9 +50,7 @@ def tiers(raw: Any, path: str) -> tuple[KvTierSpec, ...]:
             bandwidth_gb_s=t.number("bandwidth_gb_s", 25.0, positive=True),
             shared=t.flag("shared", False),
         ))
-    if not out:
-        raise ScenarioError(path, "is an empty list", f"remove it, or write {_EXAMPLE}")
-    return tuple(out)
+    return tuple(out)  # (an empty list: no tiers, as without the key)
 
 
 def tier_tokens(tier: KvTierSpec, bytes_per_token: float) -> int:

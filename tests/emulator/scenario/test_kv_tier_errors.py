@@ -17,7 +17,6 @@ SSD = '{name = "ssd", capacity_gb = 2000, bandwidth_gb_s = 5}'
 
 MISTAKES = [
     ([ARCH, "worker.kv_tiers=3"], "worker.kv_tiers", "must be a list of tier tables"),
-    ([ARCH, "worker.kv_tiers=[]"], "worker.kv_tiers", "is an empty list; remove it"),
     ([ARCH, 'worker.kv_tiers=[{name = "gpu", capacity_tokens = 5}]'], "worker.kv_tiers[0].name",
      '"gpu" is not one of cpu, ssd, remote'),
     ([ARCH, f"worker.kv_tiers=[{SSD}, {CPU}]"], "worker.kv_tiers[1].name",
@@ -68,6 +67,9 @@ def test_a_sound_list_is_read_in_order_and_survives_a_round_trip() -> None:
 
 def test_a_scenario_without_tiers_writes_no_tier_key() -> None:
     assert "kv_tiers" not in CHAT.to_dict()["worker"]
+    off = CHAT.with_overrides([ARCH, f"worker.kv_tiers=[{CPU}]", "worker.kv_tiers=[]"])
+    assert off.worker.kv_tiers == ()
+    assert "kv_tiers" not in off.to_dict()["worker"]
 
 
 def test_a_size_in_gb_is_whole_tokens_of_the_model_kv() -> None:
