@@ -127,7 +127,7 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
     if w.hit_rate is not None:
         add(f"{prefix}prefix_hit_rate", "Expected prefix hit rate", name, w.hit_rate, "%",
             "Che's approximation of each worker's LRU prefix cache, in what the running sequences leave of its KV "
-            f"cache; policy {scenario.dispatcher.policy} "
+            "cache" + (" and its lower tiers" if w.tiers else "") + f"; policy {scenario.dispatcher.policy} "
             + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
                "spreads every prefix over every worker"), inputs)
     for tier, share, load_s in w.tiers:
