@@ -129,11 +129,19 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
     if w.hit_rate is not None:
         add(f"{prefix}prefix_hit_rate", "Expected prefix hit rate", name, w.hit_rate, "%",
             "Che's approximation of each worker's LRU prefix cache, in what the running sequences leave of its KV "
-            f"cache; policy {scenario.dispatcher.policy} "
+            "cache" + (" and its lower tiers" if w.tiers else "") + f"; policy {scenario.dispatcher.policy} "
             + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
                "spreads every prefix over every worker"), inputs)
+    for tier, share, load_s in w.tiers:
+        add(f"{prefix}tier_{tier}_hit_rate", f"Expected share of the prefix found in the {tier} tier", name,
+            Fraction(share), "%", f"Che's hit rate over the GPU cache and the tiers down to {tier} less that over "
+            "the levels above it", inputs)
+        add(f"{prefix}tier_{tier}_load_s", f"Time a request spends loading prefix KV from the {tier} tier", name,
+            Fraction(load_s), "s", f"{show(Fraction(share), '%')} of the usable prefix x KV bytes a token / the "
+            f"{tier} tier's bandwidth; the step waits for it", inputs)
     add(f"{prefix}prefill_s_per_request", f"Prefill a request adds to a {word}worker", name, w.prefill_s, "s",
         "its prompt's prefill terms" + (" less the cached prefix" if w.hit_rate is not None else "")
+        + (" plus its tier loads" if w.tiers else "")
         + (" (under the roofline the first prompt of a step rides on the weights read)"
            if spec.step_model == "roofline" else ""), inputs)
     if m.split:

@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import admission_checks, catalog, prefix_checks, router_checks
+from emulator.scenario import admission_checks, catalog, kv_tier_checks, prefix_checks, router_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.limits import (
@@ -28,6 +28,7 @@ from emulator.scenario.limits import (
 )
 from emulator.scenario.pools import (
     check_disaggregated,
+    kv_bytes_per_token,
     parse_disaggregated,
     parse_pool,
     parse_pools,
@@ -258,8 +259,10 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                     "remove it, or set worker.max_batched_tokens for the step's token budget",
                 )
     _check_trace_models(traffic, models)
-    prefix_checks.check_scenario(
-        models, {n: _resolved(worker, m) for n, m in models.items()}, dispatcher, traffic
+    by_model = {n: _resolved(worker, m) for n, m in models.items()}
+    prefix_checks.check_scenario(models, by_model, dispatcher, traffic)
+    kv_tier_checks.check_scenario(
+        models, by_model, {n: kv_bytes_per_token(m) for n, m in models.items()}
     )
     client = _client(top.raw("client", {}))
     gateway = _gateway(top.raw("gateway", {}))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from emulator.scenario import catalog
+from emulator.scenario import catalog, kv_tier_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
     DEFAULT_SCORERS,
@@ -57,10 +57,14 @@ def prefixes(raw: Any, path: str) -> PrefixSpec:
 
 
 def worker_keys(t: _Table, base: WorkerSpec) -> dict[str, Any]:
-    """``prefix_cache`` and ``block_tokens`` of a worker table."""
+    """``prefix_cache``, ``block_tokens`` and ``kv_tiers`` of a worker table."""
     return {
         "prefix_cache": t.flag("prefix_cache", base.prefix_cache),
         "block_tokens": t.integer("block_tokens", base.block_tokens, low=1),
+        "kv_tiers": (
+            kv_tier_checks.tiers(t.raw("kv_tiers"), t.key("kv_tiers"))
+            if t.has("kv_tiers") else base.kv_tiers
+        ),
     }
 
 

@@ -358,6 +358,9 @@ class WorkerSpec:
     #: size of a KV block; only whole blocks are cached.
     prefix_cache: bool = False
     block_tokens: int = 16
+    #: Lower KV tiers under the GPU prefix cache (``[[worker.kv_tiers]]``, see
+    #: docs/kv-tiers.md), fastest first; empty: evicted blocks are dropped.
+    kv_tiers: tuple[KvTierSpec, ...] = ()
     #: KV is held in blocks of ``kv_block_tokens`` (a request takes whole blocks, as
     #: vLLM's block manager gives them), and an admission must leave ``kv_watermark``
     #: of the blocks free (vLLM's default 1 %); 1 and 0 count KV token by token.
@@ -383,6 +386,24 @@ class WorkerSpec:
         """The largest prompt + output a worker can serve alone: the blocks an admission
         may use, in tokens (``kv_cache_tokens`` when counting by the token)."""
         return (self.kv_blocks - self.kv_watermark_blocks) * self.kv_block_tokens
+
+
+@dataclass(frozen=True)
+class KvTierSpec:
+    """One lower KV tier (``[[worker.kv_tiers]]``): where prefix blocks evicted from
+    the tier above go, and what bringing them back costs.
+
+    ``capacity_tokens`` is the tier's size in KV tokens (``capacity_gb`` is turned into
+    tokens with the model's KV bytes per token); ``bandwidth_gb_s`` is the rate at which
+    its blocks are copied back to the GPU. ``shared``: one pool for all the workers of the
+    model (or pool) rather than one per worker.
+    """
+
+    name: str
+    capacity_tokens: int | None = None
+    capacity_gb: float | None = None
+    bandwidth_gb_s: float = 25.0
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -838,6 +859,7 @@ _NEW_WORKER = (
     "step_table",
     "prefix_cache",
     "block_tokens",
+    "kv_tiers",
     "kv_block_tokens",
     "kv_watermark",
     "scheduler",
@@ -853,9 +875,12 @@ def _set_fields(obj: Any) -> dict[str, Any]:
 
 
 def _auto_spelling(values: dict[str, Any]) -> dict[str, Any]:
-    """Worker keys as the file spells them: ``AUTO_KV`` is ``"auto"``."""
+    """Worker keys as the file spells them: ``AUTO_KV`` is ``"auto"``; each KV tier a
+    table of its set keys."""
     if values.get("kv_cache_tokens") == AUTO_KV:
-        return {**values, "kv_cache_tokens": "auto"}
+        values = {**values, "kv_cache_tokens": "auto"}
+    if "kv_tiers" in values:
+        values = {**values, "kv_tiers": [_set_fields(t) for t in values["kv_tiers"]]}
     return values
 
 

@@ -18,6 +18,8 @@ without choosing it, ``peek``):
    taken by a prompt that arrives later (chunked prefill packs steps, so on a busy
    worker a later arrival shares it), which makes a lone prompt's prediction the
    cost of whole steps.
+4. with lower KV tiers (``worker.kv_tiers``), the prefix 2 and 3 find in a tier past
+   the GPU cache is not prefilled, and its copy's seconds are added.
 
 The work of 2 and 3 is cut into steps as the scheduler would, first come first served,
 each step's budget ``max_batched_tokens`` less the worker's decoders (none under
@@ -142,6 +144,8 @@ def worker_ttft(wk: Worker, now: float, prompt: int, group: int, prefix: int, sh
         if s.target > done:
             work.append((s.target - done, done))
     cached = wk.cache is not None
+    if wk.tier is not None:  # lower KV tiers: loads skip prefill but take their copy time
+        return _ttft_with_tiers(wk, now, work, prompt, group, prefix, shared)
     for s in wk.waiting:
         hit = kv.cached_prefix(wk, s.group, s.prefix, s.target) if cached else 0
         work.append((s.target - hit, hit))
@@ -150,6 +154,27 @@ def worker_ttft(wk: Worker, now: float, prompt: int, group: int, prefix: int, sh
     hit = kv.cached_prefix(wk, group, prefix, prompt) if cached else 0
     work.append((max(1, prompt - hit), hit))
     return step_left(wk, now) + prefill_s(wk, work)
+
+
+def _ttft_with_tiers(
+    wk: Worker, now: float, work: list[tuple[int, int]], prompt: int, group: int, prefix: int,
+    shared: int,
+) -> float:
+    """``worker_ttft`` at a worker with lower KV tiers: each waiting request's and the
+    new one's prefix found in a tier is not prefilled, and its copy's seconds are
+    added (they delay every step that admits one)."""
+    load_s = 0.0
+    for s in wk.waiting:
+        hit = kv.cached_prefix(wk, s.group, s.prefix, s.target)
+        tokens, seconds = kv.tier_hit(wk, s.group, s.prefix, s.target, hit)
+        work.append((s.target - hit - tokens, hit + tokens))
+        load_s += seconds
+    if shared:
+        work.append((shared, 0))
+    hit = kv.cached_prefix(wk, group, prefix, prompt)
+    tokens, seconds = kv.tier_hit(wk, group, prefix, prompt, hit)
+    work.append((max(1, prompt - hit - tokens), hit + tokens))
+    return step_left(wk, now) + prefill_s(wk, work) + load_s + seconds
 
 
 class Admission:

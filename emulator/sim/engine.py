@@ -310,6 +310,7 @@ class Engine:
                 fleet.prefill_tokens_saved += out.prefill_tokens_saved
                 if out.prefix_tokens_seen:
                     out.prefix_hit_rate = out.prefill_tokens_saved / out.prefix_tokens_seen
+                out.kv_tiers = cw.tier_summary(d.index)
         fleet.prefix = True
         if fleet.prefix_tokens_seen:
             fleet.prefix_hit_rate = fleet.prefill_tokens_saved / fleet.prefix_tokens_seen

@@ -143,6 +143,9 @@ class Outcomes:
     With shared prefixes or a prefix cache (``prefix``): ``prefix_tokens_seen`` (prefix
     tokens looked up at admissions), ``prefill_tokens_saved`` (those found cached, so
     not prefilled) and ``prefix_hit_rate`` (saved / seen; None when nothing was seen).
+    With lower KV tiers (``kv_tiers``): by tier name, the prefix tokens loaded from it
+    (``hit_tokens``, also in the saved), their share of those seen (``hit_rate``) and
+    the seconds their copies took (``load_s``); ``gpu`` is the GPU cache's share.
     """
 
     offered: int = 0
@@ -181,6 +184,7 @@ class Outcomes:
     #: A disaggregated model's pool figures (``DisaggregatedWorkers.pool_summary``):
     #: prefill and decode TTFT, decode TPOT, transfers, stranded requests; else empty.
     pools: dict[str, Any] = field(default_factory=dict)
+    kv_tiers: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -210,6 +214,7 @@ class Outcomes:
             **(self._prefix_dict() if self.prefix else {}),
             **({"pools": dict(self.pools)} if self.pools else {}),
             **({"admission": dict(self.admission)} if self.admission else {}),
+            **({"kv_tiers": dict(self.kv_tiers)} if self.kv_tiers else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -290,7 +295,8 @@ class Summary(Outcomes):
             k
             for k in Outcomes.__dataclass_fields__
             if k not in stats
-            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission")
+            and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission",
+                          "kv_tiers")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -308,6 +314,7 @@ class Summary(Outcomes):
                 "prefix_hit_rate": d.get("prefix_hit_rate"),
                 "pools": dict(d.get("pools", {})),
                 "admission": dict(d.get("admission", {})),
+                "kv_tiers": dict(d.get("kv_tiers", {})),
             }
 
         return cls(

@@ -22,6 +22,7 @@ from emulator.scenario import catalog
 from emulator.scenario import specs as sp
 from emulator.scenario.admission_checks import ADMISSIONS
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
+from emulator.scenario.kv_tier_checks import TIER_NAMES
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTOSCALE_METRICS,
@@ -253,7 +254,7 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
         overrides = (models.get(item["model"]) or {}).get("worker")
         if isinstance(overrides, dict):
             # The model's own [models.NAME.worker] keys, over [worker].
-            own = [f for f in dataclasses.fields(sp.WorkerSpec) if f.name in overrides]
+            own = [f for f in dataclasses.fields(sp.WorkerSpec) if f.name in overrides and f.name != "kv_tiers"]
             spec_w = spec.worker_for(item["model"]) if spec is not None else None
             item["fields"] += [dict(b.field(f"models.{item['model']}.worker.{f.name}", f, overrides.get(f.name),
                                             getattr(spec_w, f.name, None)), label=f"its own {label_of(f.name)}")
@@ -275,7 +276,8 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
             _from_catalog(item["fields"], spec_m.arch.shape())
     groups.append({"key": "slo", "title": "Service-level objectives", "remove": "slo" if "slo" in data else None,
                    "fields": b.fields("slo", sp.SloSpec, table("slo"), spec.slo if spec is not None else None)})
-    placed = {n for _, _, names in _WORKER_GROUPS for n in names}
+    # kv_tiers is a list of tables: its own group, a tier an item (below).
+    placed = {n for _, _, names in _WORKER_GROUPS for n in names} | {"kv_tiers"}
     for i, (key, title, names) in enumerate(_WORKER_GROUPS):
         extra = tuple(f.name for f in dataclasses.fields(sp.WorkerSpec) if f.name not in placed) if i == 0 else ()
         group: dict[str, Any] = {"key": key, "title": title, "fields": b.fields(
@@ -286,6 +288,7 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
         if key == "prefix":
             group["items"] = model_items("Shared prefixes of", "prefixes", sp.PrefixSpec)
         groups.append(group)
+    groups.append(_tier_group(b, worker, spec_worker))
     pools = {"key": "pools", "title": "Pools and disaggregation",
              "items": model_items("Disaggregation of", "disaggregated", sp.DisaggSpec)}
     groups.append(pools)
@@ -329,3 +332,23 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
     groups.append({"key": "faults", "title": "Faults", "items": fault_items,
                    "add": {"table": "faults", "values": {"at_s": 60, "kill": "host:0"}, "label": "Add fault"}})
     return groups
+
+
+def _tier_group(b: _Builder, worker: Any, spec_worker: Any) -> dict[str, Any]:
+    """The ``[[worker.kv_tiers]]`` tables, one item each (a model's own tiers,
+    ``[[models.NAME.worker.kv_tiers]]``, are edited in the TOML text)."""
+    found = worker.get("kv_tiers") if isinstance(worker, dict) else None
+    written: list[Any] = found if isinstance(found, list) else []
+    used = tuple(getattr(spec_worker, "kv_tiers", ()) or ())
+    items = []
+    for i, t in enumerate(written):
+        spec_t = used[i] if i < len(used) else None
+        fields = b.fields(f"worker.kv_tiers[{i}]", sp.KvTierSpec, t if isinstance(t, dict) else {}, spec_t)
+        for f in fields:
+            if f["name"] == "name":
+                f["kind"], f["options"] = "select", list(TIER_NAMES)
+        items.append({"title": f"Tier {i}", "remove": f"worker.kv_tiers[{i}]", "fields": fields})
+    return {"key": "kv_tiers", "title": "KV tiers under the prefix cache", "items": items,
+            "add": {"table": "worker.kv_tiers", "values": {"name": TIER_NAMES[min(len(written), 2)],
+                                                           "capacity_gb": 100, "bandwidth_gb_s": 25},
+                    "label": "Add KV tier"}}

@@ -99,9 +99,9 @@ def remove_key(text: str, path: str) -> str:
 
 
 def add_table(text: str, table: str, values: dict[str, Any]) -> str:
-    """``text`` with a new ``[[table]]`` (a host group, a fault) or ``[table]`` (a
+    """``text`` with a new ``[[table]]`` (a host group, a fault, a KV tier) or ``[table]`` (a
     model: ``models.NAME``) of ``values`` added at its end."""
-    array = table in ("hosts", "faults")
+    array = table in ("hosts", "faults", "worker.kv_tiers")
     header = f"[[{table}]]" if array else f"[{table}]"
     if not array and any(b[0] == table and not b[1] for b in _bodies(text.splitlines())):
         raise TomlEditError(f"{table}: the config has that table already; give it another name")

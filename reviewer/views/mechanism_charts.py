@@ -1,5 +1,6 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
-disaggregated prefill and decode pools, autoscaling and SLO-aware admission.
+disaggregated prefill and decode pools, autoscaling, SLO-aware admission and the lower
+KV tiers under the prefix cache.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.scenario.kv_tier_checks import TIER_NAMES
 from emulator.sim.admission import FRAME_KEYS as ADMISSION_KEYS
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
 from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
-from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS
+from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS, TIER_FRAME_KEYS
 
 #: The per-model frame metrics of the disaggregated worker model, beyond the continuous one's.
 POOL_KEYS: tuple[str, ...] = tuple(
@@ -24,7 +26,8 @@ POOL_KEYS: tuple[str, ...] = tuple(
 )
 
 #: Every per-model frame metric the mechanism charts draw.
-MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS)
+MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS,
+                                     *TIER_FRAME_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -46,6 +49,7 @@ _PREFIX_HIT, _SAVED = PREFIX_FRAME_KEYS
 _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
 _CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
 _REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
+_TIER_HIT, _TIER_LOAD = TIER_FRAME_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
@@ -98,6 +102,15 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
                  {"key": _ADMITTED_TTFT, "label": "admitted, predicted", "colour": "#2b8a3e"},
                  {"key": _CLIENT_TTFT50, "label": "client p50", "colour": "#9467bd"},
                  {"key": _CLIENT_TTFT95, "label": "client p95", "dash": "dot", "colour": "#9467bd"}]},
+    # Beside the hit rate over every level: the share of the prefix loaded from a lower tier.
+    {"key": "tier_hit", "mechanism": "KV tiers", "title": "Prefix tokens loaded from lower tiers, and all hits",
+     "y_title": "share of prefix tokens (%)", "scale": 100, "tick_suffix": "%", "range": [0, 100],
+     "connect_gaps": True, "present_keys": [_TIER_HIT],
+     "metrics": [{"key": _TIER_HIT, "label": "from a lower tier", "colour": "#e8590c"},
+                 {"key": _PREFIX_HIT, "label": "all levels", "dash": "dot", "colour": "#1f77b4"}]},
+    {"key": "tier_load", "mechanism": "KV tiers", "title": "Seconds spent loading KV from lower tiers per frame",
+     "y_title": "seconds per frame", "tick_suffix": " s", "per_frame": True,
+     "metrics": [{"key": _TIER_LOAD, "label": "load time", "colour": "#e8590c"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
@@ -139,6 +152,14 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
      "label": "predicted TTFT of the admitted, p50", "unit": "s", "digits": 3},
     {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "admitted_goodput"],
      "label": "goodput of the admitted", "unit": "%", "scale": 100, "digits": 1},
+    # The summary's ``kv_tiers``: the GPU cache's share and each tier's, by tier name.
+    {"mechanism": "KV tiers", "scope": "model", "path": ["kv_tiers", "gpu", "hit_rate"],
+     "label": "found in the GPU cache", "unit": "%", "scale": 100, "digits": 1},
+    *({"mechanism": "KV tiers", "scope": "model", "path": ["kv_tiers", name, key], "label": f"{name} {label}",
+       "unit": unit, "scale": scale, "digits": digits}
+      for name in TIER_NAMES
+      for key, label, unit, scale, digits in (("hit_rate", "tier's share", "%", 100, 1),
+                                              ("load_s", "load time", "s", 1, 2))),
 ]
 
 

@@ -3,7 +3,7 @@
 
 The modules beside this file are shared by the tests below it (the independent
 reference models, ``token_reference``, ``disagg_reference``, ``prefix_reference``,
-``autoscale_reference``, ``simpy_reference``, and the scenarios they run, ``scenarios``,
+``autoscale_reference``, ``tier_reference``, ``simpy_reference``, and the scenarios they run, ``scenarios``,
 ``token_scenarios``, ``disagg_scenarios``): pytest puts this folder on ``sys.path``
 because this file is here, so ``from token_reference import ...`` works from any
 subfolder.

@@ -148,6 +148,7 @@ class _PrefixSim(_Sim):
                 c.blocks[g] -= 1
                 freed += self.bt
                 self.evicted += self.bt
+                self.demote(w, g, c.blocks[g])
             if c.blocks[g] == 0:
                 del c.blocks[g]
             if freed >= need:
@@ -257,17 +258,18 @@ class _PrefixSim(_Sim):
                 queue.popleft()
                 head.worker = w.index
                 head.kv = need
-                head.progress = hit
+                loaded = self.load(w, head, hit)  # from lower KV tiers (none here)
+                head.progress = hit + loaded
                 if head.admitted_s is None:
                     head.admitted_s = t
                 if head.group >= 0:
                     c = self.caches[w.index]
                     c.seen += head.prefix
-                    c.hit += hit
+                    c.hit += hit + loaded
                     if head.first_hit is None:
                         head.first_hit = hit
                 w.running.append(head)
-                chunk = min(need, budget)
+                chunk = min(need - loaded, budget)
                 chunks.append((head, chunk))
                 budget -= chunk
             if blocked or queue:
@@ -286,7 +288,7 @@ class _PrefixSim(_Sim):
             + p.decode_seq_s * len(decoding) + p.kv_token_s * context
         )
         w.step_start_s = t
-        w.step_end_s = t + duration
+        w.step_end_s = t + self.take_load_s(w) + duration
         w.chunks = chunks
         w.decoding = decoding
         heapq.heappush(self.heap, (w.step_end_s, _STEP_END, w.index))
@@ -350,6 +352,23 @@ class _PrefixSim(_Sim):
                 c.released[r.group] = self.clock  # (re)appears: counts as released now
             c.blocks[r.group] = whole
             r.kv -= (whole - have) * self.bt
+            self.cached_again(w, r.group, whole)
+
+    # -- hooks for lower KV tiers (``tier_reference.py``): none here -----------------
+
+    def demote(self, w: _Worker, group: int, block: int) -> None:
+        """Block ``block`` of ``group`` was evicted from ``w``'s cache."""
+
+    def load(self, w: _Worker, r: _PReq, hit: int) -> int:
+        """Prefix tokens ``r``, admitted with ``hit`` cached, loads from lower tiers."""
+        return 0
+
+    def take_load_s(self, w: _Worker) -> float:
+        """Seconds of loads the step starting at ``w`` spends first."""
+        return 0.0
+
+    def cached_again(self, w: _Worker, group: int, whole: int) -> None:
+        """``w``'s cache holds ``group``'s first ``whole`` blocks again."""
 
 
 def simulate_prefix(

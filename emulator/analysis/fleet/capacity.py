@@ -38,6 +38,8 @@ from emulator.analysis.fleet.prefix import che_group_hits, che_hit_rate, distinc
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 from emulator.scenario import Scenario
+from emulator.scenario.kv_tier_checks import tier_tokens
+from emulator.scenario.pools import kv_bytes_per_token
 
 __all__ = ["DirectPrompts", "WorkerCapacity", "continuous_worker", "direct_prompts", "static_worker"]
 
@@ -69,9 +71,13 @@ class WorkerCapacity:
     goals_left_out: tuple[str, ...] = field(default=())
     #: The mean time per output token at the concurrency limit (throughput_qps's).
     full_tpot_s: Fraction | None = None
+    #: Per lower KV tier, fastest first: its name, its expected share of a request's
+    #: usable prefix found there (not above it) and the seconds a request spends loading.
+    tiers: tuple[tuple[str, float, float], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else _plain(v)) for k, v in self.__dict__.items()}
+        return {k: ([list(t) if isinstance(t, tuple) else t for t in v] if isinstance(v, tuple) else _plain(v))
+                for k, v in self.__dict__.items()}
 
 
 def _plain(value: Any) -> Any:
@@ -232,16 +238,22 @@ def _prefill_worker(scenario: Scenario, name: str, load: Workload, cost: StepCos
     ``transfer_s``) runs."""
     w = scenario.worker_for(name)
     p = load.prompt
-    cache, per_token, qps, new, hit, _ = _prefill_cache(scenario, name, load, cost, pool_workers,
-                                                          prefix_routed, transfer_s)
+    cache, per_token, qps, new, hit, free = _prefill_cache(scenario, name, load, cost, pool_workers,
+                                                             prefix_routed, transfer_s)
+    tiers = cache.tier_hits(free) if cache is not None else ()
+    loading = sum(t[2] for t in tiers)
     how = (f"steps packed with {w.max_batched_tokens} prompt tokens: {per_token * 1e6:.3g} us a token x "
            f"{new:.0f} tokens a prompt" + ("" if hit is None else
                                            f" ({p.mean:.0f} less {p.mean - new:.0f} found cached, {hit:.0%} of "
-                                           "the cacheable prefix)"))
+                                           "the cacheable prefix)")
+           + (f" + {loading * 1e3:.3g} ms a prompt loading prefix KV from "
+              + ", ".join(t[0] for t in tiers) if tiers else ""))
     by_kv = int(w.kv_cache_tokens // p.mean)
+    inputs = _inputs(name, load, cost, cache is not None) + (("worker.kv_tiers", f"models.{name}.arch")
+                                                              if tiers else ())
     return WorkerCapacity(Fraction(qps), Fraction(qps), Fraction(w.max_batched_tokens / new), by_kv, by_kv,
-                          "token_budget", _q(per_token * w.max_batched_tokens), None, _q(per_token * new), _q(hit),
-                          how, _inputs(name, load, cost, cache is not None))
+                          "token_budget", _q(per_token * w.max_batched_tokens), None,
+                          _q(per_token * new + loading), _q(hit), how, inputs, tiers=tuple(tiers))
 
 
 def _prefill_cache(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
@@ -260,11 +272,13 @@ def _prefill_cache(scenario: Scenario, name: str, load: Workload, cost: StepCost
         for _ in range(3):  # the hit rate and the prompts held for transfers settle at once
             held = w.max_batched_tokens / max(new, 1.0) + qps * transfer_s
             free = w.kv_cache_tokens - held * private
-            hit = cache.hit(free)
+            # Hits in every level save prefill; a lower tier's hit stalls the step
+            # while its blocks load.
+            hit = cache.hit(free + cache.tier_tokens)
             saved = hit * cache.usable
             new = max(1.0, p.mean - saved)
             per_token = cost.full_prefill_step(new, max(0.0, p.sq - saved * p.mean) / new)
-            qps = 1.0 / (per_token * new)
+            qps = 1.0 / (per_token * new + sum(t[2] for t in cache.tier_hits(free)))
     return cache, per_token, qps, new, hit, free
 
 
@@ -356,6 +370,29 @@ class _PrefixModel:
     usable: float  # prefix tokens a request could find cached (its prefix's whole blocks, cut by its prompt)
     moved: float  # prefix tokens of a running sequence held by the cache, not by it
     block: int
+    #: Lower KV tiers, fastest first: name, capacity in KV tokens, seconds to load a token.
+    tiers: tuple[tuple[str, float, float], ...] = ()
+
+    @property
+    def tier_tokens(self) -> float:
+        """KV tokens the lower tiers hold together."""
+        return sum(t[1] for t in self.tiers)
+
+    def tier_hits(self, free_tokens: float) -> list[tuple[str, float, float]]:
+        """Per lower tier: its name, the share of a request's usable prefix found there
+        and not above (Che's hit rate of the cache down to it less that of the levels
+        above: an LRU stack whose evictions move down), and the seconds a request spends
+        loading it (that share x the usable prefix x seconds a token)."""
+        out = []
+        above = max(0.0, free_tokens)
+        before = self.hit(above)
+        for name, tokens, s_per_token in self.tiers:
+            above += tokens
+            now = self.hit(above)
+            share = max(0.0, now - before)
+            out.append((name, share, share * self.usable * s_per_token))
+            before = now
+        return out
 
     @classmethod
     def of(cls, scenario: Scenario, name: str, load: Workload, workers: int, routed: bool,
@@ -381,7 +418,10 @@ class _PrefixModel:
             owned = [np.arange(shares.size)]
         rates = [shares[o] for o in owned]
         seen = [r / r.sum() for r in rates]
-        return cls(rates, owned, seen, float(group_tokens), usable, usable, block)
+        per_token = kv_bytes_per_token(scenario.models[name])
+        tiers = tuple((t.name, float(tier_tokens(t, per_token)), per_token / (t.bandwidth_gb_s * 1e9))
+                      for t in w.kv_tiers) if per_token else ()
+        return cls(rates, owned, seen, float(group_tokens), usable, usable, block, tiers)
 
     def group_hits(self, free_tokens: float) -> np.ndarray:
         """Each group's probability of being found cached, with ``free_tokens`` of KV

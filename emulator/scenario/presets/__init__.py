@@ -59,6 +59,9 @@ PRESETS: dict[str, str] = {
     "steps to four times its prefill capacity: each arrival's TTFT is predicted and those past "
     "the goal are refused at once, so the admitted keep their TTFT within it; compare --set "
     "dispatcher.admission=queue_limit for plain queueing, where nearly none does",
+    "mooncake-dram-tier": "a Mooncake-like split fleet on 8,000-token prompts sharing 6,000-token "
+    "documents whose KV is three times a prefill worker's GPU KV: a DRAM tier under each GPU "
+    "prefix cache and SLO-aware admission; compare --set 'worker.kv_tiers=[]'",
     "disagg-planner-ramp": "a 70B chat model in prefill and decode pools, each scaled by its "
     "own autoscaler (running prefills, decode KV in use) on a ramp from 4 to 24 QPS, routed "
     "on queue and running scores: every request inside its SLOs; compare --set "

@@ -78,7 +78,7 @@ from emulator.sim.events import STEP_END, STEP_START
 from emulator.sim.histogram import GapBook
 from emulator.sim.requests import OK, ORPHANED
 from emulator.sim.results import BUSY, DEAD, IDLE, PARKED
-from emulator.sim.workers import gaps
+from emulator.sim.workers import gaps, kv_tiers
 from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.entities import (
     ASLEEP,
@@ -146,7 +146,10 @@ class ContinuousWorkers(PrefixFigures):
                         tables[m] = (a, b, prefill, load_step_table(spec.step_table).e)
                     wk.table = tables[m]
                 if spec.prefix_cache:
-                    wk.cache = PrefixCache(spec.block_tokens)
+                    if spec.kv_tiers:
+                        wk.tier = kv_tiers.build(kv_tiers.tier_specs(scenario, names[m]), spec.block_tokens)
+                        wk.tier_block = spec.block_tokens
+                    wk.cache = PrefixCache(spec.block_tokens, wk.tier)
                 wk.blk = spec.kv_block_tokens
                 wk.kv_total = spec.kv_blocks
                 wk.wm = spec.kv_watermark_blocks
@@ -277,7 +280,8 @@ class ContinuousWorkers(PrefixFigures):
         wk.fresh.clear()
         wk.gstack.clear()
         if wk.cache is not None:
-            wk.cache.clear()
+            wk.cache.clear()  # (its tiers too)
+        wk.load_due = 0.0
         wk.version += 1
         wk.phase = ASLEEP
         wk.busy = False
@@ -502,6 +506,10 @@ class ContinuousWorkers(PrefixFigures):
         wk.t0 = t
         wk.chunks = chunks
         if chunks:
+            if wk.load_due:  # tier loads of its admissions come before the step computes
+                load, wk.load_due = wk.load_due, 0.0
+                self._schedule(wk, STEP, t + load + step_time(wk, chunks))
+                return
             self._schedule(wk, STEP, t + step_time(wk, chunks))
             return
         self._schedule(wk, STRETCH, plan_stretch(wk, t))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 # resolve their field types when the module loads.
 from emulator.scenario import WorkerSpec
 from emulator.sim.router import Router
+from emulator.sim.workers.kv_tiers import Tier
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.stretch import first_step_ending_at_or_after
 
@@ -140,6 +141,11 @@ class Worker:
     # last frame).
     cache: PrefixCache | None = None
     cached: int = 0
+    # Lower KV tiers (``kv_tiers.py``): the first (None: none), and the seconds of
+    # tier loads the next step spends before it computes (its admissions' loads).
+    tier: Tier | None = None
+    tier_block: int = 16  # the prefix cache's block_tokens
+    load_due: float = 0.0
     prefix_seen: int = 0
     prefix_hit: int = 0
     frame_seen: int = 0

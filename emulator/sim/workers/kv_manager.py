@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from emulator.sim.workers import gaps
+from emulator.sim.workers import gaps, kv_tiers
 from emulator.sim.workers.entities import RUNNING
 
 if TYPE_CHECKING:
@@ -46,6 +46,39 @@ def cached_prefix(wk: Worker, group: int, prefix: int, target: int) -> int:
     return cache.hit(group, prefix, target) if cache is not None and group >= 0 else 0
 
 
+def tier_hit(wk: Worker, group: int, prefix: int, target: int, hit: int) -> tuple[int, float]:
+    """Prefix tokens a request of ``group`` with ``hit`` tokens found in the GPU cache
+    would load from the lower tiers past them, and the seconds the copies take."""
+    if wk.tier is None or group < 0:
+        return 0, 0.0
+    size = wk.tier_block
+    usable = min(prefix, target - 1) // size
+    tokens, seconds = 0, 0.0
+    for tier, n in kv_tiers.lookup(wk.tier, group, hit // size, usable):
+        tokens += n * size
+        seconds += n * size * tier.s_per_token
+    return tokens, seconds
+
+
+def load_from_tiers(wk: Worker, seq: Seq, hit: int) -> int:
+    """Prefix tokens a request being admitted with ``hit`` tokens found in the GPU
+    cache loads from the lower tiers past them (``kv_tiers.py``): their copies' seconds
+    go to the worker's next step, and each tier counts its tokens and seconds."""
+    assert wk.tier is not None
+    size = wk.tier_block
+    usable = min(seq.prefix, seq.target - 1) // size
+    loaded = 0
+    for tier, n in kv_tiers.lookup(wk.tier, seq.group, hit // size, usable):
+        tokens = n * size
+        seconds = tokens * tier.s_per_token
+        tier.hit_tokens += tokens
+        tier.load_s += seconds
+        tier.runs.move_to_end(seq.group)  # used now: the most recent
+        wk.load_due += seconds
+        loaded += tokens
+    return loaded
+
+
 def reserve(wk: Worker, seq: Seq, hit: int = 0) -> None:
     """Admit ``seq``'s KV: its whole prefill target but the ``hit`` tokens of cached
     prefix, which it reads in place (its progress starts after them)."""
@@ -55,6 +88,8 @@ def reserve(wk: Worker, seq: Seq, hit: int = 0) -> None:
     wk.kv_prefill += blocks(wk, seq.kv)
     if wk.cache is not None and seq.group >= 0:
         wk.cache.pin(seq.group)
+        if wk.tier is not None:  # loaded blocks: in its KV, not computed
+            seq.progress += load_from_tiers(wk, seq, hit)
 
 
 def grow(wk: Worker) -> None:

@@ -18,21 +18,29 @@ prompt token (the one whose output is its first token).
   blocks are evicted, least recently released group first, each group from its last
   block back, before anything is preempted or blocked. A group is released when its
   last running request leaves.
+* With lower KV tiers (``kv_tiers.py``) evicted blocks move to the first tier rather
+  than being dropped.
 * A worker that dies loses its cache; it comes back empty.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from emulator.sim.workers.kv_tiers import Tier
 
 
 class PrefixCache:
     """Cached prefix blocks of one worker; see the module docstring."""
 
-    __slots__ = ("block", "blocks", "refs", "tokens")
+    __slots__ = ("block", "blocks", "refs", "tier", "tokens")
 
-    def __init__(self, block_tokens: int) -> None:
+    def __init__(self, block_tokens: int, tier: Tier | None = None) -> None:
         self.block = block_tokens
+        #: The first lower tier, where evicted blocks go (None: they are dropped).
+        self.tier = tier
         #: Cached blocks by group, least recently released first.
         self.blocks: OrderedDict[int, int] = OrderedDict()
         #: Running requests of each group on the worker (a group here is pinned).
@@ -69,6 +77,10 @@ class PrefixCache:
         if whole <= cached:
             return 0
         self.blocks[group] = whole  # a new group goes last; it is pinned until released
+        tier = self.tier
+        while tier is not None:  # the GPU holds these blocks again
+            tier.forget_below(group, whole)
+            tier = tier.lower
         moved = (whole - cached) * self.block
         self.tokens += moved
         return moved
@@ -102,6 +114,8 @@ class PrefixCache:
                 del blocks[g]
             else:
                 blocks[g] = have - take
+            if self.tier is not None:
+                self.tier.put(g, have - take, have)
             freed += take * size
         self.tokens -= freed
         return freed
@@ -111,3 +125,7 @@ class PrefixCache:
         self.blocks.clear()
         self.refs.clear()
         self.tokens = 0
+        tier = self.tier
+        while tier is not None:
+            tier.clear()
+            tier = tier.lower

@@ -14,13 +14,18 @@ from typing import TYPE_CHECKING, Any
 from emulator.scenario.traces import load_trace
 from emulator.sim.workers.base import WorkerModel
 from emulator.sim.workers.entities import STRETCH
+from emulator.sim.workers.kv_tiers import chain
 
 if TYPE_CHECKING:
     from emulator.scenario import Scenario
     from emulator.sim.workers.entities import Worker
+    from emulator.sim.workers.kv_tiers import Tier
 
 #: Per-model frame figures added when a model has shared prefixes or a prefix cache.
 PREFIX_FRAME_KEYS = ("prefix_hit_rate", "prefill_tokens_saved")
+#: And when a model has lower KV tiers: the share of the prefix tokens looked up that
+#: were loaded from a tier, and the seconds the loads took, over the frame.
+TIER_FRAME_KEYS = ("tier_hit_rate", "tier_load_s")
 
 
 def _rate(hit: int, seen: int) -> float | None:
@@ -44,7 +49,11 @@ class PrefixFigures(WorkerModel):
         )
         if self.prefix_on:  # this fleet's frames carry more keys than the class's
             self.keys = (*self.frame_keys, *PREFIX_FRAME_KEYS)
+        self.tiers_on = any(scenario.worker_for(name).kv_tiers for name in scenario.models)
+        if self.tiers_on:
+            self.keys = (*self.keys, *TIER_FRAME_KEYS)
         self._prefix_mark = [(0, 0)] * n_models  # (seen, hit) at the last frame
+        self._tier_mark = [(0, 0.0)] * n_models  # (tokens loaded, seconds) at the last frame
 
     # -- figures ---------------------------------------------------------------------
     def prefix_totals(self, model: int) -> tuple[int, int]:
@@ -63,6 +72,37 @@ class PrefixFigures(WorkerModel):
         out["prefix_hit_rate"] = _rate(hit - hit0, seen - seen0)
         out["prefill_tokens_saved"] = hit - hit0
         self._prefix_mark[model] = (seen, hit)
+        if self.tiers_on:
+            loaded = load_s = 0.0
+            for tier in self._tiers(model):
+                loaded += tier.hit_tokens
+                load_s += tier.load_s
+            loaded0, load0 = self._tier_mark[model]
+            out["tier_hit_rate"] = _rate(int(loaded - loaded0), seen - seen0)
+            out["tier_load_s"] = load_s - load0
+            self._tier_mark[model] = (int(loaded), load_s)
+
+    def _tiers(self, model: int) -> list[Tier]:
+        """Every lower tier of ``model``'s workers."""
+        return [t for wk in self.workers.values() if wk.model == model for t in chain(wk.tier)]
+
+    def tier_summary(self, model: int) -> dict[str, Any]:
+        """``model``'s lower tiers over the run, by tier name (``Outcomes.kv_tiers``;
+        empty without tiers): tokens loaded, their share of the prefix tokens looked
+        up, the seconds the loads took; and the GPU cache's own share."""
+        tiers = self._tiers(model)
+        if not tiers:
+            return {}
+        seen, hit = self.prefix_totals(model)
+        out: dict[str, Any] = {}
+        for tier in tiers:
+            row = out.setdefault(tier.name, {"hit_tokens": 0, "load_s": 0.0})
+            row["hit_tokens"] += tier.hit_tokens
+            row["load_s"] += tier.load_s
+        loaded = sum(row["hit_tokens"] for row in out.values())
+        for row in out.values():
+            row["hit_rate"] = _rate(row["hit_tokens"], seen)
+        return {"gpu": {"hit_tokens": hit - loaded, "hit_rate": _rate(hit - loaded, seen)}, **out}
 
     def worker_prefix_frame(self, w: int) -> float | None:
         """Worker ``w``'s prefix hit rate over the frame (None: nothing looked up)."""

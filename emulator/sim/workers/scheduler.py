@@ -149,9 +149,9 @@ class Scheduler:
         kv.reserve(wk, seq, hit)
         wk.running.append(seq)
         wk.prefilling.append(seq)
-        c = min(seq.kv, budget)
+        c = min(seq.target - seq.progress, budget)  # (less any prefix loaded from a tier)
         chunks.append((seq, c))
         if seq.group >= 0:
             wk.prefix_seen += seq.prefix
-            wk.prefix_hit += hit
+            wk.prefix_hit += seq.progress  # the GPU hit and any tier loads
         return budget - c

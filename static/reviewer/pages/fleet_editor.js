@@ -198,8 +198,8 @@ const written = (list) => list.some((f) => f.value != null);
 function group(g) {
   const items = (g.items || []).map((item) => el("div", { class: "fe-item" },
     el("div", { class: "fe-item-head" }, el("strong", {}, item.title),
-      item.remove && (g.key === "models" || g.key === "hosts" || g.key === "faults" || written(item.fields))
-        ? removeButton(item.remove, g.key === "models" || g.key === "hosts" || g.key === "faults" ? "Remove" : "Remove table")
+      item.remove && (g.key === "models" || g.key === "hosts" || g.key === "faults" || g.key === "kv_tiers" || written(item.fields))
+        ? removeButton(item.remove, g.key === "models" || g.key === "hosts" || g.key === "faults" || g.key === "kv_tiers" ? "Remove" : "Remove table")
         : null),
     g.key === "models" ? el("div", { class: "fe-fields" }, modelName(item), ...item.fields.map(field)) : fields(item.fields)));
   const add = g.add ? el("p", {}, el("button", { type: "button", onclick: () => {

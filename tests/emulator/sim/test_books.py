@@ -32,6 +32,7 @@ SHORT = {
     "pd-prefix-aware": 150,
     "pd-long-prompt-admission": 60,
     "pd-slo-admission": 120,
+    "mooncake-dram-tier": 120,
     "disagg-planner-ramp": 300,
     "prefix-router-estimated": 120,
     "dynamo-planner-ramp": 300,

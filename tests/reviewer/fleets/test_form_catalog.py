@@ -37,18 +37,21 @@ def test_every_key_the_emulator_reads_is_a_field(preset: str) -> None:
     data, groups = _form(preset)
     fields = _fields(groups)
     # Worker overrides per model are shown where the config sets them; the rest of them
-    # are the [worker] keys, and the dispatcher's scorers are a table of their own.
+    # are the [worker] keys, and the dispatcher's scorers are a table of their own. The
+    # hosts and the KV tiers are lists of tables, a group of items each.
     wanted = {k for k in markable_keys(data) if ".worker." not in k and k != "hosts"
-              and not k.endswith(".scorers") and k != "dispatcher.scorers"}
+              and not k.endswith(".scorers") and k != "dispatcher.scorers" and k != "worker.kv_tiers"}
     wanted.discard("hosts")
     assert wanted - set(fields) == set()
+    assert {"hosts", "kv_tiers"} <= {g["key"] for g in groups}
 
 
 def test_the_groups_are_the_ones_a_reviewer_looks_for() -> None:
     _, groups = _form("disagg-decode-undersized.toml")
     assert [g["title"] for g in groups] == [
         "Run", "Traffic", "Models", "Model architecture", "Hardware", "Service-level objectives",
-        "Batching and KV cache", "Step model", "Efficiencies", "Prefix caching", "Pools and disaggregation",
+        "Batching and KV cache", "Step model", "Efficiencies", "Prefix caching", "KV tiers under the prefix cache",
+        "Pools and disaggregation",
         "Dispatcher", "Clients", "Gateway", "Hosts", "Autoscaler", "Faults"]
 
 
