@@ -16,7 +16,13 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from emulator.scenario import admission_checks, catalog, kv_tier_checks, prefix_checks, router_checks
+from emulator.scenario import (
+    admission_checks,
+    catalog,
+    kv_tier_checks,
+    prefix_checks,
+    router_checks,
+)
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.limits import (
