@@ -55,6 +55,12 @@ def test_a_form_edit_of_the_planner_checks_and_a_bad_one_names_the_key(api_as: A
     refused = owner.post("/api/fleets/check/", {"toml": text, "edits": [
         {"op": "set", "path": "pools.prefill.autoscaler.predictor", "value": "oracle"}]}, format="json").json()
     assert refused["valid"] is False and refused["error"]["path"] == "pools.prefill.autoscaler.predictor"
+    # The item's remove takes the pool's planner away and leaves the other's.
+    removed = owner.post("/api/fleets/check/", {"toml": text, "edits": [
+        {"op": "remove", "path": "pools.prefill.autoscaler"}]}, format="json").json()
+    assert removed["valid"] is True, removed
+    assert "autoscaler" not in removed["scenario"]["pools"]["prefill"]
+    assert removed["scenario"]["pools"]["decode"]["autoscaler"]["metric"] == "slo"
 
 
 @pytest.mark.django_db
