@@ -7,6 +7,7 @@
 
 import { el } from "../lib/api.js";
 import { config } from "../lib/config.js";
+import { plannedLooks, plannerTraces } from "./planner_looks.js";
 
 const VOCAB = config.mechanismCharts;
 const SCALE_EVENT = new RegExp(VOCAB.scaleEventPattern);
@@ -15,32 +16,6 @@ const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemo
 const BAND = "rgba(59, 125, 216, 0.18)";
 const PLANNER = VOCAB.plannerChart;
 
-/** Each SLO-planned autoscaler of a run's summary with its looks: [{ name, looks }],
- * the model's own first, then each pool's (the summary keys PLANNER.summaries names). */
-export function plannedLooks(summary) {
-  if (!summary || !PLANNER) return [];
-  const out = [];
-  const [own, pools] = PLANNER.summaries;
-  const one = summary[own];
-  if (one && one[PLANNER.looks]) out.push({ name: one.model, looks: one[PLANNER.looks] });
-  for (const [pool, a] of Object.entries(summary[pools] || {})) {
-    if (a && a[PLANNER.looks]) out.push({ name: `pool ${pool}`, looks: a[PLANNER.looks] });
-  }
-  return out;
-}
-
-/** The planner chart's traces: per planned autoscaler, each series of its looks. */
-export function plannerTraces(planned) {
-  const traces = [];
-  for (const { name, looks } of planned) {
-    for (const series of PLANNER.series) {
-      const line = { color: planned.length === 1 ? series.colour : undefined, dash: series.dash, shape: series.shape };
-      traces.push({ x: looks[PLANNER.x], y: looks[series.key], mode: "lines", line,
-        name: planned.length > 1 ? `${name} ${series.label}` : series.label });
-    }
-  }
-  return traces;
-}
 
 /** The autoscaler's event from a frame's event line, or null for any other line. */
 export function parseScaleEvent(line) {
@@ -199,14 +174,14 @@ export class MechanismCharts {
 
   /** The planner's looks against its workers' capacity, for a run whose summary has them. */
   showPlanner(s) {
-    const planned = plannedLooks(s);
+    const planned = plannedLooks(PLANNER, s);
     if (!planned.length || !window.Plotly) return;
     const section = this.sections.find((x) => x.title === PLANNER.mechanism);
     if (section) section.node.hidden = false;
     this.node.hidden = false;
     this.plannerDiv.hidden = false;
     const layout = this.chartLayout({ spec: { title: PLANNER.title, y_title: PLANNER.y_title } });
-    window.Plotly.react(this.plannerDiv, plannerTraces(planned), layout, PLOT_CONFIG);
+    window.Plotly.react(this.plannerDiv, plannerTraces(PLANNER, planned), layout, PLOT_CONFIG);
     if (this.timeGroup) this.timeGroup.attachOnce(this.plannerDiv);
     this.plannerDiv.dataset.points = String(planned.reduce((n, p) => n + p.looks[PLANNER.x].length, 0));
   }

@@ -69,7 +69,8 @@ def test_a_reactive_autoscaler_keeps_no_looks() -> None:
 
 
 def test_the_script_reads_the_chart_from_the_vocabulary_not_by_name() -> None:
-    text = (ROOT / "static" / "reviewer" / "session" / "mechanisms.js").read_text("utf-8")
+    session = ROOT / "static" / "reviewer" / "session"
+    text = (session / "mechanisms.js").read_text("utf-8") + (session / "planner_looks.js").read_text("utf-8")
     assert "plannerChart" in text
     literal = re.compile(r"""["'`]([a-z_0-9]+)["'`]""")
     assert not set(literal.findall(text)) & {*LOOK_KEYS, "pool_autoscale", "looks"}
