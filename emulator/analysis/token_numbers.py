@@ -1,7 +1,10 @@
 """The numbers pass for a continuous-batching model: what its GPUs and shape fix, what a
 worker of each pool serves at the concurrency its KV cache and limits allow, the floors
 (minima) of TTFT and TPOT, the KV concurrency check at the average and the peak, and
-the autoscaler's range. Every figure is read from the model's analysis.
+the autoscaler's range and, for a pool the SLO planner sizes, the rate one worker
+serves within its target and the workers it wants at the peak. Every figure is read
+from the model's analysis (the planner's rate from ``fleet.planner.per_worker_rate``,
+the one the run's planner uses).
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from emulator.analysis.batch_numbers import load_figures, loss_figure
 from emulator.analysis.fleet.admission import REFUSED_FROM, admission_of, fraction
+from emulator.analysis.fleet.planner import per_worker_rate, workers_needed
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.steps import step_cost
 from emulator.analysis.numbers import Adder, div, show
-from emulator.scenario import Roofline, Scenario
+from emulator.scenario import PLANNER_METRIC, AutoscalerSpec, Roofline, Scenario
+from emulator.scenario.pools import split_pools
 
 if TYPE_CHECKING:
     from emulator.analysis.fleet import FleetAnalysis, ModelAnalysis, PoolAnalysis
@@ -53,6 +58,7 @@ def token_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, fa: FleetAna
     if m.split:
         _split_figures(add, scenario, m)
     _admission_figures(add, scenario, m)
+    _planner_figures(add, scenario, m)
     serving = m.pool("decode") or m.pools[0]
     add("workers_placed", "Workers placed", name, m.workers, "workers",
         " + ".join(f"{p.workers} {p.role}" for p in m.pools) if m.split else
@@ -221,6 +227,46 @@ def _admission_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None
             "%", f"at {show(fraction(a.peak_qps), 'QPS')}, long prompts refused first; fluid: "
             f"{show(fraction(a.fluid_at_peak), '%')} (throughput / peak, every prompt alike)",
             (*inputs, "traffic.peak_qps"))
+
+
+def _planned(scenario: Scenario, name: str) -> list[tuple[str, str, AutoscalerSpec]]:
+    """The SLO-planned pools of model ``name``: (the spec's key, the pool's role, its spec)."""
+    out: list[tuple[str, str, AutoscalerSpec]] = []
+    auto = scenario.autoscaler
+    if auto is not None and auto.metric == PLANNER_METRIC and auto.model == name:
+        out.append(("autoscaler", "whole", auto))
+    roles = split_pools(scenario.models)
+    for p in scenario.pools:
+        spec = p.autoscaler
+        if spec is not None and spec.metric == PLANNER_METRIC and spec.model == name:
+            out.append((f"pools.{p.name}.autoscaler", roles.get(p.name, (name, "whole"))[1], spec))
+    return out
+
+
+def _planner_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
+    """The SLO planner (``metric = "slo"``), per pool it sizes: the rate one worker
+    serves within the planner's target, and ceil(peak / rate) within its range."""
+    name = m.name
+    peak = m.offered_peak_qps
+    at, peak = ("peak", peak) if peak is not None else ("average", m.offered_avg_qps)
+    for key, role, spec in _planned(scenario, name):
+        prefix = f"{role}_" if m.split else ""
+        word = f"{role} " if m.split else ""
+        rate = per_worker_rate(scenario, spec, role)
+        given = f"{key}.per_worker_qps" if spec.per_worker_qps is not None else (
+            f"{key}.target_tbt_s" if spec.target_tbt_s is not None else f"{key}.target_ttft_s")
+        inputs = (given, *m.inputs)
+        target = ("the rate given" if rate.target_s is None else
+                  f"{'TBT' if spec.target_tbt_s is not None else 'TTFT'} target {rate.target_s:g} s on the step model")
+        add(f"{prefix}planner_worker_qps", f"Per-worker rate at the planner's target ({word}pool)", name,
+            Fraction(rate.qps), "QPS", f"{target}: {rate.how} (per arrival at {name})", inputs)
+        want = workers_needed(float(peak), rate.qps, spec.min_workers, spec.max_workers)
+        how = (f"ceil({show(peak, 'QPS')} at the {at} / {show(Fraction(rate.qps), 'QPS')} a worker) = "
+               f"{math.ceil(float(peak) / rate.qps - 1e-9)}" if rate.qps > 0 else
+               "no load meets the target, so the planner asks for max_workers")
+        add(f"{prefix}planner_workers_at_peak", f"Workers the planner wants at the peak ({word}pool)", name, want,
+            "workers", f"{how}, kept within [{spec.min_workers}, {spec.max_workers}]",
+            (*inputs, f"{key}.min_workers", f"{key}.max_workers", "traffic.peak_qps"))
 
 
 def _floor_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:

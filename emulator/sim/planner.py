@@ -18,7 +18,10 @@ arrivals, so a prefill pool's rate per worker is taken per model arrival (divide
 the prefill share of the traffic).
 
 Each look's sample adds ``observed_qps``, ``predicted_qps`` and ``per_worker_qps``;
-each ``up``, ``down`` or ``blocked`` event carries them too, with ``target_s``.
+each ``up``, ``down`` or ``blocked`` event carries them too, with ``target_s``. The
+summary keeps every look's rates beside the capacity of the workers then active
+(active x per-worker rate) in ``looks``, one list per key of ``LOOK_KEYS``, for the
+run page's chart of the planner's decisions against its target.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from emulator.sim.router import Router
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
+
+#: The summary's ``looks``: one list per key, one value per look.
+LOOK_KEYS = ("t_s", "observed_qps", "predicted_qps", "capacity_qps")
 
 #: The event kinds that are decisions (they carry the planner's figures).
 _DECISIONS = ("up", "down", "blocked")
@@ -95,7 +101,16 @@ class Planner(Autoscaler):
     def summary(self) -> dict[str, Any]:
         """The base summary plus the per-worker rate, its target and how it was found."""
         return {**super().summary(), "predictor": self.spec.predictor, "per_worker_qps": self.per_worker_qps,
-                "target_s": self.target_s, "rate_how": self.rate_how}
+                "target_s": self.target_s, "rate_how": self.rate_how, "looks": self.looks()}
+
+    def looks(self) -> dict[str, list[float]]:
+        """Every look's time, observed and predicted rates and the capacity of the
+        workers active then (active x per-worker rate), one list per ``LOOK_KEYS``."""
+        t, observed, predicted, capacity = LOOK_KEYS
+        rows = self.samples
+        return {t: [r["t_s"] for r in rows], observed: [r["observed_qps"] for r in rows],
+                predicted: [r["predicted_qps"] for r in rows],
+                capacity: [r["active"] * self.per_worker_qps for r in rows]}
 
 
 def autoscaler_for(sim: Engine, spec: AutoscalerSpec, pool: str | None) -> Autoscaler:

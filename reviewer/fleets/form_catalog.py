@@ -21,12 +21,14 @@ from typing import Any
 from emulator.scenario import catalog
 from emulator.scenario import specs as sp
 from emulator.scenario.admission_checks import ADMISSIONS
+from emulator.scenario.autoscale_checks import PREDICTORS
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.kv_tier_checks import TIER_NAMES
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTOSCALE_METRICS,
     BATCHING,
+    PLANNER_METRIC,
     PREFIX_INDEXES,
     SERVICES,
     SHAPES,
@@ -55,6 +57,8 @@ _UNITS = {
     "kv_heads": "heads", "head_dim": "values per head", "target": "of the metric", "min_workers": "workers",
     "max_workers": "workers", "decider_threshold_tokens": "prompt tokens", "seed": "",
     "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
+    "per_worker_qps": "requests/s a worker, or worked out from a target",
+    "horizon_s": "s, warmup_s if left out", "window_s": "s of looks",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -74,6 +78,9 @@ _LABELS = {
     "admission": "admission rule", "admission_slack": "predicted TTFT allowed",
     "prefix_index": "prefix index of the router", "prefix_index_capacity": "prefix index size",
     "prefix_index_ttl_s": "prefix index staleness",
+    "target_ttft_s": "planner's TTFT target", "target_tbt_s": "planner's TBT target",
+    "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
+    "window_s": "planner's window", "horizon_s": "planner predicts ahead",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}
@@ -120,7 +127,8 @@ def _choices(data: dict[str, Any]) -> dict[str, list[str]]:
         "batching": list(BATCHING), "service": list(SERVICES), "step_model": list(STEP_MODELS),
         "dispatcher.standby": list(STANDBYS), "dispatcher.policy": list(catalog.policy_names()),
         "dispatcher.admission": list(ADMISSIONS), "dispatcher.prefix_index": list(PREFIX_INDEXES),
-        "hardware.gpu": list(GPUS), "arch.model": list(MODEL_SHAPES), "autoscaler.metric": list(AUTOSCALE_METRICS),
+        "hardware.gpu": list(GPUS), "arch.model": list(MODEL_SHAPES), "autoscaler.metric": [*AUTOSCALE_METRICS, PLANNER_METRIC],
+        "autoscaler.predictor": list(PREDICTORS),
         "autoscaler.model": models, "prefill_workers": pools, "decode_workers": pools,
     }
 
@@ -193,6 +201,24 @@ class _Builder:
             path = f"{prefix}.{f.name}" if prefix else f.name
             out.append(self.field(path, f, value, used))
         return out
+
+
+def _pool_autoscalers(b: _Builder, data: dict[str, Any], spec: Any) -> list[dict[str, Any]]:
+    """An item per pool with its own ``[pools.NAME.autoscaler]`` (the SLO planner's
+    keys among them), as written and as the emulator reads it."""
+    raw = data.get("pools")
+    if not isinstance(raw, dict):
+        return []
+    items = []
+    for name, table in raw.items():
+        written = table.get("autoscaler") if isinstance(table, dict) else None
+        if not isinstance(written, dict):
+            continue
+        own = spec.pool(name) if spec is not None else None
+        items.append({"title": f"Autoscaler of pool {name}", "remove": f"pools.{name}.autoscaler",
+                      "fields": b.fields(f"pools.{name}.autoscaler", sp.AutoscalerSpec, written,
+                                         own.autoscaler if own is not None else None)})
+    return items
 
 
 def _from_catalog(fields: list[dict[str, Any]], source: Any) -> None:
@@ -289,8 +315,9 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
             group["items"] = model_items("Shared prefixes of", "prefixes", sp.PrefixSpec)
         groups.append(group)
     groups.append(_tier_group(b, worker, spec_worker))
-    pools = {"key": "pools", "title": "Pools and disaggregation",
-             "items": model_items("Disaggregation of", "disaggregated", sp.DisaggSpec)}
+    pools: dict[str, Any] = {"key": "pools", "title": "Pools and disaggregation",
+                             "items": model_items("Disaggregation of", "disaggregated", sp.DisaggSpec)
+                             + _pool_autoscalers(b, data, spec)}
     groups.append(pools)
     groups.append({"key": "dispatcher", "title": "Dispatcher", "fields": b.fields(
         "dispatcher", sp.DispatcherSpec, table("dispatcher"), spec.dispatcher if spec is not None else None,

@@ -15,6 +15,7 @@ from typing import Any
 from emulator.scenario.kv_tier_checks import TIER_NAMES
 from emulator.sim.admission import FRAME_KEYS as ADMISSION_KEYS
 from emulator.sim.autoscaler import FRAME_KEYS as AUTOSCALE_KEYS
+from emulator.sim.planner import LOOK_KEYS as PLANNER_LOOK_KEYS
 from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
@@ -163,6 +164,23 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
 ]
 
 
+# The SLO planner's decisions against its target, drawn from the summary's ``looks``
+# of each planned autoscaler (``autoscale`` and ``pool_autoscale[<pool>]``): per look,
+# the arrival rate it observed and the one it predicted beside the capacity of the
+# workers active then (active x its per-worker rate). A run without a planner has no
+# ``looks`` and shows no such chart.
+_LOOK_T, _OBSERVED, _PREDICTED, _LOOK_CAPACITY = PLANNER_LOOK_KEYS
+PLANNER_CHART: dict[str, Any] = {
+    "key": "planner_looks", "mechanism": "Autoscaling",
+    "title": "SLO planner: observed and predicted arrivals against the active workers' capacity",
+    "y_title": "requests/s", "summaries": ["autoscale", "pool_autoscale"], "looks": "looks", "x": _LOOK_T,
+    "series": [{"key": _OBSERVED, "label": "observed", "colour": "#868e96"},
+               {"key": _PREDICTED, "label": "predicted", "colour": "#1971c2", "dash": "dot"},
+               {"key": _LOOK_CAPACITY, "label": "capacity (active x per-worker rate)", "colour": "#2b8a3e",
+                "shape": "hv"}],
+}
+
+
 def mechanism_vocabulary() -> dict[str, Any]:
     """What the run view needs to draw the mechanism charts and read scale events."""
     return {
@@ -172,4 +190,5 @@ def mechanism_vocabulary() -> dict[str, Any]:
         "scaleColours": SCALE_DIRECTION_COLOURS,
         # The summary's key holding the autoscaler's events with their exact times.
         "scaleSummary": "autoscale",
+        "plannerChart": PLANNER_CHART,
     }

@@ -7,12 +7,15 @@
 
 import { el } from "../lib/api.js";
 import { config } from "../lib/config.js";
+import { plannedLooks, plannerTraces } from "./planner_looks.js";
 
 const VOCAB = config.mechanismCharts;
 const SCALE_EVENT = new RegExp(VOCAB.scaleEventPattern);
 const MAX_POINTS = 4000;
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 const BAND = "rgba(59, 125, 216, 0.18)";
+const PLANNER = VOCAB.plannerChart;
+
 
 /** The autoscaler's event from a frame's event line, or null for any other line. */
 export function parseScaleEvent(line) {
@@ -77,6 +80,10 @@ export class MechanismCharts {
       chart.section = section;
       if (chart.spec.scale_events) section.node.append(this.eventBlock);
     }
+    // The SLO planner's chart, from the summary, under the autoscaling charts.
+    this.plannerDiv = el("div", { class: "chart mech-chart", "data-chart": PLANNER.key, hidden: true });
+    const autoscaling = this.sections.find((s) => s.title === PLANNER.mechanism);
+    if (autoscaling) autoscaling.node.append(this.plannerDiv);
     this.node = el("div", { class: "mechanisms", hidden: true }, this.sections.map((s) => s.node));
     this.reset();
   }
@@ -103,6 +110,8 @@ export class MechanismCharts {
     }
     this.eventBlock.hidden = true;
     this.eventRows.replaceChildren();
+    this.plannerDiv.hidden = true;
+    if (window.Plotly && this.plannerDiv.data) window.Plotly.purge(this.plannerDiv);
     if (this.metricSelect) for (const o of this.metricSelect.querySelectorAll("option[data-mechanism]")) o.remove();
     this.node.hidden = true;
     this.node.dataset.charts = "";
@@ -151,6 +160,7 @@ export class MechanismCharts {
   /** The run's summary: its scale events with their exact times replace the frames' ones. */
   summary(s) {
     if (s) this.showTotals(s);
+    if (s) this.showPlanner(s);
     const scale = s && s[VOCAB.scaleSummary];
     if (!scale || !Array.isArray(scale.events)) return;
     this.exactEvents = true;
@@ -160,6 +170,20 @@ export class MechanismCharts {
       reason: e.reason, t: e.t_s, from: e.t_s,
     }));
     this.draw();
+  }
+
+  /** The planner's looks against its workers' capacity, for a run whose summary has them. */
+  showPlanner(s) {
+    const planned = plannedLooks(PLANNER, s);
+    if (!planned.length || !window.Plotly) return;
+    const section = this.sections.find((x) => x.title === PLANNER.mechanism);
+    if (section) section.node.hidden = false;
+    this.node.hidden = false;
+    this.plannerDiv.hidden = false;
+    const layout = this.chartLayout({ spec: { title: PLANNER.title, y_title: PLANNER.y_title } });
+    window.Plotly.react(this.plannerDiv, plannerTraces(PLANNER, planned), layout, PLOT_CONFIG);
+    if (this.timeGroup) this.timeGroup.attachOnce(this.plannerDiv);
+    this.plannerDiv.dataset.points = String(planned.reduce((n, p) => n + p.looks[PLANNER.x].length, 0));
   }
 
   /** The run's totals under each mechanism whose figures the summary holds. */

@@ -1,0 +1,39 @@
+// The SLO planner's chart: the looks read from a run's summary and their traces.
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { plannedLooks, plannerTraces } from "../../../../static/reviewer/session/planner_looks.js";
+
+// Shaped as the server's vocabulary sends it (reviewer/views/mechanism_charts.py).
+const CHART = {
+  summaries: ["whole", "pools"], looks: "looks", x: "t",
+  series: [{ key: "seen", label: "observed", colour: "#111" },
+    { key: "ahead", label: "predicted", colour: "#222", dash: "dot" },
+    { key: "cap", label: "capacity", colour: "#333", shape: "hv" }],
+};
+const LOOKS = { t: [15, 30], seen: [4, 5], ahead: [5, 6], cap: [11.5, 23] };
+
+test("a run without a planner has no looks to draw", () => {
+  assert.deepEqual(plannedLooks(CHART, null), []);
+  assert.deepEqual(plannedLooks(CHART, { whole: { model: "chat", events: [] }, pools: { p: { events: [] } } }), []);
+  assert.deepEqual(plannedLooks(null, { whole: { model: "chat", looks: LOOKS } }), []);
+});
+
+test("the model's planner comes first, then each pool's", () => {
+  const planned = plannedLooks(CHART, { whole: { model: "chat", looks: LOOKS }, pools: { prefill: { looks: LOOKS } } });
+  assert.deepEqual(planned.map((p) => p.name), ["chat", "pool prefill"]);
+});
+
+test("one planner draws its series in their colours; several name each trace", () => {
+  const one = plannerTraces(CHART, [{ name: "pool decode", looks: LOOKS }]);
+  assert.deepEqual(one.map((t) => t.name), ["observed", "predicted", "capacity"]);
+  assert.deepEqual(one[2].x, [15, 30]);
+  assert.deepEqual(one[2].y, [11.5, 23]);
+  assert.equal(one[2].line.shape, "hv");
+  assert.equal(one[1].line.dash, "dot");
+  assert.equal(one[0].line.color, "#111");
+  const two = plannerTraces(CHART, [{ name: "pool prefill", looks: LOOKS }, { name: "pool decode", looks: LOOKS }]);
+  assert.equal(two.length, 6);
+  assert.equal(two[3].name, "pool decode observed");
+  assert.equal(two[3].line.color, undefined);
+});
