@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from emulator.analysis.fleet.queueing import admitted_share, prefill_times
+from emulator.analysis.fleet.queueing import admitted_share, boundary, prefill_times
 from emulator.analysis.fleet.steps import step_cost
 
 if TYPE_CHECKING:
@@ -92,14 +92,7 @@ def admission_of(scenario: Scenario, m: ModelAnalysis) -> AdmissionAnalysis | No
     top = (throughput or 1.0) * 64
     start: float | None = None
     if refused(top) >= REFUSED_FROM:
-        lo, hi = 0.0, top
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            if refused(mid) >= REFUSED_FROM:
-                hi = mid
-            else:
-                lo = mid
-        start = hi
+        start = boundary(lambda q: refused(q) < REFUSED_FROM, 0.0, top, 60)[1]
     peak = float(m.offered_peak_qps) if m.offered_peak_qps is not None else None
     admitted = fluid = None
     if peak:

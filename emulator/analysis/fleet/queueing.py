@@ -23,6 +23,7 @@ overhead fit the goal. The capacity is the highest rate at which GOODPUT of them
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from statistics import NormalDist
 
 import numpy as np
@@ -30,7 +31,7 @@ import numpy as np
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 
-__all__ = ["admitted_bound_qps", "admitted_share", "prefill_times", "ttft_bound_qps"]
+__all__ = ["admitted_bound_qps", "admitted_share", "boundary", "prefill_times", "ttft_bound_qps"]
 
 #: Quantiles of the prompt sizes a lognormal law is cut into.
 POINTS = 256
@@ -171,14 +172,20 @@ def ttft_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: n
     finding's: prompts too long to prefill within it)."""
     if good_share(fluid_qps * 1e-6, workers, times, weights, slack, queue_limit) < goodput:
         return None
-    lo, hi = 0.0, fluid_qps
-    for _ in range(60):
+    return boundary(lambda lam: good_share(lam, workers, times, weights, slack, queue_limit) >= goodput,
+                    0.0, fluid_qps, 60)[0]
+
+
+def boundary(holds: Callable[[float], bool], lo: float, hi: float, steps: int) -> tuple[float, float]:
+    """Bisection of a load at which ``holds`` turns false, ``holds(lo)`` being true and
+    ``holds(hi)`` false: the bracket left after ``steps`` halvings."""
+    for _ in range(steps):
         mid = (lo + hi) / 2
-        if good_share(mid, workers, times, weights, slack, queue_limit) >= goodput:
+        if holds(mid):
             lo = mid
         else:
             hi = mid
-    return lo
+    return lo, hi
 
 
 #: The least steps of the workload grid of ``admitted_share``.
@@ -250,10 +257,4 @@ def admitted_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weight
     lo, hi = 0.0, fluid_qps
     while good(hi) >= goodput:
         lo, hi = hi, 2 * hi
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if good(mid) >= goodput:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return boundary(lambda lam: good(lam) >= goodput, lo, hi, 40)[0]

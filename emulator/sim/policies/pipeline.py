@@ -32,6 +32,7 @@ Each composition has ``pick`` (choose, moving the picker's own state) and ``peek
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -48,14 +49,14 @@ if TYPE_CHECKING:
 
 
 # -- filters ---------------------------------------------------------------------------
-class Filter:
+class Filter(ABC):
     """Narrows the candidate workers (fleet indexes, in layout order) of one pick."""
 
     name: ClassVar[str]
 
+    @abstractmethod
     def keep(self, policy: ComposedPolicy, work: Any, candidates: list[int]) -> list[int]:
         """The candidates that pass, in the order given."""
-        raise NotImplementedError
 
 
 class InPool(Filter):
@@ -89,16 +90,16 @@ BELIEVED_ALIVE = BelievedAlive()
 
 
 # -- scorers ---------------------------------------------------------------------------
-class Scorer:
+class Scorer(ABC):
     """Gives each candidate a score from 0 to 1 for one request (a store row)."""
 
     name: ClassVar[str]
     #: It reads the workers' prefix caches (continuous workers only).
     reads_prefix_caches: ClassVar[bool] = False
 
+    @abstractmethod
     def scores(self, policy: ComposedPolicy, row: int, candidates: list[int]) -> list[float]:
         """Each candidate's score, in the order of ``candidates``."""
-        raise NotImplementedError
 
 
 def spread(values: Sequence[int]) -> list[float]:
@@ -183,7 +184,7 @@ SCORERS: dict[str, Scorer] = {
 
 
 # -- pickers ---------------------------------------------------------------------------
-class Picker:
+class Picker(ABC):
     """Chooses one of the candidates (never empty), made once per policy."""
 
     #: It reads the scorers' sums (the pipeline skips scoring for the others).
@@ -192,9 +193,9 @@ class Picker:
     def __init__(self, policy: ComposedPolicy) -> None:
         self.policy = policy
 
+    @abstractmethod
     def peek(self, row: Any, candidates: list[int], scores: list[float]) -> int:
         """The choice, changing nothing."""
-        raise NotImplementedError
 
     def pick(self, row: Any, candidates: list[int], scores: list[float]) -> int:
         """The choice, moving the picker's own state (a rotation, a count)."""
@@ -209,10 +210,10 @@ class Picker:
         """``peek`` as ``pick_alive`` picks."""
         return self.peek(work, self.policy.rotation, [])
 
-    def done(self, w: int) -> None:
+    def done(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Work pushed to ``w`` left it (only for pickers that count)."""
 
-    def rotation_changed(self, old: list[int], alive: list[int]) -> None:
+    def rotation_changed(self, old: list[int], alive: list[int]) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """The workers believed alive change from ``old`` to ``alive``."""
 
 

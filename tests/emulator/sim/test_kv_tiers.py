@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from prefix_reference import PrefixRequest, simulate_prefix
-from test_prefix_reference import check_agreement, requests_with_prefixes, write_trace
+from test_prefix_reference import check_agreement, requests_with_prefixes
+from test_prefix_reference import run_engine as run_prefix_engine
 from tier_reference import TierParams, simulate_tiers
 from token_reference import WorkerParams
-from token_scenarios import WORKER, scenario
+from token_scenarios import WORKER
 
-from emulator import Engine, Summary
-from emulator.sim.workers import ContinuousWorkers
+from emulator import Summary
 
 #: Llama-2-70B in BF16: 2 (K, V) x 80 layers x 8 KV heads x 128 x 2 bytes.
 ARCH = {"model": "Llama-2-70B", "dtype_bytes": 2}
@@ -29,34 +29,10 @@ def run_engine(
     params: WorkerParams, tiers: list[dict[str, Any]], policy: str = "round_robin",
     block_tokens: int = 16,
 ) -> tuple[Summary, dict[int, tuple[float, float]], dict[int, int]]:
-    worker: dict[str, Any] = {"prefix_cache": True, "block_tokens": block_tokens}
-    if tiers:
-        worker["kv_tiers"] = tiers
-    sc = scenario(
-        workers=workers, duration_s=duration_s, trace=write_trace(requests, tmp_path / "t.jsonl"),
-        policy=policy, params=params, arch=ARCH, worker=worker,
-    )
-    engine = Engine(sc)
-    router = engine.disp[0]
-    done: dict[int, tuple[float, float]] = {}
-    record = router.complete_request
-
-    def spy(rec: tuple) -> None:
-        done[rec[0]] = (rec[1], rec[2])
-        record(rec)
-
-    router.complete_request = spy  # type: ignore[method-assign]
-    cw = engine.worker_models["continuous"]
-    assert isinstance(cw, ContinuousWorkers)
-    hits: dict[int, int] = {}
-    admit = cw.scheduler.admit
-
-    def admit_spy(wk: Any, seq: Any, chunks: Any, budget: int, hit: int = 0) -> int:
-        hits.setdefault(seq.row, hit)
-        return admit(wk, seq, chunks, budget, hit)
-
-    cw.scheduler.admit = admit_spy  # type: ignore[method-assign]
-    return engine.run(), done, hits
+    """``test_prefix_reference.run_engine`` with the model's architecture (for the
+    tiers' bytes a token) and its ``worker.kv_tiers``."""
+    return run_prefix_engine(requests, tmp_path, workers=workers, duration_s=duration_s, policy=policy,
+                             params=params, block_tokens=block_tokens, tiers=tiers, arch=ARCH)
 
 
 def _tier(name: str, tokens: int, gb_s: float) -> tuple[dict[str, Any], TierParams]:

@@ -62,15 +62,21 @@ def run_engine(
     requests: list[PrefixRequest], tmp_path: Path, *, workers: int, duration_s: float,
     policy: str, params: WorkerParams, timeout_s: float | None = None, cache: bool = True,
     block_tokens: int = 16, scorers: dict[str, float] | None = None,
+    tiers: list[dict[str, Any]] | None = None, arch: dict[str, Any] | None = None,
 ) -> tuple[Summary, dict[int, tuple[float, float]], dict[int, int]]:
     """The engine's summary, (first token, done) per finished request and the prefix
-    tokens each request found cached at its first admission."""
+    tokens each request found cached at its first admission (lower KV tiers'
+    loads included, with ``tiers``: the ``worker.kv_tiers`` list, which needs ``arch``)."""
     worker: dict[str, Any] = {"prefix_cache": cache}
     if cache:
         worker["block_tokens"] = block_tokens
+    if tiers:
+        worker["kv_tiers"] = tiers
     sections: dict[str, Any] = {"worker": worker}
     if scorers is not None:
         sections["dispatcher"] = {"scorers": scorers}
+    if arch is not None:
+        sections["arch"] = arch
     sc = scenario(
         workers=workers, duration_s=duration_s, trace=write_trace(requests, tmp_path / "p.jsonl"),
         policy=policy, timeout_s=timeout_s, params=params, **sections,
