@@ -7,7 +7,10 @@ with the workers the hosts start with, and a ``max_workers`` the hosts' free uni
 cannot place. For ``metric = "slo"`` (the SLO planner): exactly one of
 ``per_worker_qps``, ``target_ttft_s`` (a prefill or whole pool) and ``target_tbt_s``
 (a decode pool), each positive, no ``target``; a known ``predictor``; a positive
-``window_s``; a ``horizon_s`` of 0 or more. Those keys are refused with another metric.
+``window_s``; a ``horizon_s`` of 0 or more; a ``season_s`` (needed by ``predictor =
+"seasonal"``, kept unread by the others) longer than the lead plus half the window, so
+the window a season before the predicted time is past. Those keys are refused with
+another metric.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from emulator.scenario.specs import (
 
 #: The metrics ``metric`` may name: the reactive ones, then the planner's.
 METRICS = (*AUTOSCALE_METRICS, PLANNER_METRIC)
-#: The planner's predictors (``emulator.analysis.fleet.planner.PREDICTORS``, which the
-#: scenario layer does not import).
-PREDICTORS = ("moving_average", "linear_trend")
-_PLANNER_KEYS = ("per_worker_qps", "target_ttft_s", "target_tbt_s", "predictor", "window_s", "horizon_s")
+#: The planner's predictors (``emulator.analysis.fleet.planner.predict`` computes them).
+PREDICTORS = ("moving_average", "linear_trend", "seasonal")
+_PLANNER_KEYS = ("per_worker_qps", "target_ttft_s", "target_tbt_s", "predictor", "window_s", "horizon_s",
+                 "season_s")
 _RATE_KEYS = ("per_worker_qps", "target_ttft_s", "target_tbt_s")
 
 #: The keys of ``[autoscaler]``, in the order the docs list them.
@@ -89,6 +92,8 @@ def parse_autoscaler(
             "KV cache in use, running requests per worker, the SLO planner)",
         )
     planner = _planner_keys(t, role) if metric == PLANNER_METRIC else {}
+    if planner:
+        _check_season(t, planner)
     if not planner:
         for key in _PLANNER_KEYS:
             if t.has(key):
@@ -217,6 +222,31 @@ def _planner_keys(t: _Table, role: str) -> dict[str, Any]:
             )
         out["horizon_s"] = horizon
     return out
+
+
+def _check_season(t: _Table, planner: dict[str, Any]) -> None:
+    """``season_s``, the load's period: needed by the seasonal predictor, and long
+    enough that the window a season before the predicted time has passed. The other
+    predictors do not read it, so a file may keep it while it compares them."""
+    seasonal = planner.get("predictor") == "seasonal"
+    if not seasonal and not t.has("season_s"):
+        return
+    if not t.has("season_s"):
+        raise ScenarioError(
+            t.key("season_s"), 'missing: predictor "seasonal" needs the period of the load',
+            "give the seconds after which the load repeats, e.g. traffic.period_s for a diurnal shape",
+        )
+    season = t.number("season_s")
+    lead = planner.get("horizon_s", t.number("warmup_s", 60.0))
+    least = lead + planner["window_s"] / 2
+    if season <= least:
+        raise ScenarioError(
+            t.key("season_s"),
+            f"{_show(season)} s is not longer than the lead ({_show(lead)} s) plus half the window "
+            f"({_show(planner['window_s'] / 2)} s), so the load a season before the predicted time is not known yet",
+            f"give a period longer than {_show(least)} s, or shorten horizon_s (warmup_s) or window_s",
+        )
+    planner["season_s"] = season
 
 
 def _free_places(hosts: tuple[HostGroup, ...], models: dict[str, ModelSpec], model: str) -> int:

@@ -509,6 +509,8 @@ class AutoscalerSpec:
     window_s: float = 60.0
     #: None: ``warmup_s``.
     horizon_s: float | None = None
+    #: The load's period, read by ``predictor = "seasonal"`` only.
+    season_s: float | None = None
 
     @property
     def lead_s(self) -> float:
@@ -827,7 +829,8 @@ def _fields(obj: Any) -> dict[str, Any]:
 #: The planner's keys: written back only when not at their default, so reactive
 #: autoscalers keep their exact spelling.
 _PLANNER_DEFAULTS = {"per_worker_qps": None, "target_ttft_s": None, "target_tbt_s": None,
-                     "predictor": "moving_average", "window_s": 60.0, "horizon_s": None}
+                     "predictor": "moving_average", "window_s": 60.0, "horizon_s": None,
+                     "season_s": None}
 
 
 def _scaler_fields(spec: AutoscalerSpec) -> dict[str, Any]:

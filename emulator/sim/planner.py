@@ -5,7 +5,8 @@ targets from the load it expects.
 It is the reactive ``Autoscaler`` with another reading at each look: the arrivals the
 model's router took since the last look (``Router.arrived``) over the time between
 give the observed rate; the last ``window_s`` of (look time, rate) feed the
-predictor (``emulator.analysis.fleet.planner.predict``, read ``horizon_s`` ahead);
+predictor (``emulator.analysis.fleet.planner.predict``, read ``horizon_s`` ahead),
+the last ``season_s`` and ``window_s`` for the seasonal one;
 the pool wants ``workers_needed(predicted, per-worker rate, min, max)``, at least one
 while requests wait. Everything after that is the base class's: the stabilization
 window, the cooldown, placement, warm-up, drain and park.
@@ -60,7 +61,12 @@ class Planner(Autoscaler):
         self.target_s = rate.target_s
         #: How the rate was found, one line.
         self.rate_how = rate.how
-        self.rates: deque[tuple[float, float]] = deque()  # (look time, observed rate), the window
+        self.rates: deque[tuple[float, float]] = deque()  # (look time, observed rate), what the predictor reads
+        #: Whether the predictor reads a season back (the others read their window).
+        self.seasonal = spec.predictor == "seasonal"
+        #: How far back the predictor reads: its window, and for the seasonal one a
+        #: season before it.
+        self.memory_s = spec.window_s + ((spec.season_s or 0.0) if self.seasonal else 0.0)
         self._seen = 0  # the router's arrivals at the last look
         self._seen_s = 0.0
         self._last: dict[str, Any] = {}
@@ -75,9 +81,18 @@ class Planner(Autoscaler):
         self._seen, self._seen_s = arrived, now
         rates = self.rates
         rates.append((now, observed))
-        while rates[0][0] < now - self.spec.window_s:
-            rates.popleft()
-        predicted = predict(self.spec.predictor, [t for t, _ in rates], [r for _, r in rates], self.spec.lead_s)
+        spec = self.spec
+        start = now - self.memory_s
+        if not self.seasonal:
+            while rates[0][0] < start:
+                rates.popleft()
+        else:
+            # The last look at or before the start stays, so the seasonal predictor
+            # knows its looks reach back a season and a window.
+            while len(rates) > 1 and rates[1][0] <= start:
+                rates.popleft()
+        predicted = predict(spec.predictor, [t for t, _ in rates], [r for _, r in rates], spec.lead_s,
+                            spec.window_s, spec.season_s)
         self._last = {"observed_qps": observed, "predicted_qps": predicted, "per_worker_qps": self.per_worker_qps}
         active = m["active"]
         return {**m, "load": predicted, "metric": predicted / active if active else None, **self._last}

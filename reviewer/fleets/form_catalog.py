@@ -58,7 +58,7 @@ _UNITS = {
     "max_workers": "workers", "decider_threshold_tokens": "prompt tokens", "seed": "",
     "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
     "per_worker_qps": "requests/s a worker, or worked out from a target",
-    "horizon_s": "s, warmup_s if left out", "window_s": "s of looks",
+    "horizon_s": "s, warmup_s if left out", "window_s": "s of looks", "season_s": "s, the load's period",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -80,7 +80,7 @@ _LABELS = {
     "prefix_index_ttl_s": "prefix index staleness",
     "target_ttft_s": "planner's TTFT target", "target_tbt_s": "planner's TBT target",
     "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
-    "window_s": "planner's window", "horizon_s": "planner predicts ahead",
+    "window_s": "planner's window", "horizon_s": "planner predicts ahead", "season_s": "load repeats every",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}

@@ -36,8 +36,56 @@ def test_linear_trend_floors_at_zero_and_degenerate_cases() -> None:
 def test_predict_dispatches_and_names_the_choices() -> None:
     assert planner.predict("moving_average", [0, 10], [2, 4], 99.0) == 3.0
     assert planner.predict("linear_trend", [0, 10], [2, 4], 10.0) == pytest.approx(6.0)
-    with pytest.raises(ValueError, match="moving_average, linear_trend"):
+    with pytest.raises(ValueError, match="moving_average, linear_trend, seasonal"):
+        planner.predict("weekly", [0], [1], 1.0)
+    with pytest.raises(ValueError, match="window_s and season_s"):
         planner.predict("seasonal", [0], [1], 1.0)
+
+
+def _square_wave(until: int) -> tuple[list[float], list[float]]:
+    """Looks every 10 s: 1 QPS for the first 100 s of each 200 s, 9 for the rest, and
+    2 QPS more from t = 200 on."""
+    times = [float(t) for t in range(0, until + 1, 10)]
+    rates = [(1.0 if t % 200 < 100 else 9.0) + (2.0 if t >= 200 else 0.0) for t in times]
+    return times, rates
+
+
+def test_seasonal_foresees_a_rise_seen_a_season_before() -> None:
+    times, rates = _square_wave(290)
+    # At t = 290, 30 s ahead, season 200, window 40: now (250, 290] averages 3, the
+    # same window a season before (50, 90] averages 1, so the level rose by 2; the
+    # window centred on 320 - 200 = 120, (100, 140], averages 9: 9 + 2 = 11, which is
+    # the rate at 320. The trend of the last window still says 3.
+    assert planner.seasonal(times, rates, 30.0, 40.0, 200.0) == pytest.approx(11.0)
+    assert planner.predict("seasonal", times, rates, 30.0, 40.0, 200.0) == pytest.approx(11.0)
+    recent = [(t, r) for t, r in zip(times, rates, strict=True) if t > 250]
+    assert planner.linear_trend([t for t, _ in recent], [r for _, r in recent], 30.0) == pytest.approx(3.0)
+
+
+def test_seasonal_falls_back_to_the_trend_until_a_season_and_a_window_are_seen() -> None:
+    # A steady ramp, t / 10 QPS at look t. At t = 230 the looks start at 0, later
+    # than 230 - 200 - 40 = -10: the trend of the window [190, 230], 23 + 3 = 26 (the
+    # seasonal rule would say 26.5).
+    times = [float(t) for t in range(0, 231, 10)]
+    ramp = [t / 10 for t in times]
+    assert planner.seasonal(times, ramp, 30.0, 40.0, 200.0) == pytest.approx(26.0)
+    # At t = 240 they reach back to 0 = 240 - 240: now (200, 240] averages 22.5,
+    # (0, 40] 2.5, the window centred on 70, (50, 90], 7.5: 7.5 + 20 = 27.5 (the
+    # trend says 27).
+    times.append(240.0)
+    ramp.append(24.0)
+    assert planner.seasonal(times, ramp, 30.0, 40.0, 200.0) == pytest.approx(27.5)
+
+
+def test_seasonal_never_predicts_below_zero() -> None:
+    # 9 QPS, then 1 from t = 100, then nothing from t = 200. At t = 300: now (260,
+    # 300] averages 0, (60, 100] 7, the window centred on 110 1: 1 + 0 - 7 floors at 0.
+    times = [float(t) for t in range(0, 301, 10)]
+    rates = [9.0 if t < 100 else (0.0 if t >= 200 else 1.0) for t in times]
+    assert planner.seasonal(times, rates, 10.0, 40.0, 200.0) == 0.0
+    assert planner.seasonal([], [], 10.0, 40.0, 200.0) == 0.0
+    with pytest.raises(ValueError):
+        planner.seasonal([0.0], [1.0, 2.0], 1.0, 1.0, 10.0)
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,19 @@
 """The SLO planner's arithmetic: predict a pool's arrival rate a little ahead, and
 size the pool to it.
 
-Two predictors read the arrival rates a pool saw over its window (one rate per
-look, oldest first). ``moving_average`` takes their plain mean: it lags a ramp by
+Three predictors read the arrival rates a pool saw (one rate per look, oldest
+first). ``moving_average`` takes the plain mean of the window's: it lags a ramp by
 half the window but never overshoots. ``linear_trend`` fits a least-squares line
-through the rates against their times and reads it ``horizon_s`` past the last
-look, so a worker that takes ``warmup_s`` to start is asked for before the load
-that needs it arrives; it is never read below zero.
+through the window's rates against their times and reads it ``horizon_s`` past the
+last look, so a worker that takes ``warmup_s`` to start is asked for before the load
+that needs it arrives; it is never read below zero. ``seasonal`` is for a load that
+repeats every ``season_s`` (a day, a week): the rate expected at the predicted time
+is the mean of the window centred on that time one season before, moved by how much
+the load has changed since (the mean of the window centred half a window before now,
+less the mean of the window centred there a season ago). A level that rises from one
+day to the next is followed, and a rise that came at the same hour yesterday is
+foreseen without waiting for it to show in the window. Until the looks reach back a
+season and a window it predicts as ``linear_trend`` does; never below zero.
 
 Given the predicted rate and the rate one worker can serve while meeting its
 target (TTFT for a prefill or whole-request pool, TBT for a decode pool), the
@@ -46,9 +53,11 @@ from emulator.analysis.fleet.queueing import prefill_times, ttft_bound_qps
 from emulator.analysis.fleet.steps import step_cost
 from emulator.analysis.fleet.workload import workload_of
 from emulator.scenario import AutoscalerSpec, Scenario
+from emulator.scenario.autoscale_checks import PREDICTORS
 from emulator.scenario.pools import kv_bytes_per_token
 
-PREDICTORS = ("moving_average", "linear_trend")
+__all__ = ["PREDICTORS", "PerWorkerRate", "linear_trend", "moving_average", "per_worker_rate", "predict",
+           "seasonal", "workers_needed"]
 
 
 def moving_average(rates: Sequence[float]) -> float:
@@ -74,12 +83,50 @@ def linear_trend(times: Sequence[float], rates: Sequence[float], horizon_s: floa
     return max(0.0, mean_r + slope * (at - mean_t))
 
 
-def predict(predictor: str, times: Sequence[float], rates: Sequence[float], horizon_s: float) -> float:
-    """The rate ``predictor`` (one of ``PREDICTORS``) expects ``horizon_s`` ahead."""
+def _mean_within(times: Sequence[float], rates: Sequence[float], start: float, end: float) -> float | None:
+    """The mean of the rates looked at in ``(start, end]`` (None: no look there)."""
+    inside = [r for t, r in zip(times, rates, strict=True) if start < t <= end]
+    return sum(inside) / len(inside) if inside else None
+
+
+def seasonal(times: Sequence[float], rates: Sequence[float], horizon_s: float, window_s: float,
+             season_s: float) -> float:
+    """The seasonal prediction ``horizon_s`` after the last look (see the module
+    docstring): the window centred on the predicted time a season earlier, plus the
+    change between the window centred half a window before now and the same window a
+    season earlier; ``linear_trend`` over the last ``window_s`` until the looks reach
+    back a season and a window."""
+    if len(times) != len(rates):
+        raise ValueError("times and rates must have the same length")
+    if not times:
+        return 0.0
+    now = times[-1]
+    half = window_s / 2
+    recent = [i for i, t in enumerate(times) if t >= now - window_s]  # the window, as the trend reads it
+    if times[0] > now - season_s - window_s:
+        return linear_trend([times[i] for i in recent], [rates[i] for i in recent], horizon_s)
+    level_now = _mean_within(times, rates, now - window_s, now)
+    level_then = _mean_within(times, rates, now - season_s - window_s, now - season_s)
+    at = now + horizon_s - season_s
+    ahead_then = _mean_within(times, rates, at - half, at + half)
+    if level_now is None or level_then is None or ahead_then is None:
+        return linear_trend([times[i] for i in recent], [rates[i] for i in recent], horizon_s)
+    return max(0.0, ahead_then + level_now - level_then)
+
+
+def predict(predictor: str, times: Sequence[float], rates: Sequence[float], horizon_s: float,
+            window_s: float | None = None, season_s: float | None = None) -> float:
+    """The rate ``predictor`` (one of ``PREDICTORS``) expects ``horizon_s`` ahead. The
+    window's predictors read every look given; ``seasonal`` reads a season and a window
+    of them (``window_s`` and ``season_s`` are its)."""
     if predictor == "moving_average":
         return moving_average(rates)
     if predictor == "linear_trend":
         return linear_trend(times, rates, horizon_s)
+    if predictor == "seasonal":
+        if window_s is None or season_s is None:
+            raise ValueError("the seasonal predictor needs window_s and season_s")
+        return seasonal(times, rates, horizon_s, window_s, season_s)
     raise ValueError(f"predictor {predictor!r} is not one of {', '.join(PREDICTORS)}")
 
 

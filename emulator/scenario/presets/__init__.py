@@ -74,6 +74,11 @@ PRESETS: dict[str, str] = {
     "SLO planner: a straight-line fit of its arrival rates read one warm-up ahead over the "
     "per-worker rate within a 1.5 s TTFT (prefill) or 40 ms between tokens (decode); compare "
     "disagg-planner-ramp, the reactive autoscalers",
+    "planner-seasonal-diurnal": "the same split 70B fleet on a load that rises from 2 to 24 QPS "
+    "and back every ten minutes, each pool's SLO planner predicting with the seasonal rule "
+    "(the last period's rate at the time ahead, moved by the change in level): fewer "
+    "worker-seconds and more goodput than the trend; compare --set "
+    "pools.prefill.autoscaler.predictor=linear_trend",
 }
 
 

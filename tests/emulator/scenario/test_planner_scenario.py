@@ -48,7 +48,30 @@ MISTAKES = [
     ([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.window_s=0"], f"{PRE}.window_s",
      "must be greater than 0, not 0"),
     ([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.horizon_s=-1"], f"{PRE}.horizon_s", "must be 0 or more"),
+    ([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.season_s=60"], f"{PRE}.season_s",
+     "60 s is not longer than the lead (60 s)"),
+    ([f"{PRE}.season_s=600"], f"{PRE}.season_s", 'is a key of the SLO planner, and metric is "running"'),
+    ([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.predictor=seasonal"], f"{PRE}.season_s",
+     'missing: predictor "seasonal" needs the period of the load; give the seconds after which the load repeats'),
+    # The lead is warmup_s (60 s here) and half the default window 30 s: 90 s is too short.
+    ([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.predictor=seasonal", f"{PRE}.season_s=90"], f"{PRE}.season_s",
+     "90 s is not longer than the lead (60 s) plus half the window (30 s)"),
+    ([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.predictor=seasonal", f"{PRE}.season_s=200",
+      f"{PRE}.horizon_s=180"], f"{PRE}.season_s", "give a period longer than 210 s"),
 ]
+
+
+def test_a_seasonal_planner_reads_its_period() -> None:
+    s = build([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.predictor=seasonal", f"{PRE}.season_s=91"])
+    spec = s.pools[0].autoscaler
+    assert s.pools[0].name == "prefill"
+    assert spec is not None and (spec.predictor, spec.season_s) == ("seasonal", 91.0)
+    assert Scenario.from_dict(s.to_dict()) == s
+    plain = build([*SLO_PRE, f"{PRE}.per_worker_qps=2"]).to_dict()["pools"]["prefill"]["autoscaler"]
+    assert "season_s" not in plain
+    # The load's period may stay while the file compares another predictor.
+    kept = build([*SLO_PRE, f"{PRE}.per_worker_qps=2", f"{PRE}.predictor=linear_trend", f"{PRE}.season_s=600"])
+    assert kept.pools[0].autoscaler is not None and kept.pools[0].autoscaler.season_s == 600.0
 
 
 @pytest.mark.parametrize(("overrides", "path", "text"), MISTAKES, ids=lambda x: str(x)[:50])

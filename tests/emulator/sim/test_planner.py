@@ -19,11 +19,32 @@ from emulator.sim.planner import Planner
 PRESET = load_preset("dynamo-planner-ramp")
 
 
+def _seasonal(spec: object, times: np.ndarray, rates: np.ndarray) -> float | None:
+    """The seasonal prediction from every look so far (None: less than a season and a
+    window seen, the trend applies)."""
+    now, w, season = times[-1], spec.window_s, spec.season_s  # type: ignore[attr-defined]
+    if times[0] > now - season - w:
+        return None
+
+    def mean(start: float, end: float) -> float:
+        return float(rates[(times > start) & (times <= end)].mean())
+
+    at = now + spec.lead_s - season  # type: ignore[attr-defined]
+    return max(0.0, mean(at - w / 2, at + w / 2) + mean(now - w, now) - mean(now - season - w, now - season))
+
+
 def _refit(spec: object, samples: list[dict[str, object]]) -> list[float]:
     """The prediction at each look, from the observed rates alone."""
     out = []
     for i, s in enumerate(samples):
         t = float(s["t_s"])  # type: ignore[arg-type]
+        if spec.predictor == "seasonal":  # type: ignore[attr-defined]
+            every = samples[: i + 1]
+            seen = _seasonal(spec, np.array([float(x["t_s"]) for x in every]),  # type: ignore[arg-type]
+                             np.array([float(x["observed_qps"]) for x in every]))  # type: ignore[arg-type]
+            if seen is not None:
+                out.append(seen)
+                continue
         window = [(float(x["t_s"]), float(x["observed_qps"])) for x in samples[: i + 1]  # type: ignore[arg-type]
                   if float(x["t_s"]) >= t - spec.window_s]  # type: ignore[attr-defined, arg-type]
         times = np.array([w[0] for w in window])
@@ -36,10 +57,16 @@ def _refit(spec: object, samples: list[dict[str, object]]) -> list[float]:
     return out
 
 
-@pytest.mark.parametrize("predictor", ["linear_trend", "moving_average"])
+#: A load that repeats every 300 s, for the seasonal predictor (four periods).
+DIURNAL = ["traffic.shape=diurnal", "traffic.period_s=300", "duration_s=1200",
+           "pools.prefill.autoscaler.season_s=300", "pools.decode.autoscaler.season_s=300"]
+
+
+@pytest.mark.parametrize("predictor", ["linear_trend", "moving_average", "seasonal"])
 def test_its_decisions_follow_from_the_recorded_rates(predictor: str) -> None:
     scenario = PRESET.with_overrides([f"pools.prefill.autoscaler.predictor={predictor}",
-                                      f"pools.decode.autoscaler.predictor={predictor}", "duration_s=700"])
+                                      f"pools.decode.autoscaler.predictor={predictor}",
+                                      *(DIURNAL if predictor == "seasonal" else ["duration_s=700"])])
     engine = Engine(scenario)
     engine.run()
     planners = [a for a in engine.autoscalers if isinstance(a, Planner)]
@@ -98,3 +125,14 @@ def test_a_whole_model_planner_holds_its_rate_and_the_cli_states_it() -> None:
                                   math.ceil(s["predicted_qps"] / planner.per_worker_qps - 1e-9))
     line = autoscale_lines(planner.summary())[0]
     assert f"slo, linear_trend, {planner.per_worker_qps:.3g} QPS a worker within 2 s" in line
+
+
+def test_a_period_kept_beside_another_predictor_changes_nothing() -> None:
+    # season_s describes the load; the trend still reads its two-minute window only.
+    plain = ["traffic.shape=diurnal", "traffic.period_s=300", "duration_s=900"]
+    runs = []
+    for extra in ([], ["pools.prefill.autoscaler.season_s=300", "pools.decode.autoscaler.season_s=300"]):
+        engine = Engine(PRESET.with_overrides([*plain, *extra]))
+        engine.run()
+        runs.append([[s["predicted_qps"] for s in a.samples] for a in engine.autoscalers])
+    assert runs[0] == runs[1] and len(runs[0][0]) == 60
