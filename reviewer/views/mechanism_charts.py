@@ -99,7 +99,9 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
      "title": "Predicted TTFT of the arrivals refused and admitted (frame means), client TTFT",
      "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True,
      "present_keys": [_REJECTED_TTFT, _ADMITTED_TTFT],
-     "metrics": [{"key": _REJECTED_TTFT, "label": "refused, predicted", "colour": "#c92a2a"},
+     # Refusals come in bursts: that series is not joined across the frames without
+     # any (a line would claim refusals between them), and each frame's mean is a mark.
+     "metrics": [{"key": _REJECTED_TTFT, "label": "refused, predicted", "colour": "#c92a2a", "sparse": True},
                  {"key": _ADMITTED_TTFT, "label": "admitted, predicted", "colour": "#2b8a3e"},
                  {"key": _CLIENT_TTFT50, "label": "client p50", "colour": "#9467bd"},
                  {"key": _CLIENT_TTFT95, "label": "client p95", "dash": "dot", "colour": "#9467bd"}]},
@@ -115,8 +117,9 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
-# path into the summary's ``per_model[<model>]`` (scope "model") or into the summary
-# itself (scope "run"), a label, the unit and a scale. A path that does not resolve
+# path into the summary's ``per_model[<model>]`` (scope "model"), its
+# ``pool_autoscale[<pool>]`` (scope "pool") or the summary itself (scope "run"), a
+# label, the unit and a scale. A path that does not resolve
 # to a number (another mechanism's run) is left out.
 MECHANISM_TOTALS: list[dict[str, Any]] = [
     {"mechanism": "Prefix caching", "scope": "model", "path": [_PREFIX_HIT], "label": "hit rate",
@@ -135,16 +138,13 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
      "label": "stranded", "unit": "requests"},
     {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "handoffs_lost"],
      "label": "handoffs lost", "unit": "requests"},
-    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "scaled_up"], "label": "scaled up",
-     "unit": "workers"},
-    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "scaled_down"], "label": "scaled down",
-     "unit": "workers"},
-    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "blocked"], "label": "blocked looks",
-     "unit": ""},
-    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "peak_workers"], "label": "most held at once",
-     "unit": "workers"},
-    {"mechanism": "Autoscaling", "scope": "run", "path": ["autoscale", "worker_s"], "label": "worker time",
-     "unit": "worker-s"},
+    # The whole model's autoscaler (``autoscale``), then each pool's
+    # (``pool_autoscale[<pool>]``, scope "pool"), with the same figures.
+    *({"mechanism": "Autoscaling", "scope": scope, "path": [*head, key], "label": label, "unit": unit}
+      for scope, head in (("run", ["autoscale"]), ("pool", []))
+      for key, label, unit in (("scaled_up", "scaled up", "workers"), ("scaled_down", "scaled down", "workers"),
+                               ("blocked", "blocked looks", ""), ("peak_workers", "most held at once", "workers"),
+                               ("worker_s", "worker time", "worker-s"))),
     {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "rejected"],
      "label": "refused", "unit": "requests"},
     {"mechanism": "SLO-aware admission", "scope": "model", "path": ["admission", "rejected_predicted_ttft_s", "p50"],
@@ -190,5 +190,7 @@ def mechanism_vocabulary() -> dict[str, Any]:
         "scaleColours": SCALE_DIRECTION_COLOURS,
         # The summary's key holding the autoscaler's events with their exact times.
         "scaleSummary": "autoscale",
+        # The summary's key holding each scaled pool's autoscaler, events included.
+        "poolScaleSummary": "pool_autoscale",
         "plannerChart": PLANNER_CHART,
     }

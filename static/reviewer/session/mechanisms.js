@@ -161,14 +161,19 @@ export class MechanismCharts {
   summary(s) {
     if (s) this.showTotals(s);
     if (s) this.showPlanner(s);
-    const scale = s && s[VOCAB.scaleSummary];
-    if (!scale || !Array.isArray(scale.events)) return;
+    if (!s) return;
+    // The model's autoscaler, then each pool's (its reason prefixed by the pool, as
+    // the frames' log lines are), merged in time order.
+    const scalers = [[s[VOCAB.scaleSummary], ""],
+      ...Object.entries(s[VOCAB.poolScaleSummary] || {}).map(([pool, a]) => [a, `pool ${pool}: `])]
+      .filter(([a]) => a && Array.isArray(a.events));
+    if (!scalers.length) return;
     this.exactEvents = true;
-    this.events = scale.events.map((e) => ({
+    this.events = scalers.flatMap(([scale, prefix]) => scale.events.map((e) => ({
       direction: e.direction, model: scale.model,
       worker: e.worker ?? null, host: e.host != null && e.host >= 0 ? e.host : null,
-      reason: e.reason, t: e.t_s, from: e.t_s,
-    }));
+      reason: `${prefix}${e.reason}`, t: e.t_s, from: e.t_s,
+    }))).sort((a, b) => a.t - b.t);
     this.draw();
   }
 
@@ -192,14 +197,21 @@ export class MechanismCharts {
     for (const section of this.sections) {
       const parts = [];
       const totals = VOCAB.totals.filter((t) => t.mechanism === section.title);
-      const scopes = totals.some((t) => t.scope === "run") ? [null] : [];
-      for (const scope of [...scopes, ...models]) {
+      // The run's own figures, then each scaled pool's, then each model's.
+      const pools = Object.keys(s.pool_autoscale || {});
+      const scopes = [
+        ...(totals.some((t) => t.scope === "run") ? [{ kind: "run", where: s, name: "" }] : []),
+        ...(totals.some((t) => t.scope === "pool")
+          ? pools.map((p) => ({ kind: "pool", where: s.pool_autoscale[p], name: `pool ${p}: ` })) : []),
+        ...models.map((m) => ({ kind: "model", where: (s.per_model || {})[m], name: models.length > 1 ? `${m}: ` : "" })),
+      ];
+      for (const scope of scopes) {
         const figures = totals
-          .filter((t) => (scope === null ? t.scope === "run" : t.scope === "model"))
-          .map((t) => [t, pick(scope === null ? s : (s.per_model || {})[scope], t.path)])
+          .filter((t) => t.scope === scope.kind)
+          .map((t) => [t, pick(scope.where, t.path)])
           .filter(([, v]) => v !== null)
           .map(([t, v]) => `${t.label} ${fmtTotal(t, v)}`);
-        if (figures.length) parts.push(`${scope !== null && models.length > 1 ? `${scope}: ` : ""}${figures.join(", ")}`);
+        if (figures.length) parts.push(`${scope.name}${figures.join(", ")}`);
       }
       section.totals.hidden = !parts.length;
       section.totals.textContent = parts.length ? `Over the run: ${parts.join("; ")}.` : "";
@@ -235,10 +247,14 @@ export class MechanismCharts {
           const v = r.m[metric.key] ? r.m[metric.key][mi] : null;
           return v == null ? null : v * scale;
         });
-        const trace = { x, y, name: named(name, metric.label), mode: "lines", connectgaps: Boolean(spec.connect_gaps) };
+        // A sparse metric breaks where frames have no value and marks each one it has.
+        const trace = metric.sparse
+          ? { x, y, name: named(name, metric.label), mode: "lines+markers", marker: { size: 5 }, connectgaps: false }
+          : { x, y, name: named(name, metric.label), mode: "lines", connectgaps: Boolean(spec.connect_gaps) };
         // A metric's own colour (p50 and p95 of one pool alike) when one model is drawn.
         const colour = metric.colour && models.length === 1 ? { color: metric.colour } : {};
         if (metric.dash || colour.color) trace.line = { ...colour, ...(metric.dash ? { dash: metric.dash } : {}) };
+        if (metric.sparse && colour.color) trace.marker = { size: 5, ...colour };
         if (spec.stacked) {
           // Counts read at each frame's end: steps, not ramps between frames.
           Object.assign(trace, { stackgroup: name, line: { width: 0.5, color: metric.colour, shape: "hv" }, fillcolor: metric.colour });

@@ -30,21 +30,46 @@ export function plannedLooks(chart, summary) {
   return out;
 }
 
+/** One colour per planned autoscaler when several are drawn. */
+const PALETTE = ["#e8590c", "#9c36b5", "#0c8599", "#c2255c", "#5c940d"];
+
 /**
- * The chart's traces: per planned autoscaler, each series of its looks; the series'
- * own colours when one autoscaler is drawn, its name before each label when several.
+ * @param {number[] | undefined} a
+ * @param {number[] | undefined} b
+ */
+function same(a, b) {
+  return !!a && !!b && a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+/**
+ * The chart's traces: per planned autoscaler, each series of its looks. One
+ * autoscaler draws its series in their own colours. Several draw each in a colour of
+ * its own, the series told apart by their dash and line shape, and a series that is
+ * the same for several (the pools of one model observe the same arrivals) is drawn
+ * once, in the series' colour, naming them all.
  * @param {PlannerChart} chart
  * @param {Planned[]} planned
  * @returns {object[]}
  */
 export function plannerTraces(chart, planned) {
-  const traces = [];
-  for (const { name, looks } of planned) {
+  /** @type {{ trace: any, series: Series, names: string[], looks: Record<string, number[]> }[]} */
+  const drawn = [];
+  planned.forEach(({ name, looks }, i) => {
     for (const series of chart.series) {
-      const line = { color: planned.length === 1 ? series.colour : undefined, dash: series.dash, shape: series.shape };
-      traces.push({ x: looks[chart.x], y: looks[series.key], mode: "lines", line,
-        name: planned.length > 1 ? `${name} ${series.label}` : series.label });
+      const twin = planned.length > 1 ? drawn.find((d) => d.series === series
+        && same(d.looks[chart.x], looks[chart.x]) && same(d.looks[series.key], looks[series.key])) : undefined;
+      if (twin) {
+        twin.names.push(name);
+        continue;
+      }
+      const colour = planned.length === 1 ? series.colour : PALETTE[i % PALETTE.length];
+      const line = { color: colour, dash: series.dash, shape: series.shape };
+      drawn.push({ trace: { x: looks[chart.x], y: looks[series.key], mode: "lines", line }, series, names: [name], looks });
     }
-  }
-  return traces;
+  });
+  return drawn.map(({ trace, series, names }) => {
+    if (planned.length === 1) return { ...trace, name: series.label };
+    if (names.length === 1) return { ...trace, name: `${names[0]} ${series.label}` };
+    return { ...trace, line: { ...trace.line, color: series.colour }, name: `${series.label} (${names.join(", ")})` };
+  });
 }

@@ -73,12 +73,26 @@ def test_each_total_of_a_mechanism_is_a_number_in_its_runs_summary_and_absent_fr
     overrides, mechanism = SHORT_RUNS[preset]
     _, summary = _frames_and_summary(preset, overrides)
     for total in MECHANISM_TOTALS:
+        if total["scope"] == "pool":
+            continue  # read per scaled pool, below
         where = summary if total["scope"] == "run" else summary["per_model"]["chat"]
         value = _pick(where, total["path"])
         if total["mechanism"] == mechanism:
             assert isinstance(value, int | float), total
         else:
             assert value is None, total
+    assert "pool_autoscale" not in summary  # no preset here scales a pool
+
+
+def test_each_scaled_pool_has_the_autoscaling_totals_of_a_whole_model() -> None:
+    _, summary = _frames_and_summary("dynamo-planner-ramp", ("duration_s=60",))
+    pooled = [t for t in MECHANISM_TOTALS if t["scope"] == "pool"]
+    whole = [t for t in MECHANISM_TOTALS if t["scope"] == "run" and t["mechanism"] == "Autoscaling"]
+    assert [(t["path"], t["label"]) for t in pooled] == [(t["path"][1:], t["label"]) for t in whole]
+    assert "autoscale" not in summary and set(summary["pool_autoscale"]) == {"prefill", "decode"}
+    for pool in summary["pool_autoscale"].values():
+        for total in pooled:
+            assert isinstance(_pick(pool, total["path"]), int | float), total
 
 
 def test_a_run_without_mechanisms_carries_none_of_their_metrics() -> None:

@@ -32,8 +32,26 @@ test("one planner draws its series in their colours; several name each trace", (
   assert.equal(one[2].line.shape, "hv");
   assert.equal(one[1].line.dash, "dot");
   assert.equal(one[0].line.color, "#111");
-  const two = plannerTraces(CHART, [{ name: "pool prefill", looks: LOOKS }, { name: "pool decode", looks: LOOKS }]);
+  const other = { ...LOOKS, seen: [4, 6], ahead: [7, 8], cap: [14, 28] };
+  const two = plannerTraces(CHART, [{ name: "pool prefill", looks: LOOKS }, { name: "pool decode", looks: other }]);
   assert.equal(two.length, 6);
   assert.equal(two[3].name, "pool decode observed");
-  assert.equal(two[3].line.color, undefined);
+  // Each planner in a colour of its own; its series told apart by dash and shape.
+  assert.equal(two[0].line.color, two[1].line.color);
+  assert.notEqual(two[0].line.color, two[3].line.color);
+  assert.equal(two[4].line.dash, "dot");
+  assert.equal(two[5].line.shape, "hv");
+});
+
+test("a series the same for several planners is drawn once, naming them all", () => {
+  // Both pools of one model observe the same arrivals; their predictions differ.
+  const decode = { ...LOOKS, ahead: [6, 7], cap: [14, 28] };
+  const traces = plannerTraces(CHART, [{ name: "pool prefill", looks: LOOKS }, { name: "pool decode", looks: decode }]);
+  assert.deepEqual(traces.map((t) => t.name), ["observed (pool prefill, pool decode)", "pool prefill predicted",
+    "pool prefill capacity", "pool decode predicted", "pool decode capacity"]);
+  assert.equal(traces[0].line.color, "#111");
+  assert.deepEqual(traces[3].y, [6, 7]);
+  // The same values at other times are not the same series.
+  const later = { ...LOOKS, t: [20, 35] };
+  assert.equal(plannerTraces(CHART, [{ name: "a", looks: LOOKS }, { name: "b", looks: later }]).length, 6);
 });
