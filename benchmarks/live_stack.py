@@ -147,12 +147,10 @@ class LiveStack:
 
     def start_daphne(self) -> int:
         """Start Daphne on a free loopback port; the port."""
-        from reviewer.ops.supervisor import free_port, wait_for_port
+        from reviewer.ops.supervisor import daphne_command, free_port, wait_for_port
 
         port = free_port()
-        child = self.supervisor.start(
-            "daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                       "reviewer.asgi:application"], log_path=self.dir / "daphne.log")
+        child = self.supervisor.start("daphne", daphne_command("127.0.0.1", port), log_path=self.dir / "daphne.log")
         if not wait_for_port("127.0.0.1", port, timeout_s=30, child=child):
             raise RuntimeError(f"daphne did not start; see {self.dir / 'daphne.log'}")
         return port

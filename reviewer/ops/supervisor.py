@@ -244,3 +244,16 @@ def wait_for_port(host: str, port: int, *, timeout_s: float, child: Child | None
         except OSError:
             time.sleep(0.1)
     return False
+
+
+#: Seconds Daphne waits for the app to accept a websocket handshake. Its default, 5 s,
+#: drops handshakes on a busy machine (many viewers joining a run while workers
+#: emulate), and each dropped viewer reconnects, which adds to the load; a browser
+#: or proxy waits longer than that anyway.
+WEBSOCKET_CONNECT_TIMEOUT_S = 30
+
+
+def daphne_command(host: str, port: int) -> list[str]:
+    """The command that serves the app with Daphne on ``host:port``."""
+    return [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
+            "--websocket_connect_timeout", str(WEBSOCKET_CONNECT_TIMEOUT_S), "reviewer.asgi:application"]

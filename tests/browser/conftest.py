@@ -30,6 +30,8 @@ import pytest
 from browser_helpers import PASSWORD, ExampleReview, LiveServer
 from support import subprocess_database_url
 
+from reviewer.ops.supervisor import daphne_command
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -92,8 +94,7 @@ def dashboard(redis_url: str, django_db_setup: Any, django_db_blocker: Any) -> I
     try:
         server.logs.append(log_dir / "daphne.log")
         server.procs.append(_start(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "reviewer.asgi:application"],
-            env, server.logs[-1]))
+            daphne_command("127.0.0.1", port), env, server.logs[-1]))
         # A worker for runs and one for the docs queue (re-anchoring, the break pass's
         # advice), as serve starts them: docs work never holds a run back.
         for name, queue in (("celery", "celery"), ("celery-docs", "docs")):

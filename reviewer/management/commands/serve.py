@@ -26,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reviewer.celery import app as celery_app
 from reviewer.ops.health import PROCESS_STATE_FILE
-from reviewer.ops.supervisor import Supervisor, free_port, wait_for_port
+from reviewer.ops.supervisor import Supervisor, daphne_command, free_port, wait_for_port
 
 
 class _Stop(Exception):
@@ -109,8 +109,7 @@ class Command(BaseCommand):
                 )
             web = supervisor.start(
                 "daphne",
-                [sys.executable, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]),
-                 "reviewer.asgi:application"],
+                daphne_command(options["host"], options["port"]),
                 log_path=log_dir / "daphne.log", restart=True,
             )
             if not wait_for_port(options["host"], options["port"], timeout_s=30, child=web):

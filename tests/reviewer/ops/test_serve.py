@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from reviewer.ops.supervisor import free_port
+from reviewer.ops.supervisor import WEBSOCKET_CONNECT_TIMEOUT_S, daphne_command, free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
@@ -384,3 +384,14 @@ def test_the_supervisor_starts_a_dead_child_again_after_a_growing_back_off(tmp_p
         supervisor.stop_all(timeout_s=5)
         supervisor.forget_state()
     assert not state_path.exists()
+
+
+def test_daphne_waits_longer_than_its_default_for_a_websocket_handshake() -> None:
+    from daphne.cli import CommandLineInterface
+
+    command = daphne_command("127.0.0.1", 8123)
+    assert command[1:3] == ["-m", "daphne"]
+    args = CommandLineInterface().parser.parse_args(command[3:])
+    default = CommandLineInterface().parser.parse_args(["reviewer.asgi:application"])
+    assert (args.host, args.port, args.application) == ("127.0.0.1", 8123, "reviewer.asgi:application")
+    assert args.websocket_connect_timeout == WEBSOCKET_CONNECT_TIMEOUT_S > default.websocket_connect_timeout
