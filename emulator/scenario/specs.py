@@ -435,7 +435,7 @@ class SpeculativeSpec:
         a, k = self.acceptance_rate, self.draft_tokens
         return float(k + 1) if a == 1 else (1.0 - a ** (k + 1)) / (1.0 - a)
 
-    def draft_s(self, n: int) -> float:
+    def draft_s(self, n: float) -> float:
         """The draft's k passes for ``n`` decoding sequences."""
         return self.draft_tokens * (self.draft_step_s + self.draft_seq_s * n)
 
