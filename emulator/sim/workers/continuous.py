@@ -95,6 +95,7 @@ from emulator.sim.workers.entities import (
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.prefix_figures import PrefixFigures
 from emulator.sim.workers.scheduler import Scheduler
+from emulator.sim.workers.spec_figures import SPEC_FRAME_KEYS, SpecFigures
 from emulator.sim.workers.step_cost import step_time
 from emulator.sim.workers.stretch import first_step_ending_at_or_after, plan_stretch
 
@@ -171,6 +172,10 @@ class ContinuousWorkers(PrefixFigures):
         self._schedule_end = self.queue.scheduler(STEP_END)
         self.queue.on(STEP_START, self._on_step_start)
         self.init_prefix_figures(scenario, n_models)
+        #: Speculative decoding's counts (``spec_figures.py``), when a model speculates.
+        self.spec = SpecFigures(scenario)
+        if self.spec.on:
+            self.keys = (*self.keys, *SPEC_FRAME_KEYS)
         self.scheduler = Scheduler(self)
         #: Disaggregated serving's handoffs between pools (``disaggregated.py``), when
         #: a model is split: only then does a worker hand off or take handoffs in.
@@ -266,6 +271,8 @@ class ContinuousWorkers(PrefixFigures):
         now = self.queue.now_s
         if wk.phase == STRETCH:
             self.tokens_out[wk.model] += wk.n * wk.steps_by(now)
+            if self.spec.on:
+                self.spec.verified[wk.model] += wk.n * wk.steps_by(now)
         for seq in (*wk.running, *wk.waiting):
             d.lose(seq.row, seq.row + 1, now)
             seq.at = GONE
@@ -343,6 +350,8 @@ class ContinuousWorkers(PrefixFigures):
         self._frame_tokens[model] = tokens
         if self.prefix_on:
             self.add_prefix_figures(model, out)
+        if self.spec.on:
+            out.update(self.spec.figures(model, self.spec.verified[model] + (tokens - self.tokens_out[model])))
         return out
 
     # -- the autoscaler's hooks (emulator.sim.autoscaler) ------------------------------
@@ -541,6 +550,8 @@ class ContinuousWorkers(PrefixFigures):
         if wk.phase == STEP:
             produced = wk.n_dec if decoded else 0
             if produced:
+                if self.spec.on:
+                    self.spec.plain[wk.model] += produced
                 wk.clock += 1
                 if wk.fresh or wk.track_gaps:
                     gaps.decode_step(wk, t, produced)
@@ -568,6 +579,8 @@ class ContinuousWorkers(PrefixFigures):
         else:
             wk.clock += wk.steps
             produced = wk.n * wk.steps
+            if self.spec.on:
+                self.spec.verified[wk.model] += produced
             gaps.stretch(wk, t)
         self.tokens_out[wk.model] += produced
         finishing = wk.finishing

@@ -188,3 +188,38 @@ def test_every_drawn_request_ends_as_in_the_reference(
     note(f"{params}\n{requests}\n{workers} {policy} {timeout} {duration}")
     _agree(tmp_path_factory.mktemp("s"), requests, params, workers=workers, duration_s=duration,
            policy=policy, timeout_s=timeout, least=0, prompt=1, output=1)
+
+
+def test_the_run_counts_decode_tokens_by_the_kind_of_step_that_gave_them(tmp_path: Path) -> None:
+    sp = SpeculativeParams(draft_tokens=4, acceptance_rate=0.5)
+    params = replace(WORKER, speculative=sp)
+    # Alone: 100 decode tokens after the prefill's first, every one from verification.
+    trace = write_trace([TokenRequest(0.0, 300, 101)], tmp_path / "one.jsonl")
+    fig = Engine(scenario(workers=1, duration_s=30, trace=trace, params=params)).run().per_model["m"].speculative
+    assert fig["verified_tokens"] == 100 and fig["plain_tokens"] == 0
+    assert fig["verified_token_share"] == 1.0
+    assert fig["tokens_per_decode_step"] == pytest.approx(1.9375, rel=1e-12)
+    # A second request arriving while the first decodes: the step that prefills it gives
+    # the first one plain token; the rest verify.
+    trace = write_trace([TokenRequest(0.0, 300, 101), TokenRequest(0.2, 300, 11)], tmp_path / "two.jsonl")
+    fig = Engine(scenario(workers=1, duration_s=30, trace=trace, params=params)).run().per_model["m"].speculative
+    assert fig["plain_tokens"] == 1
+    assert fig["verified_tokens"] == 100 + 10 - 1
+    assert fig["tokens_per_decode_step"] == pytest.approx(110 / (109 / 1.9375 + 1), rel=1e-12)
+
+
+def test_frames_carry_the_speculation_figures_only_when_a_model_speculates(tmp_path: Path) -> None:
+    requests = poisson_requests(qps=8, duration_s=10, prompt=300, output=100, seed=2)
+    trace = write_trace(requests, tmp_path / "r.jsonl")
+    engine = Engine(scenario(workers=1, duration_s=10, trace=trace, params=LINEAR))
+    frames = engine.advance_to(10)
+    fig = engine.summary().per_model["m"].speculative
+    shares = [f.m["verified_token_share"][0] for f in frames]
+    steps = [f.m["tokens_per_decode_step"][0] for f in frames]
+    tau = 1 + 0.7 + 0.49 + 0.343
+    assert all(0 < s < 1 for s in shares[1:]) and all(1 < s < tau for s in steps[1:])
+    assert len(set(shares)) > 3  # they move with the prompts each frame takes
+    assert 0 < fig["verified_token_share"] < 1
+    plain = Engine(scenario(workers=1, duration_s=10, trace=trace, params=WORKER))
+    assert "verified_token_share" not in plain.advance_to(10)[0].m
+    assert plain.summary().per_model["m"].speculative == {}
