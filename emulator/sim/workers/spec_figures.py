@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from emulator.scenario import Scenario
 
 #: The per-model frame figures of a fleet whose models speculate: the share of the
-#: frame's decode tokens given in verification steps, and the mean tokens a decoder got
-#: a step.
-SPEC_FRAME_KEYS = ("verified_token_share", "tokens_per_decode_step")
+#: frame's decode tokens given in verification steps, the mean tokens a decoder got a
+#: step, and the configured tau it stands against.
+SPEC_FRAME_KEYS = ("verified_token_share", "tokens_per_decode_step", "verification_step_tokens")
 
 
 class SpecFigures:
@@ -45,7 +45,8 @@ class SpecFigures:
         v0, p0 = self._mark[model]
         plain = self.plain[model]
         self._mark[model] = (verified, plain)
-        return _figures(verified - v0, plain - p0, self.tau[model])
+        tau = self.tau[model]
+        return {**_figures(verified - v0, plain - p0, tau), "verification_step_tokens": tau or None}
 
     def summary(self, model: int) -> dict[str, Any]:
         """``model``'s figures over the run (``Outcomes.speculative``; empty if it does
