@@ -24,7 +24,6 @@ from emulator.scenario.admission_checks import ADMISSIONS
 from emulator.scenario.autoscale_checks import PREDICTORS
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.kv_tier_checks import TIER_NAMES
-from emulator.scenario.speculative_checks import METHODS
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTOSCALE_METRICS,
@@ -36,6 +35,7 @@ from emulator.scenario.specs import (
     STANDBYS,
     STEP_MODELS,
 )
+from emulator.scenario.speculative_checks import METHODS
 from emulator.scenario.traces import NAMED_TRACES
 
 __all__ = ["form_groups", "label_of", "unit_of"]
