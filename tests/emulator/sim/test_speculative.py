@@ -223,3 +223,18 @@ def test_frames_carry_the_speculation_figures_only_when_a_model_speculates(tmp_p
     plain = Engine(scenario(workers=1, duration_s=10, trace=trace, params=WORKER))
     assert "verified_token_share" not in plain.advance_to(10)[0].m
     assert plain.summary().per_model["m"].speculative == {}
+
+
+def test_split_pools_speculate_in_the_decode_pool() -> None:
+    from emulator.analysis.numbers import compute
+    from emulator.scenario.presets import load_preset
+
+    base = load_preset("disagg-decode-undersized", max_requests=None).with_overrides(
+        ["duration_s=60", "worker.max_batched_tokens=8192"], max_requests=None)
+    spec = base.with_overrides(["worker.speculative={draft_tokens=3, acceptance_rate=0.7, draft_step_s=0.0006}"],
+                               max_requests=None)
+    plain_run, spec_run = Engine(base).run(), Engine(spec).run()
+    fig = spec_run.per_model["chat"].speculative
+    assert fig["verified_tokens"] > 0 and 1 < fig["tokens_per_decode_step"] < fig["tokens_per_step"]
+    assert spec_run.tpot_s["p50"] < plain_run.tpot_s["p50"] / 2
+    assert compute(spec).value("decode_speculative_draft_tokens", "chat") == 3
