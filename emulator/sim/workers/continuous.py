@@ -24,6 +24,11 @@ that instant, after every request arriving then. At the start of a step at time 
 6. At its end each member of D generates a token, and so does each request whose
    prefill completed in it; a request with all its output tokens completes.
 
+With ``worker.speculative`` a decode-only step is a verification step whose expected
+tau tokens a decoder are given one at a time (``step_cost.py``: each such step lasts
+the verification and the draft over tau); ``spec_figures.py`` counts the decode tokens
+by the kind of step that gave them.
+
 With ``worker.prefix_cache`` a worker also keeps shared-prefix KV blocks in the same
 budget (``prefix_cache.py``): a request's cached prefix is neither reserved nor
 prefilled again (its progress starts after it), and unpinned cached blocks are evicted
