@@ -24,6 +24,7 @@ from emulator.scenario.pools import split_pools
 
 if TYPE_CHECKING:
     from emulator.analysis.fleet import FleetAnalysis, ModelAnalysis, PoolAnalysis
+    from emulator.analysis.fleet.capacity import WorkerCapacity
 
 __all__ = ["BINDING_WORDS", "token_figures"]
 
@@ -111,6 +112,36 @@ def _capacity_how(m: ModelAnalysis) -> str:
     return f"{p.workers} workers x {show(p.worker.qps, 'QPS')} each ({BINDING_WORDS.get(p.worker.binding, p.worker.binding)} binds)"
 
 
+def _speculative_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, w: WorkerCapacity, prefix: str,
+                         word: str, inputs: tuple[str, ...]) -> None:
+    """Speculative decoding at a worker's capacity: k, alpha, tau, the verification
+    pass and the draft's passes, and the time between a decoder's tokens."""
+    name = m.name
+    sp = scenario.worker_for(name).speculative
+    assert sp is not None
+    cost = step_cost(scenario, name)
+    n, context = float(w.concurrency), m.workload.kv_running
+    k, alpha = sp.draft_tokens, sp.acceptance_rate
+    tau = Fraction(sp.tokens_per_step)
+    add(f"{prefix}speculative_draft_tokens", "Tokens drafted a decode step (k)", name, k, "tokens",
+        f"worker.speculative.draft_tokens ({sp.method}); the target verifies k + 1 = {k + 1} a sequence", inputs)
+    add(f"{prefix}speculative_acceptance_rate", "Chance a drafted token is accepted (alpha)", name, Fraction(alpha), "%",
+        "worker.speculative.acceptance_rate, each drafted token on its own", inputs)
+    add(f"{prefix}speculative_tokens_per_step", "Tokens a verification step emits a sequence (tau)", name, tau,
+        "tokens", f"(1 - alpha^(k+1)) / (1 - alpha) = (1 - {alpha:g}^{k + 1}) / (1 - {alpha:g}): the accepted drafts "
+        "and the target's own next token", inputs)
+    if n > 0:
+        add(f"{prefix}verification_step_at_capacity_s", f"A verification step at a {word}worker's capacity", name,
+            Fraction(cost.verify(n, context)), "s",
+            f"the step model at {n:g} sequences computing {k + 1} tokens each over their contexts", inputs)
+        add(f"{prefix}draft_at_capacity_s", f"The draft's passes a step at a {word}worker's capacity", name,
+            Fraction(sp.draft_s(n)), "s", f"{k} x (draft_step_s + draft_seq_s x {n:g} sequences)", inputs)
+        add(f"{prefix}speculative_gain_at_capacity", "Plain decode step over the time between tokens", name,
+            Fraction(cost.decode(n, context) / cost.token_step(n, context)), "x",
+            "a plain decode step at the same sequences over (verification + draft) / tau: below 1, speculation "
+            "costs at this load", inputs)
+
+
 def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAnalysis) -> None:
     """One pool's worker at capacity: concurrency, step, prefill, hits, per-worker QPS."""
     name = m.name
@@ -129,9 +160,13 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
         add(f"{prefix}concurrency_at_capacity", f"Sequences running at a {word}worker's capacity", name,
             w.concurrency, "sequences", f"{BINDING_WORDS.get(w.binding, w.binding)} binds", inputs)
         add(f"{prefix}decode_step_at_capacity_s", f"A decode step at a {word}worker's capacity", name, w.step_s, "s",
-            f"the step model at {show(w.concurrency, '')} decoding sequences", inputs)
+            f"the step model at {show(w.concurrency, '')} decoding sequences"
+            + (" (speculation: the verification step plus the draft, over tau: the time between a decoder's tokens)"
+               if spec.speculative is not None else ""), inputs)
         add(f"{prefix}tpot_at_capacity_s", f"Time per output token at a {word}worker's capacity", name, w.tpot_s,
             "s", "the mean step: a decode step plus the prefills that share it", inputs)
+        if spec.speculative is not None:
+            _speculative_figures(add, scenario, m, w, prefix, word, inputs)
     if w.hit_rate is not None:
         add(f"{prefix}prefix_hit_rate", "Expected prefix hit rate", name, w.hit_rate, "%",
             "Che's approximation of each worker's LRU prefix cache, in what the running sequences leave of its KV "
@@ -282,7 +317,9 @@ def _floor_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
     add("ttft_floor_s", "Time to first token, at least", name, f["ttft_s"], "s",
         ttft_how + ": a minimum (queueing and sharing steps come on top)", inputs)
     add("tpot_floor_s", "Time per output token, at least", name, f["tpot_s"], "s",
-        "one decode step of one sequence: a minimum (a fuller batch takes longer)", inputs)
+        ("one verification step of one sequence and the draft's passes, over tau"
+         if scenario.worker_for(name).speculative is not None else "one decode step of one sequence")
+        + ": a minimum (a fuller batch takes longer)", inputs)
     serving = m.pool("decode") or m.pools[0]
     worker = serving.worker
     for tag, word in (("avg", "average"), ("peak", "peak")):

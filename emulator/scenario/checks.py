@@ -22,6 +22,7 @@ from emulator.scenario import (
     kv_tier_checks,
     prefix_checks,
     router_checks,
+    speculative_checks,
 )
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
@@ -234,6 +235,9 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
         resolved = _resolve_hardware(m, _resolved(worker, m), hardware)
         if batching[m.name] != "static":
             _check_continuous(m, resolved)
+        elif resolved.speculative is not None:
+            where = "worker" if "speculative" not in dict(m.worker_overrides) else f"models.{m.name}.worker"
+            speculative_checks.check_static(resolved, where)
         elif resolved.step_table is not None:
             where = "worker" if "step_table" not in dict(m.worker_overrides) else f"models.{m.name}.worker"
             raise ScenarioError(
@@ -537,6 +541,7 @@ def _worker_values(t: _Table, base: WorkerSpec) -> dict[str, Any]:
         "step_overhead_s": t.number("step_overhead_s", base.step_overhead_s, low=0.0),
         "step_table": t.text("step_table") if t.has("step_table") else base.step_table,
         **prefix_checks.worker_keys(t, base),
+        **speculative_checks.worker_keys(t, base),
         "kv_block_tokens": t.integer("kv_block_tokens", base.kv_block_tokens, low=1),
         "kv_watermark": _watermark(t, base.kv_watermark),
         "scheduler": t.choice("scheduler", SCHEDULERS, base.scheduler),
@@ -710,6 +715,7 @@ def _check_continuous(model: ModelSpec, w: WorkerSpec) -> None:
         return f"models.{model.name}.worker.{name}" if name in where else f"worker.{name}"
 
     _check_step_table(w, key)
+    speculative_checks.check(w, key)
     if w.max_batched_tokens < w.max_num_seqs:
         raise ScenarioError(
             key("max_batched_tokens"),

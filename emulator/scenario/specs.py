@@ -361,6 +361,9 @@ class WorkerSpec:
     #: Lower KV tiers under the GPU prefix cache (``[[worker.kv_tiers]]``, see
     #: docs/kv-tiers.md), fastest first; empty: evicted blocks are dropped.
     kv_tiers: tuple[KvTierSpec, ...] = ()
+    #: Speculative decoding (``[worker.speculative]``, see docs/speculative-decoding.md):
+    #: decode-only steps verify drafted tokens; None: every step decodes one token.
+    speculative: SpeculativeSpec | None = None
     #: KV is held in blocks of ``kv_block_tokens`` (a request takes whole blocks, as
     #: vLLM's block manager gives them), and an admission must leave ``kv_watermark``
     #: of the blocks free (vLLM's default 1 %); 1 and 0 count KV token by token.
@@ -404,6 +407,37 @@ class KvTierSpec:
     capacity_gb: float | None = None
     bandwidth_gb_s: float = 25.0
     shared: bool = False
+
+
+@dataclass(frozen=True)
+class SpeculativeSpec:
+    """Speculative decoding (``[worker.speculative]``): each decode-only step drafts
+    ``draft_tokens`` (k) tokens per sequence and the target model verifies them in one
+    pass over k + 1 tokens per sequence; each drafted token is accepted with
+    probability ``acceptance_rate`` (alpha, i.i.d.), so a step emits on average
+    tau = (1 - alpha^(k+1)) / (1 - alpha) tokens per sequence (the accepted prefix and
+    the target's own next token).
+
+    The draft's cost per step is k passes of ``draft_step_s`` + ``draft_seq_s`` x the
+    decoding sequences. ``method`` ("draft", "eagle", "mtp") is a label: it sets no
+    cost, so the draft's figures are the file's own.
+    """
+
+    method: str = "draft"
+    draft_tokens: int = 3
+    acceptance_rate: float = 0.7
+    draft_step_s: float = 0.0
+    draft_seq_s: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        """tau: the expected tokens a verification step emits per sequence."""
+        a, k = self.acceptance_rate, self.draft_tokens
+        return float(k + 1) if a == 1 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+    def draft_s(self, n: float) -> float:
+        """The draft's k passes for ``n`` decoding sequences."""
+        return self.draft_tokens * (self.draft_step_s + self.draft_seq_s * n)
 
 
 @dataclass(frozen=True)
@@ -863,6 +897,7 @@ _NEW_WORKER = (
     "prefix_cache",
     "block_tokens",
     "kv_tiers",
+    "speculative",
     "kv_block_tokens",
     "kv_watermark",
     "scheduler",
@@ -884,6 +919,8 @@ def _auto_spelling(values: dict[str, Any]) -> dict[str, Any]:
         values = {**values, "kv_cache_tokens": "auto"}
     if "kv_tiers" in values:
         values = {**values, "kv_tiers": [_set_fields(t) for t in values["kv_tiers"]]}
+    if values.get("speculative") is not None:
+        values = {**values, "speculative": _fields(values["speculative"])}
     return values
 
 

@@ -288,6 +288,7 @@ class Engine:
             fleet.slo_goodput = _goodput(fleet.slo_met, fleet, self.scenario.slo.any())
         fleet.per_model = per_model
         self._prefix_summary(fleet)
+        self._speculative_summary(fleet)
         fleet.sim_s = now
         fleet.wall_s = self.wall_s
         fleet.events = self.queue.processed
@@ -295,6 +296,13 @@ class Engine:
             fleet.autoscale = self.autoscaler.summary()
         fleet.pool_autoscale = {a.pool: a.summary() for a in self.autoscalers if a.pool is not None}
         return fleet
+
+    def _speculative_summary(self, fleet: Summary) -> None:
+        """Speculative decoding's run figures, per model that speculates."""
+        for cw in self.worker_models.values():
+            if isinstance(cw, ContinuousWorkers) and cw.spec.on:  # (split pools' models too)
+                for m in cw.models:
+                    fleet.per_model[self.disp[m].name].speculative = cw.spec.summary(m)
 
     def _prefix_summary(self, fleet: Summary) -> None:
         """Prefix hit rates (fleet, per model, per worker) and prefill tokens saved."""

@@ -35,6 +35,7 @@ from emulator.scenario.specs import (
     STANDBYS,
     STEP_MODELS,
 )
+from emulator.scenario.speculative_checks import METHODS
 from emulator.scenario.traces import NAMED_TRACES
 
 __all__ = ["form_groups", "label_of", "unit_of"]
@@ -81,6 +82,7 @@ _LABELS = {
     "target_ttft_s": "planner's TTFT target", "target_tbt_s": "planner's TBT target",
     "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
     "window_s": "planner's window", "horizon_s": "planner predicts ahead", "season_s": "load repeats every",
+    "draft_tokens": "drafted tokens", "draft_step_s": "draft pass", "draft_seq_s": "draft pass, per sequence",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}
@@ -280,7 +282,8 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
         overrides = (models.get(item["model"]) or {}).get("worker")
         if isinstance(overrides, dict):
             # The model's own [models.NAME.worker] keys, over [worker].
-            own = [f for f in dataclasses.fields(sp.WorkerSpec) if f.name in overrides and f.name != "kv_tiers"]
+            own = [f for f in dataclasses.fields(sp.WorkerSpec)
+                   if f.name in overrides and f.name not in ("kv_tiers", "speculative")]
             spec_w = spec.worker_for(item["model"]) if spec is not None else None
             item["fields"] += [dict(b.field(f"models.{item['model']}.worker.{f.name}", f, overrides.get(f.name),
                                             getattr(spec_w, f.name, None)), label=f"its own {label_of(f.name)}")
@@ -302,8 +305,9 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
             _from_catalog(item["fields"], spec_m.arch.shape())
     groups.append({"key": "slo", "title": "Service-level objectives", "remove": "slo" if "slo" in data else None,
                    "fields": b.fields("slo", sp.SloSpec, table("slo"), spec.slo if spec is not None else None)})
-    # kv_tiers is a list of tables: its own group, a tier an item (below).
-    placed = {n for _, _, names in _WORKER_GROUPS for n in names} | {"kv_tiers"}
+    # kv_tiers is a list of tables: its own group, a tier an item (below); speculative
+    # a table of its own keys, its own group.
+    placed = {n for _, _, names in _WORKER_GROUPS for n in names} | {"kv_tiers", "speculative"}
     for i, (key, title, names) in enumerate(_WORKER_GROUPS):
         extra = tuple(f.name for f in dataclasses.fields(sp.WorkerSpec) if f.name not in placed) if i == 0 else ()
         group: dict[str, Any] = {"key": key, "title": title, "fields": b.fields(
@@ -315,6 +319,7 @@ def form_groups(data: dict[str, Any] | None, spec: Any = None) -> list[dict[str,
             group["items"] = model_items("Shared prefixes of", "prefixes", sp.PrefixSpec)
         groups.append(group)
     groups.append(_tier_group(b, worker, spec_worker))
+    groups.append(_speculative_group(b, worker, spec_worker))
     pools: dict[str, Any] = {"key": "pools", "title": "Pools and disaggregation",
                              "items": model_items("Disaggregation of", "disaggregated", sp.DisaggSpec)
                              + _pool_autoscalers(b, data, spec)}
@@ -379,3 +384,27 @@ def _tier_group(b: _Builder, worker: Any, spec_worker: Any) -> dict[str, Any]:
             "add": {"table": "worker.kv_tiers", "values": {"name": TIER_NAMES[min(len(written), 2)],
                                                            "capacity_gb": 100, "bandwidth_gb_s": 25},
                     "label": "Add KV tier"}}
+
+
+def _speculative_group(b: _Builder, worker: Any, spec_worker: Any) -> dict[str, Any]:
+    """The ``[worker.speculative]`` table's keys, edited in place, and the table
+    added (k 3, alpha 0.7) or removed whole (a model's own,
+    ``[models.NAME.worker.speculative]``, is edited in the TOML text)."""
+    found = worker.get("speculative") if isinstance(worker, dict) else None
+    written = found if isinstance(found, dict) else {}
+    fields = b.fields("worker.speculative", sp.SpeculativeSpec, written, getattr(spec_worker, "speculative", None))
+    for f in fields:
+        f["unit"] = _SPECULATIVE_UNITS.get(f["name"], f["unit"])
+        f["required"] = f["name"] in ("draft_tokens", "acceptance_rate")
+        if f["name"] == "method":
+            f["kind"], f["options"] = "select", list(METHODS)
+    group: dict[str, Any] = {"key": "speculative", "title": "Speculative decoding", "fields": fields,
+                             "remove": "worker.speculative" if found is not None else None}
+    if found is None:
+        group["add"] = {"table": "worker.speculative", "label": "Add speculative decoding",
+                        "values": {"method": "eagle", "draft_tokens": 3, "acceptance_rate": 0.7}}
+    return group
+
+
+_SPECULATIVE_UNITS = {"draft_tokens": "tokens a step", "acceptance_rate": "share, 0-1 (below 1)",
+                      "draft_step_s": "s a draft pass", "draft_seq_s": "s a draft pass, per sequence"}

@@ -15,7 +15,7 @@ import dataclasses
 import re
 from typing import Any
 
-from emulator.scenario import Scenario, ScenarioError
+from emulator.scenario import Scenario, ScenarioError, SpeculativeSpec
 
 FROM_DOC = "doc"
 ASSUMED = "assumed"
@@ -177,7 +177,9 @@ def markable_keys(scenario: dict[str, Any]) -> list[str]:
 
     keys = ["duration_s", "seed", "sample_s", "hosts"]
     for section in ("traffic", "dispatcher", "worker", "client", "gateway", "slo", "hardware", "autoscaler"):
-        keys += fields_of(section, getattr(spec, section))
+        keys += fields_of(section, getattr(spec, section), ("speculative",) if section == "worker" else ())
+    # The speculative table's keys, set or not (the editor shows them all).
+    keys += [f"worker.speculative.{f.name}" for f in dataclasses.fields(SpeculativeSpec)]
     worker_keys = [f.name for f in dataclasses.fields(spec.worker)]
     for name, model in spec.models.items():
         base = f"models.{name}"

@@ -1,6 +1,6 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
-disaggregated prefill and decode pools, autoscaling, SLO-aware admission and the lower
-KV tiers under the prefix cache.
+disaggregated prefill and decode pools, autoscaling, SLO-aware admission, the lower
+KV tiers under the prefix cache and speculative decoding.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -20,6 +20,7 @@ from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
 from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS, TIER_FRAME_KEYS
+from emulator.sim.workers.spec_figures import SPEC_FRAME_KEYS
 
 #: The per-model frame metrics of the disaggregated worker model, beyond the continuous one's.
 POOL_KEYS: tuple[str, ...] = tuple(
@@ -28,7 +29,7 @@ POOL_KEYS: tuple[str, ...] = tuple(
 
 #: Every per-model frame metric the mechanism charts draw.
 MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS,
-                                     *TIER_FRAME_KEYS)
+                                     *TIER_FRAME_KEYS, *SPEC_FRAME_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -51,6 +52,7 @@ _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
 _CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
 _REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
 _TIER_HIT, _TIER_LOAD = TIER_FRAME_KEYS
+_VERIFIED, _PER_STEP, _TAU = SPEC_FRAME_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
@@ -114,6 +116,18 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "tier_load", "mechanism": "KV tiers", "title": "Seconds spent loading KV from lower tiers per frame",
      "y_title": "seconds per frame", "tick_suffix": " s", "per_frame": True,
      "metrics": [{"key": _TIER_LOAD, "label": "load time", "colour": "#e8590c"}]},
+    # Against the configured tau: what decoders got a step of either kind (the steps
+    # that prefill give one plain token each), and the share given by verification.
+    {"key": "spec_tokens", "mechanism": "Speculative decoding",
+     "title": "Tokens a decoder got per decode step, against a verification step's tau",
+     "y_title": "tokens per step", "connect_gaps": True, "present_keys": [_PER_STEP],
+     "metrics": [{"key": _PER_STEP, "label": "measured, all decode steps", "colour": "#1971c2"},
+                 {"key": _TAU, "label": "tau (configured)", "dash": "dot", "colour": "#868e96"}]},
+    {"key": "spec_share", "mechanism": "Speculative decoding",
+     "title": "Share of decode tokens given by verification steps",
+     "y_title": "share of decode tokens (%)", "scale": 100, "tick_suffix": "%", "range": [0, 100],
+     "connect_gaps": True, "present_keys": [_VERIFIED],
+     "metrics": [{"key": _VERIFIED, "label": "from verification steps", "colour": "#2b8a3e"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
@@ -161,6 +175,15 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
       for name in TIER_NAMES
       for key, label, unit, scale, digits in (("hit_rate", "tier's share", "%", 100, 1),
                                               ("load_s", "load time", "s", 1, 2))),
+    # The summary's ``speculative`` (``emulator.sim.workers.spec_figures``).
+    *({"mechanism": "Speculative decoding", "scope": "model", "path": ["speculative", key], "label": label,
+       "unit": unit, "scale": scale, "digits": digits}
+      for key, label, unit, scale, digits in (
+          ("tokens_per_step", "tau, a verification step's tokens (configured)", "tokens", 1, 2),
+          ("tokens_per_decode_step", "tokens a decoder got a decode step", "tokens", 1, 2),
+          ("verified_token_share", "decode tokens from verification steps", "%", 100, 1),
+          ("verified_tokens", "verified tokens", "tokens", 1, 0),
+          ("plain_tokens", "plain tokens of steps that prefill", "tokens", 1, 0))),
 ]
 
 

@@ -45,7 +45,7 @@ def pd_data(
     (``decode`` hosts), one worker a host, KV of ``KV_BYTES`` a token (or, with
     ``arch``, the arch's; with ``params.roofline``, ``arch`` and ``hardware`` are the
     same figures, so steps follow the roofline)."""
-    worker = {k: v for k, v in asdict(params).items() if k not in ("roofline", "table")}
+    worker = {k: v for k, v in asdict(params).items() if k not in ("roofline", "table", "speculative")}
     if params.roofline is not None:
         worker.update(step_model="roofline", mbu=params.roofline.mbu, mfu=params.roofline.mfu)
     split: dict[str, Any] = {

@@ -212,6 +212,26 @@ def _line(knots: tuple[float, ...], values: tuple[float, ...], x: float) -> floa
 
 
 @dataclass(frozen=True)
+class SpeculativeParams:
+    """Speculative decoding, as the spreading model has it: a step with decoders and
+    no prefill chunk drafts k tokens per decoder (k passes of ``draft_step_s`` +
+    ``draft_seq_s`` x decoders), verifies k + 1 per decoder, and emits
+    tau = 1 + alpha + ... + alpha^k tokens per decoder on average, which the model
+    gives out one at a time: such a step gives each decoder one token and lasts the
+    verification plus the draft over tau."""
+
+    draft_tokens: int
+    acceptance_rate: float
+    draft_step_s: float = 0.0
+    draft_seq_s: float = 0.0
+    method: str = "draft"
+
+    @property
+    def tau(self) -> float:
+        return sum(self.acceptance_rate ** i for i in range(self.draft_tokens + 1))
+
+
+@dataclass(frozen=True)
 class WorkerParams:
     """Scheduler limits and the step-time model of one worker."""
 
@@ -233,6 +253,9 @@ class WorkerParams:
     kv_watermark: float = 0.0
     #: "mixed" or "prefill_first" (see the module docstring).
     scheduler: str = "mixed"
+    #: Speculative decoding: a step with decoders and no prefill chunk is a
+    #: verification step, see ``SpeculativeParams``.
+    speculative: SpeculativeParams | None = None
 
     @property
     def kv_blocks(self) -> int:
@@ -516,19 +539,25 @@ class _Sim:
         prefill = sum(c for _, c in chunks)
         attention = sum(c * (r.progress + c) for r, c in chunks)
         context = sum(r.kv for r in decoding)
+        sp = p.speculative if decoding and not chunks else None
+        # Under speculation a decode step verifies k drafted tokens per decoder too.
+        verified = len(decoding) * (sp.draft_tokens if sp is not None else 0)
         if p.roofline is not None:
             # KV read: each decoder's context, and each chunk's prompt up to its end.
             read = context + sum(r.progress + c for r, c in chunks)
-            computed = len(decoding) + prefill
+            computed = len(decoding) + prefill + verified
             duration = p.roofline.step_s(read, computed)
             w.bound = p.roofline.bound(read, computed)
         elif p.table is not None:
             duration = p.table.step_s(len(decoding), context, prefill, attention)
         else:
             duration = (
-                p.step_base_s + p.prefill_token_s * prefill + p.prefill_attn_s * attention
+                p.step_base_s + p.prefill_token_s * (prefill + verified) + p.prefill_attn_s * attention
                 + p.decode_seq_s * len(decoding) + p.kv_token_s * context
             )
+        if sp is not None:
+            draft = sp.draft_tokens * (sp.draft_step_s + sp.draft_seq_s * len(decoding))
+            duration = (duration + draft) / sp.tau
         w.step_start_s = t
         w.step_end_s = t + duration
         w.chunks = chunks

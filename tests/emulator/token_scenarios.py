@@ -85,7 +85,9 @@ def scenario(
 ) -> Scenario:
     """One model ``m`` on ``workers`` hosts of ``units`` units (one worker each),
     batching continuously; ``arch`` is its ``[models.m.arch]`` table."""
-    worker = {k: v for k, v in asdict(params).items() if k not in ("roofline", "table")}
+    worker = {k: v for k, v in asdict(params).items() if k not in ("roofline", "table", "speculative")}
+    if params.speculative is not None:
+        worker["speculative"] = asdict(params.speculative)
     if params.roofline is not None:
         worker.update(step_model="roofline", mbu=params.roofline.mbu, mfu=params.roofline.mfu)
         if params.roofline.step_overhead_s:

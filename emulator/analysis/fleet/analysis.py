@@ -479,7 +479,7 @@ def _floors(scenario: Scenario, name: str, load: Workload, cost: StepCost | None
         ttft += exact(scenario.dispatcher.proxy_hop_s)  # the router-to-worker hop
     roof = scenario.roofline_for(name)
     physical = None if roof is None else roof.weights_read_s * roof.mbu
-    return {"latency_s": None, "ttft_s": ttft, "tpot_s": cost.decode_alone_s(prompt + 1),
+    return {"latency_s": None, "ttft_s": ttft, "tpot_s": cost.token_alone_s(prompt + 1),
             "tpot_physical_s": physical}
 
 
@@ -521,7 +521,7 @@ def _running_at(load: Workload, cost: StepCost, worker: WorkerCapacity, qps: flo
         return None, None
     n = 1.0
     for _ in range(500):
-        step = cost.decode(n, load.kv_running) / (1 - qps * prefill)
+        step = cost.token_step(n, load.kv_running) / (1 - qps * prefill)
         new = qps * (out - 1) * step
         if abs(new - n) < 1e-9 * max(1.0, n):
             n = new
@@ -529,7 +529,7 @@ def _running_at(load: Workload, cost: StepCost, worker: WorkerCapacity, qps: flo
         n = new
         if n > 1e7:
             return None, None
-    return n, cost.decode(n, load.kv_running) / (1 - qps * prefill)
+    return n, cost.token_step(n, load.kv_running) / (1 - qps * prefill)
 
 
 def _trace_capacity(scenario: Scenario, load: Workload, capacity: Fraction,

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from emulator.analysis.fleet.prefix import che_group_hits, che_hit_rate, distinct, partition
-from emulator.analysis.fleet.steps import StepCost
+from emulator.analysis.fleet.steps import StepCost, first_share
 from emulator.analysis.fleet.workload import Workload
-from emulator.scenario import Scenario
+from emulator.scenario import Scenario, WorkerSpec
 from emulator.scenario.kv_tier_checks import tier_tokens
 from emulator.scenario.pools import kv_bytes_per_token
 
@@ -161,8 +161,11 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
         else:
             new = p.mean - saved
             extra = cost.prompt_extra(n, context, new, p.mean, p.sq - saved * p.mean, n / max(out - 1, 1))
-        step = cost.decode(n, context)
-        per_request = (out - 1) * step / n + extra if out > 1 else extra
+        if cost.speculative is None:
+            step = cost.decode(n, context)
+            per_request = (out - 1) * step / n + extra if out > 1 else extra
+        else:
+            step, per_request = _speculative_request(w, cost, n, context, out, extra)
         qps = 1.0 / per_request if per_request > 0 else 0.0
         tpot = n / (qps * (out - 1)) if out > 1 and qps > 0 else step
         return _Point(n, qps, tpot, step, extra, hit)
@@ -202,6 +205,21 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
         Fraction(best.qps), Fraction(top.qps), Fraction(best.n), limit, by_kv, goal_binding or binding,
         _q(best.step), _q(best.tpot), _q(best.extra), _q(best.hit), how,
         _inputs(name, load, cost, cache is not None), tuple(notes), tuple(left_out), _q(top.tpot))
+
+
+def _speculative_request(w: WorkerSpec, cost: StepCost, n: float, context: float, out: float,
+                         extra: float) -> tuple[float, float]:
+    """Under speculation: the time between a decoder's tokens in decode-only steps, and
+    a worker's time per request. The step that takes a prompt (under ``mixed``) gives
+    each decoder one plain token; with prompts reaching steps as Poisson arrivals,
+    (1 - exp(-mu)) / mu such steps a prompt, mu = n / (output - 1) prompts a step.
+    The rest of the request's output - 1 tokens come from token-steps."""
+    step = cost.token_step(n, context)
+    if out <= 1:
+        return step, extra
+    tokens = (out - 1) / n  # steps a request's share of decode takes, n tokens each
+    mixed = 0.0 if w.scheduler == "prefill_first" else min(first_share(n / (out - 1)), tokens)
+    return step, mixed * cost.decode(n, context) + (tokens - mixed) * step + extra
 
 
 def _grid(limit: int) -> list[float]:

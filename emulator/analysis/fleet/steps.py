@@ -21,6 +21,12 @@ step spends reading weights: the first prompt of a step costs only what its comp
 adds beyond that, a second one its whole compute. With prompts reaching a worker at
 random, the prompts that share a step are Poisson with mean mu = (arrivals per step),
 and (1 - exp(-mu)) / mu of them are the first in theirs.
+
+Speculative decoding (``worker.speculative``): a decode-only step is a verification
+pass of k + 1 tokens per sequence plus the draft's k passes, and gives each sequence
+tau tokens on average, one every (verification + draft) / tau (``token_step``, as the
+engine spreads them); a step that prefills decodes one token per sequence, as without
+speculation (``decode``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from emulator.scenario import Roofline, Scenario, WorkerSpec
+from emulator.scenario import Roofline, Scenario, SpeculativeSpec, WorkerSpec
 from emulator.scenario.step_table import StepTable, load_step_table
 
 __all__ = ["StepCost", "step_cost"]
@@ -65,6 +71,49 @@ class StepCost:
         s = self.spec
         return s.step_base_s + s.decode_seq_s * n + s.kv_token_s * n * context
 
+    @property
+    def speculative(self) -> SpeculativeSpec | None:
+        return self.spec.speculative
+
+    def verify(self, n: float, context: float) -> float:
+        """Speculation: a verification pass of ``n`` sequences of ``context`` tokens
+        each, k + 1 tokens computed per sequence (the linear model counts each drafted
+        token as a prefill token)."""
+        sp = self.spec.speculative
+        assert sp is not None
+        tokens = n * (sp.draft_tokens + 1)
+        if self.roof is not None:
+            return max(self.w + self.k * n * context, self.f * tokens) + self.o + self.m * tokens
+        s = self.spec
+        return (s.step_base_s + s.decode_seq_s * n + s.prefill_token_s * sp.draft_tokens * n
+                + s.kv_token_s * n * context)
+
+    def token_step(self, n: float, context: float) -> float:
+        """The time between a decoder's tokens in decode-only steps: ``decode``, or
+        under speculation (verification + the draft's passes) / tau."""
+        sp = self.spec.speculative
+        if sp is None or n <= 0:
+            return self.decode(n, context)
+        return (self.verify(n, context) + sp.draft_s(n)) / sp.tokens_per_step
+
+    def token_alone_s(self, context: int) -> Fraction:
+        """Exactly: the time between the tokens of one sequence of ``context`` tokens
+        decoding alone (the TPOT floor): ``decode_alone_s``, or under speculation its
+        verification pass and the draft's passes over tau."""
+        sp = self.spec.speculative
+        if sp is None:
+            return self.decode_alone_s(context)
+        k = sp.draft_tokens
+        if self.roof is not None:
+            verify = self.roof.step_s(context, k + 1)
+        else:
+            s = self.spec
+            verify = (_x(s.step_base_s) + _x(s.decode_seq_s) + _x(s.prefill_token_s) * k
+                      + _x(s.kv_token_s) * context)
+        draft = k * (_x(sp.draft_step_s) + _x(sp.draft_seq_s))
+        alpha = _x(sp.acceptance_rate)
+        return (verify + draft) / sum(alpha ** i for i in range(k + 1))
+
     def prompt_terms(self, new: float, read: float, attn: float) -> float:
         """Linear: what one prompt adds to a step, prefilling ``new`` tokens whose
         attention term is ``attn`` (sum of chunk x (start + chunk))."""
@@ -84,7 +133,7 @@ class StepCost:
         memory = self.w + self.k * (n * context + read)
         first = max(memory, self.f * (n + new)) + self.o + self.m * (n + new) - decode
         more = max(self.f * new, self.k * read) + self.m * new
-        return more + (first - more) * _first_share(per_step)
+        return more + (first - more) * first_share(per_step)
 
     def prefill_steps(self, prompt: int, start: int = 0) -> float:
         """Prefilling one prompt alone, chunk by chunk, from ``start`` (cached tokens)."""
@@ -144,7 +193,7 @@ def _x(value: float) -> Fraction:
     return Fraction(repr(value))
 
 
-def _first_share(mu: float) -> float:
+def first_share(mu: float) -> float:
     """Of Poisson(mu) prompts per step, the share that are the first in their step."""
     if mu <= 1e-9:
         return 1.0
@@ -166,6 +215,8 @@ def step_cost(scenario: Scenario, name: str) -> StepCost:
                   f"models.{name}.worker_units", key("step_model"))
         if roof.step_overhead_s:
             inputs += (key("step_overhead_s"),)
+        if spec.speculative is not None:
+            inputs += (key("speculative"),)
         if roof.communicates:  # the catalog's link and hidden size stand on hardware.gpu and arch.model
             hw, arch = scenario.hardware, scenario.models[name].arch
             inputs += tuple(f"hardware.{k}" for k in ("link_gb_s", "collective_us")
@@ -178,5 +229,5 @@ def step_cost(scenario: Scenario, name: str) -> StepCost:
         assert spec.step_table is not None, "validation requires the table"
         return StepCost(spec, None, (key("step_model"), key("step_table")), table=load_step_table(spec.step_table))
     used = ["step_base_s", "prefill_token_s", "decode_seq_s"]
-    used += [k for k in ("prefill_attn_s", "kv_token_s") if getattr(spec, k)]
+    used += [k for k in ("prefill_attn_s", "kv_token_s", "speculative") if getattr(spec, k)]
     return StepCost(spec, None, tuple(key(k) for k in used))

@@ -24,6 +24,11 @@ that instant, after every request arriving then. At the start of a step at time 
 6. At its end each member of D generates a token, and so does each request whose
    prefill completed in it; a request with all its output tokens completes.
 
+With ``worker.speculative`` a decode-only step is a verification step whose expected
+tau tokens a decoder are given one at a time (``step_cost.py``: each such step lasts
+the verification and the draft over tau); ``spec_figures.py`` counts the decode tokens
+by the kind of step that gave them.
+
 With ``worker.prefix_cache`` a worker also keeps shared-prefix KV blocks in the same
 budget (``prefix_cache.py``): a request's cached prefix is neither reserved nor
 prefilled again (its progress starts after it), and unpinned cached blocks are evicted
@@ -95,6 +100,7 @@ from emulator.sim.workers.entities import (
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.prefix_figures import PrefixFigures
 from emulator.sim.workers.scheduler import Scheduler
+from emulator.sim.workers.spec_figures import SPEC_FRAME_KEYS, SpecFigures
 from emulator.sim.workers.step_cost import step_time
 from emulator.sim.workers.stretch import first_step_ending_at_or_after, plan_stretch
 
@@ -171,6 +177,10 @@ class ContinuousWorkers(PrefixFigures):
         self._schedule_end = self.queue.scheduler(STEP_END)
         self.queue.on(STEP_START, self._on_step_start)
         self.init_prefix_figures(scenario, n_models)
+        #: Speculative decoding's counts (``spec_figures.py``), when a model speculates.
+        self.spec = SpecFigures(scenario)
+        if self.spec.on:
+            self.keys = (*self.keys, *SPEC_FRAME_KEYS)
         self.scheduler = Scheduler(self)
         #: Disaggregated serving's handoffs between pools (``disaggregated.py``), when
         #: a model is split: only then does a worker hand off or take handoffs in.
@@ -266,6 +276,8 @@ class ContinuousWorkers(PrefixFigures):
         now = self.queue.now_s
         if wk.phase == STRETCH:
             self.tokens_out[wk.model] += wk.n * wk.steps_by(now)
+            if self.spec.on:
+                self.spec.verified[wk.model] += wk.n * wk.steps_by(now)
         for seq in (*wk.running, *wk.waiting):
             d.lose(seq.row, seq.row + 1, now)
             seq.at = GONE
@@ -343,6 +355,8 @@ class ContinuousWorkers(PrefixFigures):
         self._frame_tokens[model] = tokens
         if self.prefix_on:
             self.add_prefix_figures(model, out)
+        if self.spec.on:
+            out.update(self.spec.figures(model, self.spec.verified[model] + (tokens - self.tokens_out[model])))
         return out
 
     # -- the autoscaler's hooks (emulator.sim.autoscaler) ------------------------------
@@ -541,6 +555,8 @@ class ContinuousWorkers(PrefixFigures):
         if wk.phase == STEP:
             produced = wk.n_dec if decoded else 0
             if produced:
+                if self.spec.on:
+                    self.spec.plain[wk.model] += produced
                 wk.clock += 1
                 if wk.fresh or wk.track_gaps:
                     gaps.decode_step(wk, t, produced)
@@ -568,6 +584,8 @@ class ContinuousWorkers(PrefixFigures):
         else:
             wk.clock += wk.steps
             produced = wk.n * wk.steps
+            if self.spec.on:
+                self.spec.verified[wk.model] += produced
             gaps.stretch(wk, t)
         self.tokens_out[wk.model] += produced
         finishing = wk.finishing

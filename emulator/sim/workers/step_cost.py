@@ -16,6 +16,16 @@ A decode-only step is a line in the decoders' contexts (``decode_line``): under 
 roofline max(W + K (C + n (j - 1)), F n) + O + M n, a rising line and a constant (the
 fixed cost and the communication of n tokens add to both), so the steps are
 compute-bound first and memory-bound after at most one switch.
+
+Speculative decoding (``worker.speculative``, docs/speculative-decoding.md) changes the
+decode-only steps only: one is a verification pass of k + 1 tokens per sequence (k
+drafted, each verified as a prefill token is computed under the linear model, counted
+in the FLOPs and the communication under the roofline; the KV read is the contexts'),
+after the draft's k passes, and it emits tau tokens per sequence on average. The engine
+spreads them evenly: each decoder gains one token every (verification + draft) / tau,
+so ``decode_line`` returns the line of that token-step, a + b scaled by 1 / tau, and
+the closed-form stretch holds as it is. A step that prefills runs no draft (one token
+per decoder, as without speculation).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from emulator.scenario.specs import SpeculativeSpec
     from emulator.sim.workers.entities import Seq, Worker
 
 
@@ -64,17 +75,41 @@ def decode_line(wk: Worker, n: int) -> tuple[float, float, int]:
     bounds the steps, the last step that stays compute-bound (0: none)."""
     if wk.table is not None:
         return wk.table[0][n], wk.table[1][n], 0
+    sp = wk.spec.speculative
+    if sp is not None:
+        return _speculative_line(wk, n, sp)
     if not wk.roofline:
         spec = wk.spec
         return spec.step_base_s + spec.decode_seq_s * n, spec.kv_token_s, 0
-    # Step j reads the weights and C + n (j - 1) tokens of KV and computes n tokens:
+    return _roofline_line(wk, n, n)
+
+
+def _roofline_line(wk: Worker, n: int, tokens: int) -> tuple[float, float, int]:
+    """``decode_line`` under the roofline for ``n`` decoders computing ``tokens``."""
+    # Step j reads the weights and C + n (j - 1) tokens of KV and computes the tokens:
     # compute-bound steps come first, so the stretch is one line or the other,
     # ending at the switch.
-    compute = wk.r_token * n
-    fixed = wk.r_fixed + wk.r_comm * n
+    compute = wk.r_token * tokens
+    fixed = wk.r_fixed + wk.r_comm * tokens
     if wk.r_weights + wk.r_kv * wk.c >= compute:
         return wk.r_weights + fixed, wk.r_kv, 0
     # The last j with r_weights + r_kv (C + n (j - 1)) <= compute.
     rise = wk.r_kv * n
     switch = int((compute - wk.r_weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
     return compute + fixed, 0.0, switch
+
+
+def _speculative_line(wk: Worker, n: int, sp: SpeculativeSpec) -> tuple[float, float, int]:
+    """``decode_line`` of a token-step under speculation: the verification pass of
+    k + 1 tokens per decoder plus the draft's passes, over tau."""
+    k = sp.draft_tokens
+    tau = sp.tokens_per_step
+    draft = sp.draft_s(n)
+    if wk.roofline:
+        a, b, switch = _roofline_line(wk, n, n * (k + 1))
+    else:
+        spec = wk.spec
+        a = spec.step_base_s + spec.decode_seq_s * n + spec.prefill_token_s * k * n
+        b, switch = spec.kv_token_s, 0
+    # (A token-step's KV read grows as the context does: one token a token-step.)
+    return (a + draft) / tau, b / tau, switch

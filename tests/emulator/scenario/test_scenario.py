@@ -112,6 +112,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "continuous-comfortable",
         "kv-preemption-storm",
         "roofline-70b-h100",
+        "spec-eagle-70b-h100",
         "prefix-heavy-chat",
         "autoscaled-diurnal",
         "disagg-decode-undersized",

@@ -26,6 +26,7 @@ SHORT = {
     "continuous-comfortable": 60,
     "kv-preemption-storm": 60,
     "roofline-70b-h100": 60,
+    "spec-eagle-70b-h100": 60,
     "prefix-heavy-chat": 60,
     "autoscaled-diurnal": 3600,
     "disagg-decode-undersized": 120,

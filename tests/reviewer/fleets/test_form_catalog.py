@@ -32,7 +32,7 @@ def _fields(groups: list[dict]) -> dict[str, dict]:
 
 @pytest.mark.parametrize("preset", ["autoscaled-diurnal.toml", "disagg-decode-undersized.toml",
                                     "prefix-heavy-chat.toml", "roofline-70b-h100.toml", "doc-as-written.toml",
-                                    "prefix-router-estimated.toml"])
+                                    "prefix-router-estimated.toml", "spec-eagle-70b-h100.toml"])
 def test_every_key_the_emulator_reads_is_a_field(preset: str) -> None:
     data, groups = _form(preset)
     fields = _fields(groups)
@@ -43,7 +43,7 @@ def test_every_key_the_emulator_reads_is_a_field(preset: str) -> None:
               and not k.endswith(".scorers") and k != "dispatcher.scorers" and k != "worker.kv_tiers"}
     wanted.discard("hosts")
     assert wanted - set(fields) == set()
-    assert {"hosts", "kv_tiers"} <= {g["key"] for g in groups}
+    assert {"hosts", "kv_tiers", "speculative"} <= {g["key"] for g in groups}
 
 
 def test_the_groups_are_the_ones_a_reviewer_looks_for() -> None:
@@ -51,7 +51,7 @@ def test_the_groups_are_the_ones_a_reviewer_looks_for() -> None:
     assert [g["title"] for g in groups] == [
         "Run", "Traffic", "Models", "Model architecture", "Hardware", "Service-level objectives",
         "Batching and KV cache", "Step model", "Efficiencies", "Prefix caching", "KV tiers under the prefix cache",
-        "Pools and disaggregation",
+        "Speculative decoding", "Pools and disaggregation",
         "Dispatcher", "Clients", "Gateway", "Hosts", "Autoscaler", "Faults"]
 
 
