@@ -127,17 +127,19 @@ class ContinuousWorkers(PrefixFigures):
         names = list(scenario.models)
         self.timeout = scenario.client.timeout_s
         self.workers: dict[int, Worker] = {}
-        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None]] = {}
+        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None,
+                               list[float] | None]] = {}
         tables: dict[int, tuple[list[float], list[float], list[float], float]] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
                 if m not in costs:  # once per model, not per worker: exact arithmetic is not free
                     costs[m] = self._costs(scenario, names[m])
-                spec, roof = costs[m]
+                spec, roof, wtab = costs[m]
                 wk = self.workers[w] = Worker(w, m, spec, sim.disp[m])  # type: ignore[arg-type]
                 if roof is not None:
                     wk.roofline = True
                     wk.r_weights, wk.r_kv, wk.r_token, wk.r_fixed, wk.r_comm = roof
+                    wk.r_wtab = wtab
                 if spec.step_model == "table":
                     if m not in tables:
                         assert spec.step_table is not None, "validation requires the table"
@@ -178,16 +180,18 @@ class ContinuousWorkers(PrefixFigures):
 
     @staticmethod
     def _costs(scenario: Scenario, name: str
-               ) -> tuple[WorkerSpec, tuple[float, float, float, float, float] | None]:
+               ) -> tuple[WorkerSpec, tuple[float, float, float, float, float] | None, list[float] | None]:
         """A model's worker spec and, under the roofline, its five step coefficients
         (weights read, one KV token read, one token computed, a step's fixed cost, one
-        token's communication)."""
+        token's communication) and, for a mixture of experts, the weights term by the
+        step's tokens (up to a full token budget plus a full batch of decoders)."""
         spec = scenario.worker_for(name)
         roof = scenario.roofline_for(name) if spec.step_model == "roofline" else None
         if roof is None:
-            return spec, None
+            return spec, None, None
+        wtab = roof.weights_read_table(spec.max_batched_tokens + spec.max_num_seqs) if roof.moe else None
         return spec, (float(roof.weights_read_s), float(roof.kv_token_read_s), float(roof.token_compute_s),
-                      float(roof.fixed_step_s), float(roof.comm_token_s))
+                      float(roof.fixed_step_s), float(roof.comm_token_s)), wtab
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
