@@ -1,6 +1,6 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
-disaggregated prefill and decode pools, autoscaling, SLO-aware admission and the lower
-KV tiers under the prefix cache.
+disaggregated prefill and decode pools, autoscaling, SLO-aware admission, the lower
+KV tiers under the prefix cache and a mixture of experts' expert load.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -19,6 +19,7 @@ from emulator.sim.planner import LOOK_KEYS as PLANNER_LOOK_KEYS
 from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
+from emulator.sim.workers.moe_figures import MOE_FRAME_KEYS
 from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS, TIER_FRAME_KEYS
 
 #: The per-model frame metrics of the disaggregated worker model, beyond the continuous one's.
@@ -28,7 +29,7 @@ POOL_KEYS: tuple[str, ...] = tuple(
 
 #: Every per-model frame metric the mechanism charts draw.
 MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS,
-                                     *TIER_FRAME_KEYS)
+                                     *TIER_FRAME_KEYS, *MOE_FRAME_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -51,6 +52,7 @@ _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
 _CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
 _REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
 _TIER_HIT, _TIER_LOAD = TIER_FRAME_KEYS
+_EXPERTS_HIT, _WEIGHTS_GB = MOE_FRAME_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
@@ -112,6 +114,14 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "tier_load", "mechanism": "KV tiers", "title": "Seconds spent loading KV from lower tiers per frame",
      "y_title": "seconds per frame", "tick_suffix": " s", "per_frame": True,
      "metrics": [{"key": _TIER_LOAD, "label": "load time", "colour": "#e8590c"}]},
+    # A mixture of experts: how many routed experts the decode batches hit, and the
+    # weights they read, both rising with the batch until every expert is hit.
+    {"key": "moe_experts", "mechanism": "Mixture of experts",
+     "title": "Routed experts a MoE layer's decode step hits (frame mean)", "y_title": "experts",
+     "connect_gaps": True, "metrics": [{"key": _EXPERTS_HIT, "label": "experts hit", "colour": "#5f3dc4"}]},
+    {"key": "moe_weights", "mechanism": "Mixture of experts",
+     "title": "Weights a decode step reads (frame mean)", "y_title": "GB", "tick_suffix": " GB",
+     "connect_gaps": True, "metrics": [{"key": _WEIGHTS_GB, "label": "weights read", "colour": "#5f3dc4"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a

@@ -92,6 +92,7 @@ from emulator.sim.workers.entities import (
     Seq,
     Worker,
 )
+from emulator.sim.workers.moe_figures import MOE_FRAME_KEYS, MoeFigures
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.prefix_figures import PrefixFigures
 from emulator.sim.workers.scheduler import Scheduler
@@ -173,6 +174,11 @@ class ContinuousWorkers(PrefixFigures):
         self._schedule_end = self.queue.scheduler(STEP_END)
         self.queue.on(STEP_START, self._on_step_start)
         self.init_prefix_figures(scenario, n_models)
+        mixtures = {m for m, (_, _, wtab) in costs.items() if wtab is not None}
+        #: The mixtures of experts' frame figures (None: no model is one).
+        self.moe = MoeFigures(scenario, names, mixtures) if mixtures else None
+        if mixtures:
+            self.keys = (*self.keys, *MOE_FRAME_KEYS)
         self.scheduler = Scheduler(self)
         #: Disaggregated serving's handoffs between pools (``disaggregated.py``), when
         #: a model is split: only then does a worker hand off or take handoffs in.
@@ -347,6 +353,8 @@ class ContinuousWorkers(PrefixFigures):
         self._frame_tokens[model] = tokens
         if self.prefix_on:
             self.add_prefix_figures(model, out)
+        if self.moe is not None:
+            self.moe.add(model, [wk for wk in self.workers.values() if wk.model == model], out)
         return out
 
     # -- the autoscaler's hooks (emulator.sim.autoscaler) ------------------------------
@@ -544,6 +552,9 @@ class ContinuousWorkers(PrefixFigures):
         wk.ahead = 0
         if wk.phase == STEP:
             produced = wk.n_dec if decoded else 0
+            if wk.r_wtab is not None and produced and not wk.chunks:
+                wk.moe_steps += 1
+                wk.moe_w += wk.r_wtab[produced]
             if produced:
                 wk.clock += 1
                 if wk.fresh or wk.track_gaps:
@@ -572,6 +583,9 @@ class ContinuousWorkers(PrefixFigures):
         else:
             wk.clock += wk.steps
             produced = wk.n * wk.steps
+            if wk.r_wtab is not None:
+                wk.moe_steps += wk.steps
+                wk.moe_w += wk.steps * wk.r_wtab[wk.n]
             gaps.stretch(wk, t)
         self.tokens_out[wk.model] += produced
         finishing = wk.finishing
