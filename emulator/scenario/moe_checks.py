@@ -99,9 +99,19 @@ def check_shape(t: _Table, shape: ModelShape) -> None:
 
 
 def check_expert_parallel(model: ModelSpec, w: WorkerSpec, hardware: HardwareSpec | None) -> None:
-    """``expert_parallel`` spreads the experts over every GPU of the worker, under the
-    roofline step model, with the link and the hidden size known."""
+    """``experts_read`` applies under the roofline step model; ``expert_parallel``
+    spreads the experts over every GPU of the worker, under the roofline, with the link
+    and the hidden size known."""
     arch = model.arch
+    if arch is not None and arch.experts_read is not None and w.step_model != "roofline":
+        where = ("models." + model.name + ".worker" if "step_model" in dict(model.worker_overrides)
+                 else "worker")
+        raise ScenarioError(
+            f"models.{model.name}.arch.experts_read",
+            f'needs step_model = "roofline", but {where}.step_model is "{w.step_model}"',
+            f'set {where}.step_model = "roofline", or remove experts_read (the linear and table models '
+            "carry the experts' cost in their fitted coefficients)",
+        )
     if arch is None or (arch.expert_parallel or 1) == 1:
         return
     key = f"models.{model.name}.arch.expert_parallel"

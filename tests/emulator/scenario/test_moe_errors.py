@@ -31,6 +31,8 @@ MISTAKES = [
      "set expert_parallel = 8"),
     (['worker.step_model="linear"'], f"{A}.expert_parallel",
      'needs step_model = "roofline", but worker.step_model is "linear"'),
+    (['worker.step_model="linear"', f"{A}.expert_parallel=1", f'{A}.experts_read="all"'], f"{A}.experts_read",
+     'needs step_model = "roofline", but worker.step_model is "linear"'),
     (["hardware={memory_gb = 141, hbm_tb_s = 4.8, bf16_tflops = 989.4}"], f"{A}.expert_parallel",
      "the all-to-all's cost needs the hidden size and the GPUs' link"),
     ([f'{A}={{model = "Llama-3-70B", expert_parallel = 8}}'], f"{A}.expert_parallel",
