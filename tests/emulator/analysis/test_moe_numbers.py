@@ -59,3 +59,13 @@ def test_the_analysis_step_agrees_with_the_exact_roofline() -> None:
         exact = roof.step_s(n * 2500, n)
         assert cost.decode(n, 2500) == pytest.approx(float(exact), rel=1e-12)
     assert cost.prefill_steps(3000) == pytest.approx(float(cost.prefill_alone_s(3000)), rel=1e-12)
+
+
+def test_a_tpot_goal_under_one_tokens_experts_is_found_and_one_above_is_a_question() -> None:
+    # One sequence reads 37.5 GB (8 experts a layer and the rest): 0.98 ms over 8 H200s.
+    below = {f["title"]: f for f in compute(PRESET.with_overrides(["slo.tpot_s=0.0005"])).findings}
+    verdict = below["The TPOT goal is under the time chat's GPUs take to read its weights"]
+    assert "one sequence's decode step reads 37.5 GB" in verdict["body"] and "8 experts a layer" in verdict["body"]
+    # 2 ms is above that floor, but under the 12.7 ms a step takes at mbu 0.6 with its collectives.
+    above = {f["title"] for f in compute(PRESET.with_overrides(["slo.tpot_s=0.002"])).findings}
+    assert "The TPOT goal is under the time chat's GPUs take to read its weights" not in above
