@@ -146,6 +146,8 @@ class Outcomes:
     With lower KV tiers (``kv_tiers``): by tier name, the prefix tokens loaded from it
     (``hit_tokens``, also in the saved), their share of those seen (``hit_rate``) and
     the seconds their copies took (``load_s``); ``gpu`` is the GPU cache's share.
+    A mixture of experts under the roofline (``moe``): its decode-only steps, the mean
+    routed experts a MoE layer's decode step hit and the mean GB of weights it read.
     """
 
     offered: int = 0
@@ -185,6 +187,7 @@ class Outcomes:
     #: prefill and decode TTFT, decode TPOT, transfers, stranded requests; else empty.
     pools: dict[str, Any] = field(default_factory=dict)
     kv_tiers: dict[str, Any] = field(default_factory=dict)
+    moe: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -215,6 +218,7 @@ class Outcomes:
             **({"pools": dict(self.pools)} if self.pools else {}),
             **({"admission": dict(self.admission)} if self.admission else {}),
             **({"kv_tiers": dict(self.kv_tiers)} if self.kv_tiers else {}),
+            **({"moe": dict(self.moe)} if self.moe else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -296,7 +300,7 @@ class Summary(Outcomes):
             for k in Outcomes.__dataclass_fields__
             if k not in stats
             and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission",
-                          "kv_tiers")
+                          "kv_tiers", "moe")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -315,6 +319,7 @@ class Summary(Outcomes):
                 "pools": dict(d.get("pools", {})),
                 "admission": dict(d.get("admission", {})),
                 "kv_tiers": dict(d.get("kv_tiers", {})),
+                "moe": dict(d.get("moe", {})),
             }
 
         return cls(

@@ -171,6 +171,13 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
       for name in TIER_NAMES
       for key, label, unit, scale, digits in (("hit_rate", "tier's share", "%", 100, 1),
                                               ("load_s", "load time", "s", 1, 2))),
+    # The summary's ``moe``: a mixture's decode steps over the run, their mean experts hit and weights read.
+    {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "experts_hit_mean"],
+     "label": "experts hit a MoE layer, decode-step mean", "unit": "experts", "digits": 1},
+    {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "weights_read_gb_mean"],
+     "label": "weights read, decode-step mean", "unit": "GB", "digits": 1},
+    {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "decode_steps"],
+     "label": "decode steps", "unit": "steps"},
 ]
 
 

@@ -1,7 +1,7 @@
 """What the ``continuous`` worker model tells about a mixture of experts under the
 roofline: per frame, the mean routed experts a MoE layer's decode step hits and the mean
 weights it reads, over the decode-only steps that ended in the frame (a stretch's steps
-counted when it ends).
+counted when it ends); and the same over the run for the summary.
 
 A worker adds each decode-only step's weights term (``Worker.r_wtab`` at its batch) to
 ``moe_w`` and counts it in ``moe_steps``; the weights term is linear in the experts hit,
@@ -49,7 +49,19 @@ class MoeFigures:
         if steps == steps0:
             out.update(dict.fromkeys(MOE_FRAME_KEYS))
             return
+        out["moe_experts_hit"], out["moe_weights_gb"] = self._means(model, steps - steps0, total - total0)
+
+    def summary(self, model: int, workers: list[Worker]) -> dict[str, Any]:
+        """``model``'s figures over the run (``Outcomes.moe``; empty if not a mixture):
+        its decode-only steps, the mean experts hit a MoE layer and weights read."""
+        if model not in self.terms:
+            return {}
+        steps = sum(wk.moe_steps for wk in workers)
+        hit, gb = self._means(model, steps, sum(wk.moe_w for wk in workers)) if steps else (None, None)
+        return {"decode_steps": steps, "experts_hit_mean": hit, "weights_read_gb_mean": gb}
+
+    def _means(self, model: int, steps: int, total: float) -> tuple[float, float]:
+        """The mean experts hit and GB read of ``steps`` steps whose terms sum to ``total``."""
         rest, layer, per_s = self.terms[model]
-        mean = (total - total0) / (steps - steps0)
-        out["moe_experts_hit"] = (mean - rest) / layer
-        out["moe_weights_gb"] = mean * per_s / 1e9
+        mean = total / steps
+        return (mean - rest) / layer, mean * per_s / 1e9

@@ -108,3 +108,20 @@ def test_reading_every_expert_costs_the_model_as_if_dense(tmp_path: Path) -> Non
     assert every.ttft_s["mean"] == pytest.approx(dense.ttft_s["mean"], rel=1e-12)
     # At a few sequences a worker the expected experts are a fraction of them all.
     assert hit.tpot_s["mean"] < 0.8 * every.tpot_s["mean"]
+
+
+def test_the_summary_holds_the_runs_expert_figures_and_survives_a_round_trip(tmp_path: Path) -> None:
+    from emulator.sim.results import Summary
+
+    params = replace(WORKER, roofline=_roofline(mbu=0.8, mfu=0.5))
+    # Four requests at once, two to each worker (round-robin): one prefill step each, then
+    # 49 decode-only steps of 2 sequences, which hit 64 (1 - (58/64)^2) experts a layer.
+    requests = [TokenRequest(0.0, 100, 50) for _ in range(4)]
+    summary = _engine(tmp_path, requests, params).run()
+    moe = summary.per_model["m"].moe
+    assert moe["decode_steps"] == 2 * 49
+    hit = 64 * (1 - (58 / 64) ** 2)
+    assert moe["experts_hit_mean"] == pytest.approx(hit)
+    assert moe["weights_read_gb_mean"] == pytest.approx((40 - ROUTED_B + 24 * hit * EXPERT_B) * 2)
+    data = summary.to_dict()
+    assert Summary.from_dict(data).to_dict() == data and data["per_model"]["m"]["moe"] == moe

@@ -13,7 +13,7 @@ from review_data_fixtures import *  # noqa: F403
 from runs_helpers import play_saved_fleet
 
 from reviewer.fleets.form_catalog import form_groups
-from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS
+from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS, MECHANISM_TOTALS
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "emulator" / "scenario" / "presets" / "deepseek-v3-h200.toml"
@@ -21,13 +21,18 @@ MECHANISM = "Mixture of experts"
 KEYS = {"moe_experts_hit", "moe_weights_gb"}
 
 
-def _frames(name: str, overrides: list[str]) -> list[dict]:
+def _run(name: str, overrides: list[str]) -> tuple[list[dict], dict]:
     from emulator.scenario import load_scenario
     from emulator.sim.engine import Engine
 
     sc = load_scenario(name, max_requests=None).with_overrides(overrides, max_requests=None)
     engine = Engine(sc, seed=1)
-    return [f.to_dict() for f in engine.advance_to(sc.duration_s)]
+    frames = [f.to_dict() for f in engine.advance_to(sc.duration_s)]
+    return frames, engine.summary().to_dict()
+
+
+def _frames(name: str, overrides: list[str]) -> list[dict]:
+    return _run(name, overrides)[0]
 
 
 def _charts() -> list[dict]:
@@ -55,10 +60,26 @@ def test_its_charts_draw_the_expert_metrics_the_engine_fills_and_they_rise_with_
     assert hits and all(h == pytest.approx(256) for h in hits)
 
 
-def test_a_dense_run_shows_none_of_their_charts() -> None:
-    frames = _frames("roofline-70b-h100", ["duration_s=20"])
+def test_its_totals_read_the_summary_and_agree_with_the_frames() -> None:
+    frames, summary = _run("deepseek-v3-h200", ["duration_s=60", "traffic.qps=2"])
+    moe = summary["per_model"]["chat"]["moe"]
+    totals = [t for t in MECHANISM_TOTALS if t["mechanism"] == MECHANISM]
+    assert {tuple(t["path"]) for t in totals} == {("moe", k) for k in moe}
+    assert moe["decode_steps"] > 1000
+    # The run's mean is the frames' means weighted by their steps: between their extremes.
+    hits = [f["m"]["moe_experts_hit"][0] for f in frames if f["m"]["moe_experts_hit"][0] is not None]
+    assert min(hits) <= moe["experts_hit_mean"] <= max(hits) and 8 < moe["experts_hit_mean"] < 256
+    # Weights read are linear in the experts hit: 17.1 GB and 58 x 44 MB for each.
+    rest = 671 - 58 * 256 * 3 * 7168 * 2048 / 1e9
+    expected = rest + 58 * moe["experts_hit_mean"] * 3 * 7168 * 2048 / 1e9
+    assert moe["weights_read_gb_mean"] == pytest.approx(expected)
+
+
+def test_a_dense_run_shows_none_of_their_charts_or_totals() -> None:
+    frames, summary = _run("roofline-70b-h100", ["duration_s=20"])
     present = {m["key"] for c in _charts() for m in c["metrics"]}
     assert not (present & set(frames[-1]["m"]))
+    assert "moe" not in summary["per_model"]["chat"]
 
 
 def test_the_editor_offers_the_expert_keys() -> None:
