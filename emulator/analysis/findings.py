@@ -191,8 +191,12 @@ def _token(f: _Findings, scenario: Scenario, report: NumbersReport, m: ModelAnal
         goal = exact(slo.tpot_s)
         if roof is not None and physical is not None and physical > goal:
             f.add("fix_now", f"The TPOT goal is under the time {name}'s GPUs take to read its weights",
-                  f"slo.tpot_s is {show(goal, 's')}, but every decode step reads all {show(v('weights_gb', name), 'GB')} "
-                  f"of weights, which takes {show(physical, 's')} at the full bandwidth of {roof.units} {roof.gpu.name}: "
+                  f"slo.tpot_s is {show(goal, 's')}, but "
+                  + (f"even one sequence's decode step reads {show(roof.weight_bytes_read(1) / 10**9, 'GB')} of "
+                     f"weights (its {roof.shape.experts_per_token} experts a layer and the rest)"
+                     if roof.moe and roof.experts_read == "hit" else
+                     f"every decode step reads all {show(v('weights_gb', name), 'GB')} of weights")
+                  + f", which takes {show(physical, 's')} at the full bandwidth of {roof.units} {roof.gpu.name}: "
                   "no scheduler or batch size meets it; it needs more GPUs per worker, faster memory or smaller "
                   "weights.", [f"{name}.decode_step_floor_s", f"{name}.weights_gb"], ("slo.tpot_s",))
         elif roof is not None and scenario.worker_for(name).step_model == "roofline":

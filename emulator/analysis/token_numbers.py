@@ -18,6 +18,7 @@ from emulator.analysis.fleet.admission import REFUSED_FROM, admission_of, fracti
 from emulator.analysis.fleet.planner import per_worker_rate, workers_needed
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.steps import step_cost
+from emulator.analysis.moe_numbers import moe_figures
 from emulator.analysis.numbers import Adder, div, show
 from emulator.scenario import PLANNER_METRIC, AutoscalerSpec, Roofline, Scenario
 from emulator.scenario.pools import split_pools
@@ -97,6 +98,7 @@ def token_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, fa: FleetAna
     load_figures(add, m, per, loads, inputs)
     _floor_figures(add, scenario, m)
     _kv_figures(add, m)
+    moe_figures(add, scenario, m)
 
 
 def _capacity_how(m: ModelAnalysis) -> str:
@@ -383,25 +385,32 @@ def _physical_figures(add: Adder, scenario: Scenario, name: str) -> None:
     add("kv_capacity_tokens", "KV capacity per worker", name, w.kv_cache_tokens, "tokens",
         how + (' (kv_cache_tokens = "auto")' if auto else f"; worker.kv_cache_tokens sets {w.kv_cache_tokens:,}"),
         (*hw, "worker.kv_cache_tokens"))
+    one = roof.weight_bytes_read(1) / 10**9
     add("decode_step_floor_s", "Decode step floor (weights read once, full bandwidth)", name, _floor(roof), "s",
-        f"{show(roof.weight_bytes / 10**9, '')} GB of weights / ({roof.units} x {show(gpu.hbm_tb_s, '')} TB/s "
-        f"{gpu.name}): every decode step reads every weight once; a physical lower bound whatever mbu is "
-        "assumed, not a prediction", hw)
+        f"{show(one, '')} GB of weights / ({roof.units} x {show(gpu.hbm_tb_s, '')} TB/s "
+        f"{gpu.name}): every decode step reads "
+        + (f"the weights one token uses once (its {s.experts_per_token} routed experts a layer and the rest)"
+           if roof.moe and roof.experts_read == "hit" else "every weight once")
+        + "; a physical lower bound whatever mbu is assumed, not a prediction", hw)
     if roof.communicates:
         layers, link = roof.shape.layers, gpu.link_gb_s
         add("tp_step_latency_s", "Tensor-parallel collectives' latency per step", name, roof.collectives
             * (gpu.collective_us or Fraction(0)) / 10**6, "s",
-            f"2 all-reduces x {layers} layers x {show(gpu.collective_us, '')} us ({gpu.name}'s collective "
+            (f"(2 x {layers} - {s.moe_layers}) all-reduces + 2 x {s.moe_layers} all-to-alls"
+             if roof.all_to_all else f"2 all-reduces x {layers} layers")
+            + f" x {show(gpu.collective_us, '')} us ({gpu.name}'s collective "
             "latency): paid by every step on more than one GPU", (*hw, "hardware.collective_us"))
+        reduces = roof.collectives - 2 * s.moe_layers if roof.all_to_all else roof.collectives
         add("tp_comm_per_token_s", "Tensor-parallel communication per token in a step", name,
             roof.comm_token_s, "s",
-            f"{roof.collectives} all-reduces x 2 ({roof.units} - 1) / {roof.units} x {s.hidden} hidden x "
-            f"{show(roof.dtype_bytes, '')} bytes / {show(link, '')} GB/s link each way",
+            f"{reduces} all-reduces x 2 ({roof.units} - 1) / {roof.units} x {s.hidden} hidden x "
+            f"{show(roof.dtype_bytes, '')} bytes / {show(link, '')} GB/s link each way"
+            + (f", plus the all-to-alls' {show(roof.all_to_all_token_s, 's')}" if roof.all_to_all else ""),
             (*hw, "hardware.link_gb_s"))
 
 
 def _floor(roof: Roofline) -> Fraction:
-    return roof.weight_bytes / (roof.units * roof.gpu.bytes_per_s)
+    return roof.weight_bytes_read(1) / (roof.units * roof.gpu.bytes_per_s)
 
 
 def whole(value: Fraction | None) -> int | None:

@@ -20,6 +20,7 @@ from emulator.scenario import (
     admission_checks,
     catalog,
     kv_tier_checks,
+    moe_checks,
     prefix_checks,
     router_checks,
     speculative_checks,
@@ -233,6 +234,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     hardware = _hardware(top.raw("hardware")) if top.has("hardware") else None
     for m in models.values():
         resolved = _resolve_hardware(m, _resolved(worker, m), hardware)
+        moe_checks.check_expert_parallel(m, resolved, hardware)
         if batching[m.name] != "static":
             _check_continuous(m, resolved)
         elif resolved.speculative is not None:
@@ -634,6 +636,7 @@ def _arch(raw: Any, path: str) -> ArchSpec:
     for name in ("layers", "kv_heads", "head_dim", "hidden_size"):
         if t.has(name):
             values[name] = t.integer(name, low=1)
+    values.update(moe_checks.values(t))
     if model is None:
         for name in ("params_b", "layers", "kv_heads", "head_dim"):
             if name not in values:
@@ -650,6 +653,7 @@ def _arch(raw: Any, path: str) -> ArchSpec:
             f"{float(shape.active_params_b):g} is more than params_b ({float(shape.params_b):g})",
             "active parameters are those one token uses: at most all of them",
         )
+    moe_checks.check_shape(t, shape)
     return arch
 
 

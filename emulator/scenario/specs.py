@@ -199,6 +199,16 @@ class ArchSpec:
     head_dim: int | None = None
     dtype_bytes: float = 2
     hidden_size: int | None = None  # tensor-parallel communication needs it
+    # A mixture of experts (``emulator.scenario.moe_checks``): routed experts of a MoE
+    # layer, how many a token picks, shared experts, MoE layers, one routed expert's
+    # parameters (in billions, one layer), and the GPUs its experts spread over.
+    experts: int | None = None
+    experts_per_token: int | None = None
+    shared_experts: int | None = None
+    moe_layers: int | None = None
+    expert_params_b: float | None = None
+    expert_parallel: int | None = None  # (None: 1, no expert parallelism)
+    experts_read: str | None = None  # "all": every step reads every expert, as if dense (None: "hit")
 
     def shape(self) -> ModelShape:
         """The model shape, catalog values overridden by the numbers given."""
@@ -220,9 +230,17 @@ class ArchSpec:
             active = params
         hidden = self.hidden_size if self.hidden_size is not None else (
             None if base is None else base.hidden)
+
+        def moe(name: str) -> Any:
+            given = getattr(self, name)
+            if given is not None:
+                return _decimal(given) if name.endswith("_b") else given
+            return getattr(base, name) if base is not None else ModelShape.__dataclass_fields__[name].default
+
         return ModelShape(
             self.model or "custom", params, active, pick("layers"), pick("kv_heads"),
-            pick("head_dim"), hidden,
+            pick("head_dim"), hidden, moe("experts"), moe("experts_per_token"),
+            moe("shared_experts"), moe("moe_layers"), moe("expert_params_b"),
         )
 
 
@@ -752,6 +770,8 @@ class Scenario:
             mbu=_decimal(w.mbu),
             mfu=_decimal(w.mfu),
             step_overhead_s=_decimal(w.step_overhead_s),
+            expert_parallel=spec.arch.expert_parallel or 1,
+            experts_read=spec.arch.experts_read or "hit",
         )
 
     def batching_of(self, model: str) -> str:

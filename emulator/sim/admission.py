@@ -80,14 +80,14 @@ class _StepView:
     carries (none under ``prefill_first``)."""
 
     __slots__ = ("spec", "roofline", "table", "n_dec", "ahead", "dec_base", "clock",
-                 "r_weights", "r_kv", "r_token", "r_fixed", "r_comm")
+                 "r_weights", "r_kv", "r_token", "r_fixed", "r_comm", "r_wtab")
 
     def __init__(self, wk: Worker, n_dec: int) -> None:
         self.spec, self.roofline, self.table = wk.spec, wk.roofline, wk.table
         self.n_dec, self.ahead = n_dec, 1 if n_dec else 0
         self.dec_base, self.clock = wk.dec_base, wk.clock
         self.r_weights, self.r_kv, self.r_token = wk.r_weights, wk.r_kv, wk.r_token
-        self.r_fixed, self.r_comm = wk.r_fixed, wk.r_comm
+        self.r_fixed, self.r_comm, self.r_wtab = wk.r_fixed, wk.r_comm, wk.r_wtab
 
 
 def step_left(wk: Worker, now: float) -> float:

@@ -289,6 +289,11 @@ class Engine:
         fleet.per_model = per_model
         self._prefix_summary(fleet)
         self._speculative_summary(fleet)
+        cw = self.worker_models.get("continuous")
+        if isinstance(cw, ContinuousWorkers) and cw.moe is not None:  # mixtures of experts
+            for d in self.disp:
+                per_model[d.name].moe = cw.moe.summary(
+                    d.index, [wk for wk in cw.workers.values() if wk.model == d.index])
         fleet.sim_s = now
         fleet.wall_s = self.wall_s
         fleet.events = self.queue.processed

@@ -149,6 +149,8 @@ class Outcomes:
     With speculative decoding (``speculative``, ``emulator.sim.workers.spec_figures``):
     tau, the decode tokens given in verification steps and in steps that prefill, the
     verified share and the mean tokens a decoder got a step.
+    A mixture of experts under the roofline (``moe``): its decode-only steps, the mean
+    routed experts a MoE layer's decode step hit and the mean GB of weights it read.
     """
 
     offered: int = 0
@@ -189,6 +191,7 @@ class Outcomes:
     pools: dict[str, Any] = field(default_factory=dict)
     kv_tiers: dict[str, Any] = field(default_factory=dict)
     speculative: dict[str, Any] = field(default_factory=dict)
+    moe: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -220,6 +223,7 @@ class Outcomes:
             **({"admission": dict(self.admission)} if self.admission else {}),
             **({"kv_tiers": dict(self.kv_tiers)} if self.kv_tiers else {}),
             **({"speculative": dict(self.speculative)} if self.speculative else {}),
+            **({"moe": dict(self.moe)} if self.moe else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -301,7 +305,7 @@ class Summary(Outcomes):
             for k in Outcomes.__dataclass_fields__
             if k not in stats
             and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission",
-                          "kv_tiers", "speculative")
+                          "kv_tiers", "speculative", "moe")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -321,6 +325,7 @@ class Summary(Outcomes):
                 "admission": dict(d.get("admission", {})),
                 "kv_tiers": dict(d.get("kv_tiers", {})),
                 "speculative": dict(d.get("speculative", {})),
+                "moe": dict(d.get("moe", {})),
             }
 
         return cls(

@@ -24,6 +24,7 @@ from emulator.scenario.admission_checks import ADMISSIONS
 from emulator.scenario.autoscale_checks import PREDICTORS
 from emulator.scenario.hardware import GPUS, MODEL_SHAPES
 from emulator.scenario.kv_tier_checks import TIER_NAMES
+from emulator.scenario.moe_checks import EXPERTS_READ
 from emulator.scenario.specs import (
     ARRIVALS,
     AUTOSCALE_METRICS,
@@ -60,13 +61,16 @@ _UNITS = {
     "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
     "per_worker_qps": "requests/s a worker, or worked out from a target",
     "horizon_s": "s, warmup_s if left out", "window_s": "s of looks", "season_s": "s, the load's period",
+    "experts": "routed experts a MoE layer", "experts_per_token": "routed experts a token",
+    "shared_experts": "experts every token runs", "moe_layers": "layers", "expert_parallel": "GPUs, the worker's units",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
     "qps": "QPS", "peak_qps": "peak QPS", "ttft_s": "TTFT objective", "tpot_s": "TPOT objective",
     "mbu": "memory-bandwidth utilisation (MBU)", "mfu": "FLOPs utilisation (MFU)", "gpu": "GPU",
     "hbm_tb_s": "HBM bandwidth", "bf16_tflops": "BF16 compute", "memory_gb": "GPU memory",
-    "params_b": "parameters", "active_params_b": "active parameters", "output_tokens": "output tokens", "kv_cache_tokens": "KV cache",
+    "params_b": "parameters", "active_params_b": "active parameters", "expert_params_b": "one expert's parameters",
+    "experts_per_token": "experts a token", "expert_parallel": "expert parallelism", "output_tokens": "output tokens", "kv_cache_tokens": "KV cache",
     "max_num_seqs": "running sequences", "max_batched_tokens": "batched tokens", "tokens": "prompt tokens",
     "worker_units": "worker units", "kv_transfer_gb_s": "KV transfer", "kv_bytes_per_token": "KV size",
     "decider_threshold_tokens": "prefill skipped up to", "prefill_workers": "prefill pool",
@@ -129,7 +133,8 @@ def _choices(data: dict[str, Any]) -> dict[str, list[str]]:
         "batching": list(BATCHING), "service": list(SERVICES), "step_model": list(STEP_MODELS),
         "dispatcher.standby": list(STANDBYS), "dispatcher.policy": list(catalog.policy_names()),
         "dispatcher.admission": list(ADMISSIONS), "dispatcher.prefix_index": list(PREFIX_INDEXES),
-        "hardware.gpu": list(GPUS), "arch.model": list(MODEL_SHAPES), "autoscaler.metric": [*AUTOSCALE_METRICS, PLANNER_METRIC],
+        "hardware.gpu": list(GPUS), "arch.model": list(MODEL_SHAPES),
+        "arch.experts_read": list(EXPERTS_READ), "autoscaler.metric": [*AUTOSCALE_METRICS, PLANNER_METRIC],
         "autoscaler.predictor": list(PREDICTORS),
         "autoscaler.model": models, "prefill_workers": pools, "decode_workers": pools,
     }

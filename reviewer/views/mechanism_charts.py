@@ -1,6 +1,7 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
 disaggregated prefill and decode pools, autoscaling, SLO-aware admission, the lower
-KV tiers under the prefix cache and speculative decoding.
+KV tiers under the prefix cache, speculative decoding and a mixture of experts'
+expert load.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -19,6 +20,7 @@ from emulator.sim.planner import LOOK_KEYS as PLANNER_LOOK_KEYS
 from emulator.sim.results import TOKEN_KEYS
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.disaggregated import DisaggregatedWorkers
+from emulator.sim.workers.moe_figures import MOE_FRAME_KEYS
 from emulator.sim.workers.prefix_figures import PREFIX_FRAME_KEYS, TIER_FRAME_KEYS
 from emulator.sim.workers.spec_figures import SPEC_FRAME_KEYS
 
@@ -29,7 +31,7 @@ POOL_KEYS: tuple[str, ...] = tuple(
 
 #: Every per-model frame metric the mechanism charts draw.
 MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS,
-                                     *TIER_FRAME_KEYS, *SPEC_FRAME_KEYS)
+                                     *TIER_FRAME_KEYS, *SPEC_FRAME_KEYS, *MOE_FRAME_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -53,6 +55,7 @@ _CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
 _REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
 _TIER_HIT, _TIER_LOAD = TIER_FRAME_KEYS
 _VERIFIED, _PER_STEP, _TAU = SPEC_FRAME_KEYS
+_EXPERTS_HIT, _WEIGHTS_GB = MOE_FRAME_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
@@ -128,6 +131,14 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
      "y_title": "share of decode tokens (%)", "scale": 100, "tick_suffix": "%", "range": [0, 100],
      "connect_gaps": True, "present_keys": [_VERIFIED],
      "metrics": [{"key": _VERIFIED, "label": "from verification steps", "colour": "#2b8a3e"}]},
+    # A mixture of experts: how many routed experts the decode batches hit, and the
+    # weights they read, both rising with the batch until every expert is hit.
+    {"key": "moe_experts", "mechanism": "Mixture of experts",
+     "title": "Routed experts a MoE layer's decode step hits (frame mean)", "y_title": "experts",
+     "connect_gaps": True, "metrics": [{"key": _EXPERTS_HIT, "label": "experts hit", "colour": "#5f3dc4"}]},
+    {"key": "moe_weights", "mechanism": "Mixture of experts",
+     "title": "Weights a decode step reads (frame mean)", "y_title": "GB", "tick_suffix": " GB",
+     "connect_gaps": True, "metrics": [{"key": _WEIGHTS_GB, "label": "weights read", "colour": "#5f3dc4"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
@@ -184,6 +195,13 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
           ("verified_token_share", "decode tokens from verification steps", "%", 100, 1),
           ("verified_tokens", "verified tokens", "tokens", 1, 0),
           ("plain_tokens", "plain tokens of steps that prefill", "tokens", 1, 0))),
+    # The summary's ``moe``: a mixture's decode steps over the run, their mean experts hit and weights read.
+    {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "experts_hit_mean"],
+     "label": "experts hit a MoE layer, decode-step mean", "unit": "experts", "digits": 1},
+    {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "weights_read_gb_mean"],
+     "label": "weights read, decode-step mean", "unit": "GB", "digits": 1},
+    {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "decode_steps"],
+     "label": "decode steps", "unit": "steps"},
 ]
 
 

@@ -158,9 +158,27 @@ class RooflineParams:
     dtype_bytes: float = 2.0
     link_bytes_per_s: float = 0.0  # per GPU, each way
     collective_s: float = 0.0
+    # A mixture of experts: routed experts a MoE layer, picked a token, MoE layers, one
+    # expert's bytes; and expert parallelism over this many GPUs (1: none).
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_layers: int = 0
+    expert_bytes: float = 0.0
+    expert_parallel: int = 1
+
+    def weights_read(self, tokens: int) -> float:
+        """Bytes of weights a step of ``tokens`` tokens reads: a mixture reads, in each
+        MoE layer, each routed expert at least one of its tokens picked; with uniform
+        routing, expert i is missed by all of them with probability (1 - k/E)^tokens."""
+        if not self.experts:
+            return self.weight_bytes
+        routed = self.moe_layers * self.experts * self.expert_bytes
+        p_hit = 1.0 - (1.0 - self.experts_per_token / self.experts) ** tokens
+        return self.weight_bytes - routed + self.moe_layers * self.expert_bytes * sum(
+            p_hit for _ in range(self.experts))
 
     def step_s(self, kv_tokens_read: int, tokens: int) -> float:
-        memory = (self.weight_bytes + self.kv_bytes_per_token * kv_tokens_read) / (
+        memory = (self.weights_read(tokens) + self.kv_bytes_per_token * kv_tokens_read) / (
             self.units * self.bytes_per_s * self.mbu
         )
         compute = 2.0 * self.active_params * tokens / (self.units * self.flops * self.mfu)
@@ -169,12 +187,20 @@ class RooflineParams:
     def communication_s(self, tokens: int) -> float:
         if self.units == 1 or not (self.layers and self.hidden and self.link_bytes_per_s):
             return 0.0
-        all_reduces = 2 * self.layers
-        moved = 2 * (self.units - 1) / self.units * tokens * self.hidden * self.dtype_bytes
-        return all_reduces * (self.collective_s + moved / self.link_bytes_per_s)
+        activations = tokens * self.hidden * self.dtype_bytes
+        ring = 2 * (self.units - 1) / self.units * activations
+        if self.expert_parallel == 1:
+            return 2 * self.layers * (self.collective_s + ring / self.link_bytes_per_s)
+        # Each MoE layer dispatches every token's k copies to the GPUs holding their
+        # experts and combines them back: (EP - 1) / EP of them cross the link each way.
+        ep = self.expert_parallel
+        copies = activations * self.experts_per_token * (ep - 1) / ep
+        all_reduces = 2 * self.layers - self.moe_layers
+        return (all_reduces * (self.collective_s + ring / self.link_bytes_per_s)
+                + 2 * self.moe_layers * (self.collective_s + copies / self.link_bytes_per_s))
 
     def bound(self, kv_tokens_read: int, tokens: int) -> str:
-        memory = (self.weight_bytes + self.kv_bytes_per_token * kv_tokens_read) / (
+        memory = (self.weights_read(tokens) + self.kv_bytes_per_token * kv_tokens_read) / (
             self.units * self.bytes_per_s * self.mbu
         )
         compute = 2.0 * self.active_params * tokens / (self.units * self.flops * self.mfu)

@@ -478,7 +478,7 @@ def _floors(scenario: Scenario, name: str, load: Workload, cost: StepCost | None
     if scenario.dispatcher.proxy_hop_s:
         ttft += exact(scenario.dispatcher.proxy_hop_s)  # the router-to-worker hop
     roof = scenario.roofline_for(name)
-    physical = None if roof is None else roof.weights_read_s * roof.mbu
+    physical = None if roof is None else roof.weights_read_at_s(1) * roof.mbu  # a mixture: one token's experts
     return {"latency_s": None, "ttft_s": ttft, "tpot_s": cost.token_alone_s(prompt + 1),
             "tpot_physical_s": physical}
 

@@ -7,7 +7,8 @@ Linear (``step_model = "linear"``): a step lasts
 
 Roofline: max(weights + KV read over the bandwidth, tokens computed over the FLOPs),
 each scaled by ``mbu`` and ``mfu``, plus a fixed cost a step (launch, collectives'
-latency) and each token's tensor-parallel communication (``emulator.scenario.Roofline``).
+latency) and each token's tensor-parallel communication (``emulator.scenario.Roofline``);
+for a mixture of experts the weights read are those of the experts the step's tokens hit.
 
 Table: a(decoders) + b(decoders) x their contexts + P(prefill tokens) + e x the
 attention term, fitted to a table of step times (``emulator.scenario.step_table``); a
@@ -32,7 +33,7 @@ speculation (``decode``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from emulator.scenario import Roofline, Scenario, SpeculativeSpec, WorkerSpec
@@ -54,17 +55,32 @@ class StepCost:
     o: float = 0.0  # roofline: a step's fixed cost (launch, collectives' latency)
     m: float = 0.0  # roofline: one token's tensor-parallel communication
     table: StepTable | None = None  # set when step_model = "table"
+    # roofline, a mixture of experts: the weights read are the non-routed ones (w_rest)
+    # plus w_expert for each distinct expert hit, of moe_e routed experts, moe_k a token
+    moe_e: int = 0
+    moe_k: int = 0
+    w_rest: float = 0.0
+    w_expert: float = 0.0
 
     @property
     def roofline(self) -> bool:
         return self.roof is not None
+
+    def weights(self, tokens: float) -> float:
+        """Roofline: reading the weights a step of ``tokens`` tokens reads (a mixture:
+        those of the experts hit, E (1 - (1 - k/E)^tokens) of each MoE layer's E; at a
+        mean batch size this is the hit of the mean, a little above the mean hit)."""
+        if not self.moe_e:
+            return self.w
+        e = self.moe_e
+        return self.w_rest + self.w_expert * (e - e * (1 - self.moe_k / e) ** max(tokens, 0.0))
 
     def decode(self, n: float, context: float) -> float:
         """A decode-only step of ``n`` sequences of ``context`` tokens each."""
         if n <= 0:
             return 0.0
         if self.roof is not None:
-            return max(self.w + self.k * n * context, self.f * n) + self.o + self.m * n
+            return max(self.weights(n) + self.k * n * context, self.f * n) + self.o + self.m * n
         if self.table is not None:
             a, b = self.table.decode_terms(n)
             return a + b * n * context
@@ -130,7 +146,7 @@ class StepCost:
         if self.roof is None:
             return self.prompt_terms(new, read, attn)
         decode = self.decode(n, context)
-        memory = self.w + self.k * (n * context + read)
+        memory = self.weights(n + new) + self.k * (n * context + read)
         first = max(memory, self.f * (n + new)) + self.o + self.m * (n + new) - decode
         more = max(self.f * new, self.k * read) + self.m * new
         return more + (first - more) * first_share(per_step)
@@ -142,7 +158,7 @@ class StepCost:
         while at < prompt:
             c = min(budget, prompt - at)
             if self.roof is not None:
-                total += max(self.w + self.k * (at + c), self.f * c) + self.o + self.m * c
+                total += max(self.weights(c) + self.k * (at + c), self.f * c) + self.o + self.m * c
             elif self.table is not None:
                 total += self.table.step_s(0, 0, c, c * (at + c))
             else:
@@ -181,7 +197,7 @@ class StepCost:
         tokens: its time per prefill token."""
         budget = self.spec.max_batched_tokens
         if self.roof is not None:
-            return (max(self.w + self.k * budget, self.f * budget) + self.o + self.m * budget) / budget
+            return (max(self.weights(budget) + self.k * budget, self.f * budget) + self.o + self.m * budget) / budget
         if self.table is not None:
             return self.table.step_s(0, 0, budget, 0) / budget + self.table.e * attn_per_token
         s = self.spec
@@ -223,8 +239,20 @@ def step_cost(scenario: Scenario, name: str) -> StepCost:
                             if hw is not None and getattr(hw, k) is not None)
             if arch is not None and arch.hidden_size is not None:
                 inputs += (f"models.{name}.arch.hidden_size",)
-        return StepCost(spec, roof, inputs, float(roof.weights_read_s), float(roof.kv_token_read_s),
+        if roof.moe:
+            arch = scenario.models[name].arch
+            inputs += tuple(f"models.{name}.arch.{k}" for k in
+                            ("experts", "experts_per_token", "moe_layers", "expert_params_b",
+                             "expert_parallel", "experts_read")
+                            if arch is not None and getattr(arch, k) not in (None, 1, "hit"))
+        cost = StepCost(spec, roof, inputs, float(roof.weights_read_s), float(roof.kv_token_read_s),
                         float(roof.token_compute_s), float(roof.fixed_step_s), float(roof.comm_token_s))
+        if roof.moe and roof.experts_read == "hit":
+            per_s = roof.units * roof.gpu.bytes_per_s * roof.mbu
+            cost = replace(cost, moe_e=roof.shape.experts, moe_k=roof.shape.experts_per_token,
+                           w_rest=float(roof.weight_bytes_read(0) / per_s),
+                           w_expert=float(roof.shape.moe_layers * roof.expert_bytes / per_s))
+        return cost
     if spec.step_model == "table":
         assert spec.step_table is not None, "validation requires the table"
         return StepCost(spec, None, (key("step_model"), key("step_table")), table=load_step_table(spec.step_table))

@@ -62,6 +62,10 @@ PRESETS: dict[str, str] = {
     "steps to four times its prefill capacity: each arrival's TTFT is predicted and those past "
     "the goal are refused at once, so the admitted keep their TTFT within it; compare --set "
     "dispatcher.admission=queue_limit for plain queueing, where nearly none does",
+    "deepseek-v3-h200": "DeepSeek-V3 (256 routed experts, 8 a token) in FP8 on two 8-GPU H200 "
+    "workers with expert parallelism at 10 QPS: a decode step reads only the experts its batch "
+    "hits, and every MoE layer pays a dispatch and a combine all-to-all; compare --set "
+    "traffic.qps=1 with and without models.chat.arch.experts_read=all (costed as if dense)",
     "mooncake-dram-tier": "a Mooncake-like split fleet on 8,000-token prompts sharing 6,000-token "
     "documents whose KV is three times a prefill worker's GPU KV: a DRAM tier under each GPU "
     "prefix cache and SLO-aware admission; compare --set 'worker.kv_tiers=[]'",

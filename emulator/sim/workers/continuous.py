@@ -97,6 +97,7 @@ from emulator.sim.workers.entities import (
     Seq,
     Worker,
 )
+from emulator.sim.workers.moe_figures import MOE_FRAME_KEYS, MoeFigures
 from emulator.sim.workers.prefix_cache import PrefixCache
 from emulator.sim.workers.prefix_figures import PrefixFigures
 from emulator.sim.workers.scheduler import Scheduler
@@ -133,17 +134,19 @@ class ContinuousWorkers(PrefixFigures):
         names = list(scenario.models)
         self.timeout = scenario.client.timeout_s
         self.workers: dict[int, Worker] = {}
-        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None]] = {}
+        costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None,
+                               list[float] | None]] = {}
         tables: dict[int, tuple[list[float], list[float], list[float], float]] = {}
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
                 if m not in costs:  # once per model, not per worker: exact arithmetic is not free
                     costs[m] = self._costs(scenario, names[m])
-                spec, roof = costs[m]
+                spec, roof, wtab = costs[m]
                 wk = self.workers[w] = Worker(w, m, spec, sim.disp[m])  # type: ignore[arg-type]
                 if roof is not None:
                     wk.roofline = True
                     wk.r_weights, wk.r_kv, wk.r_token, wk.r_fixed, wk.r_comm = roof
+                    wk.r_wtab = wtab
                 if spec.step_model == "table":
                     if m not in tables:
                         assert spec.step_table is not None, "validation requires the table"
@@ -181,6 +184,11 @@ class ContinuousWorkers(PrefixFigures):
         self.spec = SpecFigures(scenario)
         if self.spec.on:
             self.keys = (*self.keys, *SPEC_FRAME_KEYS)
+        mixtures = {m for m, (_, _, wtab) in costs.items() if wtab is not None}
+        #: The mixtures of experts' frame figures (None: no model is one).
+        self.moe = MoeFigures(scenario, names, mixtures) if mixtures else None
+        if mixtures:
+            self.keys = (*self.keys, *MOE_FRAME_KEYS)
         self.scheduler = Scheduler(self)
         #: Disaggregated serving's handoffs between pools (``disaggregated.py``), when
         #: a model is split: only then does a worker hand off or take handoffs in.
@@ -188,16 +196,18 @@ class ContinuousWorkers(PrefixFigures):
 
     @staticmethod
     def _costs(scenario: Scenario, name: str
-               ) -> tuple[WorkerSpec, tuple[float, float, float, float, float] | None]:
+               ) -> tuple[WorkerSpec, tuple[float, float, float, float, float] | None, list[float] | None]:
         """A model's worker spec and, under the roofline, its five step coefficients
         (weights read, one KV token read, one token computed, a step's fixed cost, one
-        token's communication)."""
+        token's communication) and, for a mixture of experts, the weights term by the
+        step's tokens (up to a full token budget plus a full batch of decoders)."""
         spec = scenario.worker_for(name)
         roof = scenario.roofline_for(name) if spec.step_model == "roofline" else None
         if roof is None:
-            return spec, None
+            return spec, None, None
+        wtab = roof.weights_read_table(spec.max_batched_tokens + spec.max_num_seqs) if roof.moe else None
         return spec, (float(roof.weights_read_s), float(roof.kv_token_read_s), float(roof.token_compute_s),
-                      float(roof.fixed_step_s), float(roof.comm_token_s))
+                      float(roof.fixed_step_s), float(roof.comm_token_s)), wtab
 
     # -- the interface ---------------------------------------------------------------
     def is_alive(self, w: int) -> bool:
@@ -357,6 +367,8 @@ class ContinuousWorkers(PrefixFigures):
             self.add_prefix_figures(model, out)
         if self.spec.on:
             out.update(self.spec.figures(model, self.spec.verified[model] + (tokens - self.tokens_out[model])))
+        if self.moe is not None:
+            self.moe.add(model, [wk for wk in self.workers.values() if wk.model == model], out)
         return out
 
     # -- the autoscaler's hooks (emulator.sim.autoscaler) ------------------------------
@@ -554,6 +566,9 @@ class ContinuousWorkers(PrefixFigures):
         wk.ahead = 0
         if wk.phase == STEP:
             produced = wk.n_dec if decoded else 0
+            if wk.r_wtab is not None and produced and not wk.chunks:
+                wk.moe_steps += 1
+                wk.moe_w += wk.r_wtab[produced]
             if produced:
                 if self.spec.on:
                     self.spec.plain[wk.model] += produced
@@ -586,6 +601,9 @@ class ContinuousWorkers(PrefixFigures):
             produced = wk.n * wk.steps
             if self.spec.on:
                 self.spec.verified[wk.model] += produced
+            if wk.r_wtab is not None:
+                wk.moe_steps += wk.steps
+                wk.moe_w += wk.steps * wk.r_wtab[wk.n]
             gaps.stretch(wk, t)
         self.tokens_out[wk.model] += produced
         finishing = wk.finishing

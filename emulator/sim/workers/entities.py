@@ -133,6 +133,11 @@ class Worker:
     r_token: float = 0.0
     r_fixed: float = 0.0
     r_comm: float = 0.0
+    # A mixture of experts under the roofline: the weights term by the step's tokens
+    # (the experts they hit), replacing r_weights (None: a dense model).
+    r_wtab: list[float] | None = None
+    moe_steps: int = 0  # decode-only steps run, and their weights terms summed (moe_figures.py)
+    moe_w: float = 0.0
     # The table step model (``step_model = "table"``): a(n) and b(n) by decoders, P(p)
     # by prefill tokens, and the attention coefficient (``emulator.scenario.step_table``).
     table: tuple[list[float], list[float], list[float], float] | None = None

@@ -8,6 +8,9 @@ read (D's contexts, and each chunk's start + chunk) over the bandwidth, and 2 x 
 parameters x (|D| + chunks) over the FLOPs; plus a fixed cost a step (its launch and
 its collectives' latency) and each token's tensor-parallel communication.
 
+For a mixture of experts the weights term is that of the experts the step's tokens
+(decoders and chunk tokens) hit, looked up by their count (``Worker.r_wtab``).
+
 Table (``step_model = "table"``): a(|D|) + b(|D|) x D's contexts + P(chunk tokens) + e x
 the chunks' attention term, read from lists the worker model fills once
 (``emulator.scenario.step_table``).
@@ -49,7 +52,8 @@ def step_time(wk: Worker, chunks: list[tuple[Seq, int]]) -> float:
         for s, c in chunks:
             read += s.progress + c
             tokens += c
-        return max(wk.r_weights + wk.r_kv * read, wk.r_token * tokens) + wk.r_fixed + wk.r_comm * tokens
+        weights = wk.r_weights if wk.r_wtab is None else wk.r_wtab[tokens]
+        return max(weights + wk.r_kv * read, wk.r_token * tokens) + wk.r_fixed + wk.r_comm * tokens
     if wk.table is not None:
         a, b, prefill, e = wk.table
         tokens = attn = 0
@@ -89,13 +93,15 @@ def _roofline_line(wk: Worker, n: int, tokens: int) -> tuple[float, float, int]:
     # Step j reads the weights and C + n (j - 1) tokens of KV and computes the tokens:
     # compute-bound steps come first, so the stretch is one line or the other,
     # ending at the switch.
+    # A mixture's weights term is that of the step's tokens' experts: fixed while n is.
     compute = wk.r_token * tokens
     fixed = wk.r_fixed + wk.r_comm * tokens
-    if wk.r_weights + wk.r_kv * wk.c >= compute:
-        return wk.r_weights + fixed, wk.r_kv, 0
-    # The last j with r_weights + r_kv (C + n (j - 1)) <= compute.
+    weights = wk.r_weights if wk.r_wtab is None else wk.r_wtab[tokens]
+    if weights + wk.r_kv * wk.c >= compute:
+        return weights + fixed, wk.r_kv, 0
+    # The last j with weights + r_kv (C + n (j - 1)) <= compute.
     rise = wk.r_kv * n
-    switch = int((compute - wk.r_weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
+    switch = int((compute - weights - wk.r_kv * wk.c) // rise) + 1 if rise else 0
     return compute + fixed, 0.0, switch
 
 

@@ -120,6 +120,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "pd-long-prompt-admission",
         "pd-slo-admission",
         "mooncake-dram-tier",
+        "deepseek-v3-h200",
         "disagg-planner-ramp",
         "prefix-router-estimated",
         "dynamo-planner-ramp",
