@@ -83,8 +83,9 @@ class PrefixFigures(WorkerModel):
             self._tier_mark[model] = (int(loaded), load_s)
 
     def _tiers(self, model: int) -> list[Tier]:
-        """Every lower tier of ``model``'s workers."""
-        return [t for wk in self.workers.values() if wk.model == model for t in chain(wk.tier)]
+        """Every lower tier of ``model``'s workers (a shared store once)."""
+        tiers = [t for wk in self.workers.values() if wk.model == model for t in chain(wk.tier)]
+        return list({id(t): t for t in tiers}.values())
 
     def tier_summary(self, model: int) -> dict[str, Any]:
         """``model``'s lower tiers over the run, by tier name (``Outcomes.kv_tiers``;
