@@ -138,10 +138,15 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
             "cache" + (" and its lower tiers" if w.tiers else "") + f"; policy {scenario.dispatcher.policy} "
             + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
                "spreads every prefix over every worker"), inputs)
+    pooled = {t.name for t in scenario.worker_for(name).kv_tiers if t.shared}
     for tier, share, load_s in w.tiers:
-        add(f"{prefix}tier_{tier}_hit_rate", f"Expected share of the prefix found in the {tier} tier", name,
-            Fraction(share), "%", f"Che's hit rate over the GPU cache and the tiers down to {tier} less that over "
-            "the levels above it", inputs)
+        add(f"{prefix}tier_{tier}_hit_rate", f"Expected share of the prefix found in the {tier} tier"
+            + (" (shared by the pool)" if tier in pooled else ""), name, Fraction(share), "%",
+            (f"the store shared by the pool sees what every worker's own levels miss: Che's hit rate over the "
+             f"pool's stream of misses at the {tier} store's capacity, times the share its workers miss"
+             if tier in pooled else
+             f"Che's hit rate over the GPU cache and the tiers down to {tier} less that over the levels above it"),
+            inputs)
         add(f"{prefix}tier_{tier}_load_s", f"Time a request spends loading prefix KV from the {tier} tier", name,
             Fraction(load_s), "s", f"{show(Fraction(share), '%')} of the usable prefix x KV bytes a token / the "
             f"{tier} tier's bandwidth; the step waits for it", inputs)

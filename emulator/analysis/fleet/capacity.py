@@ -274,7 +274,7 @@ def _prefill_cache(scenario: Scenario, name: str, load: Workload, cost: StepCost
             free = w.kv_cache_tokens - held * private
             # Hits in every level save prefill; a lower tier's hit stalls the step
             # while its blocks load.
-            hit = cache.hit(free + cache.tier_tokens)
+            hit = cache.hit_all(free)
             saved = hit * cache.usable
             new = max(1.0, p.mean - saved)
             per_token = cost.full_prefill_step(new, max(0.0, p.sq - saved * p.mean) / new)
@@ -370,25 +370,57 @@ class _PrefixModel:
     usable: float  # prefix tokens a request could find cached (its prefix's whole blocks, cut by its prompt)
     moved: float  # prefix tokens of a running sequence held by the cache, not by it
     block: int
-    #: Lower KV tiers, fastest first: name, capacity in KV tokens, seconds to load a token.
+    #: Lower KV tiers private to each worker, fastest first: name, capacity in KV
+    #: tokens, seconds to load a token.
     tiers: tuple[tuple[str, float, float], ...] = ()
+    #: The tiers shared by the pool's workers, below the private ones (the same form;
+    #: a capacity is the store's total).
+    shared: tuple[tuple[str, float, float], ...] = ()
+    #: The groups' shares of the pool's requests, all workers together.
+    pool_rates: np.ndarray | None = None
 
     @property
     def tier_tokens(self) -> float:
-        """KV tokens the lower tiers hold together."""
+        """KV tokens a worker's private lower tiers hold together."""
         return sum(t[1] for t in self.tiers)
+
+    def hit_all(self, free_tokens: float, shared_tokens: float | None = None) -> float:
+        """The share of a request's usable prefix found in any level: the GPU cache
+        with ``free_tokens`` for cached groups, the private tiers and the shared ones
+        (``shared_tokens`` of them; None: all). A shared store is fed by what every
+        worker's own levels miss: it sees the pool's stream of misses, each group at
+        its rate times its chance of missing at its worker, and Che's approximation
+        over that stream at the store's capacity gives each group's chance of being
+        there (the filtering approximation of a cache below caches)."""
+        if not self.shared:
+            return self.hit(free_tokens + self.tier_tokens)
+        store = sum(t[1] for t in self.shared) if shared_tokens is None else shared_tokens
+        own = self.group_hits(free_tokens + self.tier_tokens)
+        assert self.pool_rates is not None
+        rates = self.pool_rates
+        groups = store / self.group_tokens if self.group_tokens else 0.0
+        there = che_group_hits(rates * (1.0 - own), groups)
+        return float(np.dot(own + (1.0 - own) * there, rates) / rates.sum())
 
     def tier_hits(self, free_tokens: float) -> list[tuple[str, float, float]]:
         """Per lower tier: its name, the share of a request's usable prefix found there
         and not above (Che's hit rate of the cache down to it less that of the levels
-        above: an LRU stack whose evictions move down), and the seconds a request spends
-        loading it (that share x the usable prefix x seconds a token)."""
+        above: an LRU stack whose evictions move down; a shared tier's by ``hit_all``),
+        and the seconds a request spends loading it (that share x the usable prefix x
+        seconds a token)."""
         out = []
         above = max(0.0, free_tokens)
         before = self.hit(above)
         for name, tokens, s_per_token in self.tiers:
             above += tokens
             now = self.hit(above)
+            share = max(0.0, now - before)
+            out.append((name, share, share * self.usable * s_per_token))
+            before = now
+        store = 0.0
+        for name, tokens, s_per_token in self.shared:
+            store += tokens
+            now = self.hit_all(free_tokens, store)
             share = max(0.0, now - before)
             out.append((name, share, share * self.usable * s_per_token))
             before = now
@@ -419,9 +451,12 @@ class _PrefixModel:
         rates = [shares[o] for o in owned]
         seen = [r / r.sum() for r in rates]
         per_token = kv_bytes_per_token(scenario.models[name])
-        tiers = tuple((t.name, float(tier_tokens(t, per_token)), per_token / (t.bandwidth_gb_s * 1e9))
-                      for t in w.kv_tiers) if per_token else ()
-        return cls(rates, owned, seen, float(group_tokens), usable, usable, block, tiers)
+        levels = {False: [], True: []}  # type: dict[bool, list[tuple[str, float, float]]]
+        for t in w.kv_tiers if per_token else ():
+            assert per_token is not None
+            levels[t.shared].append((t.name, float(tier_tokens(t, per_token)), per_token / (t.bandwidth_gb_s * 1e9)))
+        return cls(rates, owned, seen, float(group_tokens), usable, usable, block, tuple(levels[False]),
+                   tuple(levels[True]), shares if levels[True] else None)
 
     def group_hits(self, free_tokens: float) -> np.ndarray:
         """Each group's probability of being found cached, with ``free_tokens`` of KV

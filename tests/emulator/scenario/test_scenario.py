@@ -119,6 +119,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "pd-long-prompt-admission",
         "pd-slo-admission",
         "mooncake-dram-tier",
+        "mooncake-shared-pool",
         "disagg-planner-ramp",
         "prefix-router-estimated",
         "dynamo-planner-ramp",

@@ -33,6 +33,7 @@ SHORT = {
     "pd-long-prompt-admission": 60,
     "pd-slo-admission": 120,
     "mooncake-dram-tier": 120,
+    "mooncake-shared-pool": 120,
     "disagg-planner-ramp": 300,
     "prefix-router-estimated": 120,
     "dynamo-planner-ramp": 300,
