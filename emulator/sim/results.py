@@ -145,7 +145,9 @@ class Outcomes:
     not prefilled) and ``prefix_hit_rate`` (saved / seen; None when nothing was seen).
     With lower KV tiers (``kv_tiers``): by tier name, the prefix tokens loaded from it
     (``hit_tokens``, also in the saved), their share of those seen (``hit_rate``) and
-    the seconds their copies took (``load_s``); ``gpu`` is the GPU cache's share.
+    the seconds their copies took (``load_s``); for a shared tier, ``shared_by``, the
+    workers whose levels end in a store of that name (each pool of the model has its
+    own); ``gpu`` is the GPU cache's share.
     """
 
     offered: int = 0

@@ -374,7 +374,9 @@ def _tier_group(b: _Builder, worker: Any, spec_worker: Any) -> dict[str, Any]:
         for f in fields:
             if f["name"] == "name":
                 f["kind"], f["options"] = "select", list(TIER_NAMES)
-        items.append({"title": f"Tier {i}", "remove": f"worker.kv_tiers[{i}]", "fields": fields})
+        shared = isinstance(t, dict) and t.get("shared") is True
+        items.append({"title": f"Tier {i}" + (" (shared by the pool)" if shared else ""),
+                      "remove": f"worker.kv_tiers[{i}]", "fields": fields})
     return {"key": "kv_tiers", "title": "KV tiers under the prefix cache", "items": items,
             "add": {"table": "worker.kv_tiers", "values": {"name": TIER_NAMES[min(len(written), 2)],
                                                            "capacity_gb": 100, "bandwidth_gb_s": 25},

@@ -160,7 +160,8 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
        "unit": unit, "scale": scale, "digits": digits}
       for name in TIER_NAMES
       for key, label, unit, scale, digits in (("hit_rate", "tier's share", "%", 100, 1),
-                                              ("load_s", "load time", "s", 1, 2))),
+                                              ("load_s", "load time", "s", 1, 2),
+                                              ("shared_by", "store shared by", "workers", 1, 0))),
 ]
 
 

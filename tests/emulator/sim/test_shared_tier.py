@@ -110,7 +110,7 @@ def test_a_document_one_worker_evicted_is_loaded_by_another(tmp_path: Path) -> N
     assert hits == {0: 0, 1: 0, 2: 0, 3: 0}  # no GPU cache held its group
     tiers = summary.per_model["m"].kv_tiers
     assert tiers["remote"] == {"hit_tokens": prefix, "load_s": pytest.approx(load_s),
-                               "hit_rate": prefix / (4 * prefix)}
+                               "hit_rate": prefix / (4 * prefix), "shared_by": 2}
     # With a private tier of the same size, worker 1 finds nothing: it prefills again.
     private = {**tier, "shared": False}
     _, done, _ = run_engine(requests, tmp_path, workers=2, duration_s=30, params=params, tiers=[private])
