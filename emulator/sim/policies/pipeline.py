@@ -28,6 +28,11 @@ about (the dispatcher's own count), the lowest index on ties.
 
 Each composition has ``pick`` (choose, moving the picker's own state) and ``peek``
 (the same choice, changing nothing), which admission and a split model's decider ask.
+
+Session affinity (``dispatcher.session_affinity``, ``sessions.SessionTable``) comes
+after the filters and before the scorers: a request whose session (prefix group) is
+pinned to one of the candidates goes there, unscored; any other is picked as without
+it, and its session pinned to the choice.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import numpy as np
 from emulator.scenario.specs import DEFAULT_SCORERS
 from emulator.sim.policies.base import PushPolicy
 from emulator.sim.policies.prefix_index import EstimatedPrefixIndex
+from emulator.sim.policies.sessions import SessionTable
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
@@ -213,6 +219,9 @@ class Picker(ABC):
     def done(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Work pushed to ``w`` left it (only for pickers that count)."""
 
+    def taken(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
+        """Work went to ``w`` without this picker choosing it (session affinity)."""
+
     def rotation_changed(self, old: list[int], alive: list[int]) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """The workers believed alive change from ``old`` to ``alive``."""
 
@@ -302,6 +311,9 @@ class LeastOutstanding(Picker):
     def peek_alive(self, work: Any) -> int:
         return self.pool[int(np.argmin(self.outstanding))]
 
+    def taken(self, w: int) -> None:
+        self.outstanding[self.policy.local_index[w]] += 1
+
     def done(self, w: int) -> None:
         local = self.policy.local_index[w]
         if np.isfinite(self.outstanding[local]) and self.outstanding[local] > 0:
@@ -373,6 +385,12 @@ class ComposedPolicy(PushPolicy):
             self.peek = self.chooser.peek_alive  # type: ignore[method-assign]
         if self.index is not None:
             self.pick = self._pick_recorded  # type: ignore[method-assign]
+        #: Each session's worker (``dispatcher.session_affinity``; None: off).
+        self.sessions: SessionTable | None = None
+        if getattr(dispatcher, "session_affinity", False):
+            self.sessions = SessionTable(dispatcher.session_ttl_s)
+            self.pick = self._pick_session  # type: ignore[method-assign]
+            self.peek = self._peek_session  # type: ignore[method-assign]
 
     def request(self, row: int) -> tuple[int, int, int]:
         """The request's prefix group, prefix tokens and prompt tokens."""
@@ -417,6 +435,37 @@ class ComposedPolicy(PushPolicy):
         self._record(work, w)
         return w
 
+    def _pinned(self, row: int, found: list[int]) -> tuple[int, int | None, int | None]:
+        """The request's session (-1: none), the worker it is pinned to, and that
+        worker if it is among ``found`` (else None)."""
+        group = self.request(row)[0]
+        if group < 0:
+            return group, None, None
+        assert self.sessions is not None
+        had = self.sessions.worker(group, self.sim.now_s)
+        return group, had, had if had is not None and had in found else None
+
+    def _pick_session(self, work: Any) -> int:
+        """``pick`` under session affinity: the session's worker while it is a
+        candidate, else the policy's choice, which the session is pinned to."""
+        found = self.rotation if self._plain else self.candidates(work)
+        group, had, w = self._pinned(work, found)
+        if w is None:
+            w = self.chooser.pick(work, found, self._score(work, found))
+        else:
+            self.chooser.taken(w)
+        if group >= 0:
+            assert self.sessions is not None
+            self.sessions.record(group, w, self.sim.now_s, had)
+        if self.index is not None:
+            self._record(work, w)
+        return w
+
+    def _peek_session(self, work: Any) -> int:
+        found = self.rotation if self._plain else self.candidates(work)
+        w = self._pinned(work, found)[2]
+        return w if w is not None else self.chooser.peek(work, found, self._score(work, found))
+
     def _record(self, row: int, w: int) -> None:
         """The router sent request ``row`` to worker ``w``: its index remembers it."""
         group, prefix, _ = self.request(row)
@@ -431,9 +480,12 @@ class ComposedPolicy(PushPolicy):
         found = self.candidates(work)
         if not found:
             return False
-        w = self.chooser.pick(work, found, self._score(work, found))
-        if self.index is not None:
-            self._record(work, w)
+        if self.sessions is not None:
+            w = self._pick_session(work)
+        else:
+            w = self.chooser.pick(work, found, self._score(work, found))
+            if self.index is not None:
+                self._record(work, w)
         self.assign(w, work)
         return True
 

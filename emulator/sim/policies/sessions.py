@@ -1,0 +1,56 @@
+"""The router's session table (``dispatcher.session_affinity``), in the manner of
+llm-d's session-affinity scorer, which sends a request carrying a session token back
+to the worker that served the session before.
+
+A session is a prefix group: the requests sharing a prefix stand for the turns of one
+conversation. The table keeps, per session, the worker its last request was routed to
+and when; a session idle for more than ``session_ttl_s`` is forgotten. The routing
+pipeline (``pipeline.ComposedPolicy``) asks it before its picker: while the session's
+worker is among the candidates (believed alive, in the pool), the request goes there;
+otherwise (the worker died, was drained, or the session is new or forgotten) the
+policy picks as it would without affinity and the session is pinned to that worker.
+"""
+
+from __future__ import annotations
+
+
+class SessionTable:
+    """Each session's worker and the time it was last routed."""
+
+    __slots__ = ("kept", "pinned", "repinned", "sessions", "ttl_s")
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        #: Session (prefix group) -> [worker, time last routed].
+        self.sessions: dict[int, list[float]] = {}
+        #: Requests sent to their session's worker; sessions pinned for the first time
+        #: (or again after being forgotten); sessions moved off a worker no longer a
+        #: candidate.
+        self.kept = 0
+        self.pinned = 0
+        self.repinned = 0
+
+    def worker(self, session: int, now_s: float) -> int | None:
+        """The worker ``session`` is pinned to (None: none, or idle past the TTL)."""
+        entry = self.sessions.get(session)
+        if entry is None:
+            return None
+        if now_s - entry[1] > self.ttl_s:
+            del self.sessions[session]
+            return None
+        return int(entry[0])
+
+    def record(self, session: int, worker: int, now_s: float, had: int | None) -> None:
+        """``session``'s request went to ``worker`` at ``now_s``; ``had`` is the worker
+        it was pinned to (None: none)."""
+        if had is None:
+            self.pinned += 1
+        elif had == worker:
+            self.kept += 1
+        else:
+            self.repinned += 1
+        entry = self.sessions.get(session)
+        if entry is None:
+            self.sessions[session] = [worker, now_s]
+        else:
+            entry[0], entry[1] = worker, now_s
