@@ -70,7 +70,7 @@ SCHEDULERS = ("mixed", "prefill_first")
 PREFIX_INDEXES = ("exact", "estimated")
 #: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
 #: it uses when none are given: the prefix-cache score counts more than the queue.
-SCORERS = ("prefix", "queue", "kv_free", "running")
+SCORERS = ("prefix", "queue", "kv_free", "running", "session")
 DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
 #: What ``[autoscaler] metric`` may read: waiting requests per active worker, the
 #: KV cache in use (a fraction), running sequences per active worker.

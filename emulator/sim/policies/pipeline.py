@@ -18,7 +18,8 @@ routings says the group went recently, 0 elsewhere; each pick is then recorded);
 with the fewest waiting requests (a decode worker's handoffs waiting for room count),
 0 for those with the most, linearly between, all 1 when equal; ``kv_free``, the share
 of its KV that running requests and pinned prefix blocks leave free; ``running``, as
-``queue`` over running requests.
+``queue`` over running requests; ``session``, 1 for the worker the request's session
+was last routed to (see below).
 
 Pickers. ``MaxScore``: the highest weighted sum of the scores, added in the order of
 ``SCORERS``; ties to the least loaded candidate (waiting plus running requests), then
@@ -29,10 +30,11 @@ about (the dispatcher's own count), the lowest index on ties.
 Each composition has ``pick`` (choose, moving the picker's own state) and ``peek``
 (the same choice, changing nothing), which admission and a split model's decider ask.
 
-Session affinity (``dispatcher.session_affinity``, ``sessions.SessionTable``) comes
-after the filters and before the scorers: a request whose session (prefix group) is
-pinned to one of the candidates goes there, unscored; any other is picked as without
-it, and its session pinned to the choice.
+Session affinity (``dispatcher.session_affinity``, ``sessions.py``) comes after the
+filters and before the scorers: a request whose session (prefix group) is pinned to
+one of the candidates goes there, unscored; any other is picked as without it, and its
+session pinned to the choice. The ``session`` scorer is its soft form: 1 for the
+session's worker, weighed against the others.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import numpy as np
 from emulator.scenario.specs import DEFAULT_SCORERS
 from emulator.sim.policies.base import PushPolicy
 from emulator.sim.policies.prefix_index import EstimatedPrefixIndex
-from emulator.sim.policies.sessions import SessionTable
+from emulator.sim.policies.sessions import SessionTable, session_peek, session_pick
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
@@ -183,9 +185,23 @@ class RunningScorer(Scorer):
         return spread([len(table[w].running) for w in candidates])
 
 
+class SessionScorer(Scorer):
+    """1 for the worker the request's session (prefix group) was last routed to, within
+    ``session_ttl_s``; 0 for the others and for a request without one (llm-d's
+    session-affinity scorer; ``sessions.py``)."""
+
+    name = "session"
+
+    def scores(self, policy: ComposedPolicy, row: int, candidates: list[int]) -> list[float]:
+        group = policy.request(row)[0]
+        assert policy.sessions is not None, "a policy scoring sessions keeps their table"
+        w = policy.sessions.worker(group, policy.sim.now_s) if group >= 0 else None
+        return [1.0 if c == w else 0.0 for c in candidates]
+
+
 #: The scorers by name, in the order a weighted sum adds them.
 SCORERS: dict[str, Scorer] = {
-    s.name: s for s in (PrefixScorer(), QueueScorer(), KvFreeScorer(), RunningScorer())
+    s.name: s for s in (PrefixScorer(), QueueScorer(), KvFreeScorer(), RunningScorer(), SessionScorer())
 }
 
 
@@ -387,10 +403,11 @@ class ComposedPolicy(PushPolicy):
             self.pick = self._pick_recorded  # type: ignore[method-assign]
         #: Each session's worker (``dispatcher.session_affinity``; None: off).
         self.sessions: SessionTable | None = None
-        if getattr(dispatcher, "session_affinity", False):
-            self.sessions = SessionTable(dispatcher.session_ttl_s)
-            self.pick = self._pick_session  # type: ignore[method-assign]
-            self.peek = self._peek_session  # type: ignore[method-assign]
+        sticky = bool(getattr(dispatcher, "session_affinity", False))
+        if sticky or any(s.name == "session" for _, s in self.weighted):
+            self.sessions = SessionTable(getattr(dispatcher, "session_ttl_s", 600.0), sticky)
+            self.pick = lambda work: session_pick(self, work)  # type: ignore[method-assign]
+            self.peek = lambda work: session_peek(self, work)  # type: ignore[method-assign]
 
     def request(self, row: int) -> tuple[int, int, int]:
         """The request's prefix group, prefix tokens and prompt tokens."""
@@ -435,37 +452,6 @@ class ComposedPolicy(PushPolicy):
         self._record(work, w)
         return w
 
-    def _pinned(self, row: int, found: list[int]) -> tuple[int, int | None, int | None]:
-        """The request's session (-1: none), the worker it is pinned to, and that
-        worker if it is among ``found`` (else None)."""
-        group = self.request(row)[0]
-        if group < 0:
-            return group, None, None
-        assert self.sessions is not None
-        had = self.sessions.worker(group, self.sim.now_s)
-        return group, had, had if had is not None and had in found else None
-
-    def _pick_session(self, work: Any) -> int:
-        """``pick`` under session affinity: the session's worker while it is a
-        candidate, else the policy's choice, which the session is pinned to."""
-        found = self.rotation if self._plain else self.candidates(work)
-        group, had, w = self._pinned(work, found)
-        if w is None:
-            w = self.chooser.pick(work, found, self._score(work, found))
-        else:
-            self.chooser.taken(w)
-        if group >= 0:
-            assert self.sessions is not None
-            self.sessions.record(group, w, self.sim.now_s, had)
-        if self.index is not None:
-            self._record(work, w)
-        return w
-
-    def _peek_session(self, work: Any) -> int:
-        found = self.rotation if self._plain else self.candidates(work)
-        w = self._pinned(work, found)[2]
-        return w if w is not None else self.chooser.peek(work, found, self._score(work, found))
-
     def _record(self, row: int, w: int) -> None:
         """The router sent request ``row`` to worker ``w``: its index remembers it."""
         group, prefix, _ = self.request(row)
@@ -481,7 +467,7 @@ class ComposedPolicy(PushPolicy):
         if not found:
             return False
         if self.sessions is not None:
-            w = self._pick_session(work)
+            w = session_pick(self, work)
         else:
             w = self.chooser.pick(work, found, self._score(work, found))
             if self.index is not None:

@@ -13,14 +13,21 @@ policy picks as it would without affinity and the session is pinned to that work
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emulator.sim.policies.pipeline import ComposedPolicy
+
 
 class SessionTable:
     """Each session's worker and the time it was last routed."""
 
-    __slots__ = ("kept", "pinned", "repinned", "sessions", "ttl_s")
+    __slots__ = ("kept", "pinned", "repinned", "sessions", "sticky", "ttl_s")
 
-    def __init__(self, ttl_s: float) -> None:
+    def __init__(self, ttl_s: float, sticky: bool = True) -> None:
         self.ttl_s = ttl_s
+        #: Pin (``session_affinity``); else only remembered, for the ``session`` scorer.
+        self.sticky = sticky
         #: Session (prefix group) -> [worker, time last routed].
         self.sessions: dict[int, list[float]] = {}
         #: Requests sent to their session's worker; sessions pinned for the first time
@@ -54,3 +61,40 @@ class SessionTable:
             self.sessions[session] = [worker, now_s]
         else:
             entry[0], entry[1] = worker, now_s
+
+
+def _pinned(policy: ComposedPolicy, row: int, found: list[int]) -> tuple[int, int | None, int | None]:
+    """The request's session (-1: none), the worker it is pinned to, and that worker
+    if it is among ``found`` and the table pins (else None)."""
+    group = policy.request(row)[0]
+    if group < 0:
+        return group, None, None
+    table = policy.sessions
+    assert table is not None
+    had = table.worker(group, policy.sim.now_s)
+    return group, had, had if table.sticky and had is not None and had in found else None
+
+
+def session_pick(policy: ComposedPolicy, work: Any) -> int:
+    """``policy.pick`` with sessions: the session's worker while it is a candidate
+    (under ``session_affinity``), else the policy's choice; the session is then
+    recorded at the worker chosen."""
+    found = policy.rotation if policy._plain else policy.candidates(work)
+    group, had, w = _pinned(policy, work, found)
+    if w is None:
+        w = policy.chooser.pick(work, found, policy._score(work, found))
+    else:
+        policy.chooser.taken(w)
+    if group >= 0:
+        assert policy.sessions is not None
+        policy.sessions.record(group, w, policy.sim.now_s, had)
+    if policy.index is not None:
+        policy._record(work, w)
+    return w
+
+
+def session_peek(policy: ComposedPolicy, work: Any) -> int:
+    """``session_pick``'s choice, changing nothing."""
+    found = policy.rotation if policy._plain else policy.candidates(work)
+    w = _pinned(policy, work, found)[2]
+    return w if w is not None else policy.chooser.peek(work, found, policy._score(work, found))

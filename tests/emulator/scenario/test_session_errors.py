@@ -19,7 +19,10 @@ MISTAKES = [
     (CHAT, ["dispatcher.session_affinity=true", "dispatcher.session_ttl_s=1e9"], "dispatcher.session_ttl_s",
      "at most a day"),
     (CHAT, ["dispatcher.session_ttl_s=60"], "dispatcher.session_ttl_s",
-     "applies only with session affinity on; set dispatcher.session_affinity = true"),
+     "applies only with session affinity on (or a session scorer); set dispatcher.session_affinity = true"),
+    (load_preset("continuous-comfortable"), ['dispatcher.policy="weighted"', "dispatcher.scorers={session = 2}"],
+     "dispatcher.scorers.session", "needs sessions, and no request carries one: a session is a prefix group; give "
+     "a model [models.NAME.prefixes] (its groups are the sessions), or remove the session scorer"),
     (CHAT, ["dispatcher.session_affinity=true", 'dispatcher.policy="pull"'], "dispatcher.session_affinity",
      'but "pull" holds requests for workers to take; use a pushing policy'),
     (SPLIT, ["pools.prefill.session_ttl_s=30"], "pools.prefill.session_ttl_s",
@@ -45,6 +48,12 @@ def test_without_sessions_it_is_refused_at_its_key() -> None:
         plain.with_overrides(["dispatcher.session_affinity=true"])
     assert err.value.path == "dispatcher.session_affinity"
     assert "a session is a prefix group; give a model [models.NAME.prefixes]" in str(err.value)
+
+
+def test_a_session_scorer_takes_a_ttl_without_affinity() -> None:
+    sc = CHAT.with_overrides(['dispatcher.policy="weighted"', "dispatcher.scorers={session = 2, queue = 1}",
+                              "dispatcher.session_ttl_s=30"])
+    assert sc.dispatcher.session_ttl_s == 30.0 and not sc.dispatcher.session_affinity
 
 
 def test_sound_keys_survive_a_round_trip_and_are_left_out_when_off() -> None:
