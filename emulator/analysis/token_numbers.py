@@ -135,9 +135,12 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
     if w.hit_rate is not None:
         add(f"{prefix}prefix_hit_rate", "Expected prefix hit rate", name, w.hit_rate, "%",
             "Che's approximation of each worker's LRU prefix cache, in what the running sequences leave of its KV "
-            "cache" + (" and its lower tiers" if w.tiers else "") + f"; policy {scenario.dispatcher.policy} "
-            + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
-               "spreads every prefix over every worker"), inputs)
+            "cache" + (" and its lower tiers" if w.tiers else "") + (
+                "; session affinity keeps each session (prefix group) on the worker first sent it"
+                if scenario.dispatcher.session_affinity else f"; policy {scenario.dispatcher.policy} "
+                + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
+                   "spreads every prefix over every worker")),
+            (*inputs, "dispatcher.session_affinity") if scenario.dispatcher.session_affinity else inputs)
     pooled = {t.name for t in scenario.worker_for(name).kv_tiers if t.shared}
     for tier, share, load_s in w.tiers:
         add(f"{prefix}tier_{tier}_hit_rate", f"Expected share of the prefix found in the {tier} tier"
@@ -179,7 +182,8 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
 
 
 def _routed(scenario: Scenario) -> bool:
-    return routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
+    return routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers,
+                            scenario.dispatcher.session_affinity)
 
 
 def _split_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
