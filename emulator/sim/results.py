@@ -187,6 +187,10 @@ class Outcomes:
     #: prefill and decode TTFT, decode TPOT, transfers, stranded requests; else empty.
     pools: dict[str, Any] = field(default_factory=dict)
     kv_tiers: dict[str, Any] = field(default_factory=dict)
+    #: With session affinity or a session score (``policies/sessions.py``): requests
+    #: sent to their session's worker (``kept``), sessions pinned anew (``pinned``) and
+    #: moved off a worker no longer a candidate (``repinned``); else empty.
+    sessions: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -217,6 +221,7 @@ class Outcomes:
             **({"pools": dict(self.pools)} if self.pools else {}),
             **({"admission": dict(self.admission)} if self.admission else {}),
             **({"kv_tiers": dict(self.kv_tiers)} if self.kv_tiers else {}),
+            **({"sessions": dict(self.sessions)} if self.sessions else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -298,7 +303,7 @@ class Summary(Outcomes):
             for k in Outcomes.__dataclass_fields__
             if k not in stats
             and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission",
-                          "kv_tiers")
+                          "kv_tiers", "sessions")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -317,6 +322,7 @@ class Summary(Outcomes):
                 "pools": dict(d.get("pools", {})),
                 "admission": dict(d.get("admission", {})),
                 "kv_tiers": dict(d.get("kv_tiers", {})),
+                "sessions": dict(d.get("sessions", {})),
             }
 
         return cls(

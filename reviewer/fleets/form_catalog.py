@@ -57,6 +57,7 @@ _UNITS = {
     "kv_heads": "heads", "head_dim": "values per head", "target": "of the metric", "min_workers": "workers",
     "max_workers": "workers", "decider_threshold_tokens": "prompt tokens", "seed": "",
     "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
+    "session_ttl_s": "s an idle session is remembered",
     "per_worker_qps": "requests/s a worker, or worked out from a target",
     "horizon_s": "s, warmup_s if left out", "window_s": "s of looks",
 }
@@ -78,6 +79,8 @@ _LABELS = {
     "admission": "admission rule", "admission_slack": "predicted TTFT allowed",
     "prefix_index": "prefix index of the router", "prefix_index_capacity": "prefix index size",
     "prefix_index_ttl_s": "prefix index staleness",
+    "session_affinity": "session affinity (a prefix group's requests to one worker)",
+    "session_ttl_s": "session memory",
     "target_ttft_s": "planner's TTFT target", "target_tbt_s": "planner's TBT target",
     "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
     "window_s": "planner's window", "horizon_s": "planner predicts ahead",

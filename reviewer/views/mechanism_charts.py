@@ -123,6 +123,12 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
      "unit": "%", "scale": 100, "digits": 1},
     {"mechanism": "Prefix caching", "scope": "model", "path": [_SAVED], "label": "prefill tokens saved",
      "unit": "tokens"},
+    # With session affinity: requests kept on their session's worker, sessions pinned
+    # anew and moved off a worker that left the candidates.
+    *({"mechanism": "Prefix caching", "scope": "model", "path": ["sessions", key], "label": label,
+       "unit": unit} for key, label, unit in (("kept", "kept on their session's worker", "requests"),
+                                               ("pinned", "sessions pinned", "sessions"),
+                                               ("repinned", "sessions moved off a worker", "sessions"))),
     {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "prefill_ttft_s", "p50"],
      "label": "prefill TTFT p50", "unit": "s", "digits": 3},
     {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "decode_ttft_s", "p50"],

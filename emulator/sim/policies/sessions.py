@@ -98,3 +98,13 @@ def session_peek(policy: ComposedPolicy, work: Any) -> int:
     found = policy.rotation if policy._plain else policy.candidates(work)
     w = _pinned(policy, work, found)[2]
     return w if w is not None else policy.chooser.peek(work, found, policy._score(work, found))
+
+
+def summary(policy: Any) -> dict[str, int]:
+    """The session counts of a model's routing (a split model's pools added up);
+    empty without sessions."""
+    tables = [t for p in (policy, getattr(policy, "prefill", None), getattr(policy, "decode", None))
+              if (t := getattr(p, "sessions", None)) is not None]
+    if not tables:
+        return {}
+    return {key: sum(getattr(t, key) for t in tables) for key in ("kept", "pinned", "repinned")}
