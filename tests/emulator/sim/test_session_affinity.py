@@ -83,3 +83,27 @@ def test_an_idle_session_is_forgotten_after_its_ttl() -> None:
     long = _routings("round_robin", True)[1][1].sessions
     assert table.pinned > long.pinned
     assert table.kept < long.kept
+
+
+def test_a_pools_own_affinity_pins_in_that_pool_only() -> None:
+    # A split fleet: affinity in the prefill pool alone; its sessions stay on their
+    # prefill worker, and the decode pool routes as before.
+    sc = load_preset("pd-prefix-aware", max_requests=None).with_overrides(
+        ["duration_s=40", "faults=[]", 'pools.prefill.policy="least_loaded"', "pools.prefill.session_affinity=true"],
+        max_requests=None)
+    engine = Engine(sc, seed=1)
+    routing = engine.disp[0].policy
+    assert routing.prefill.sessions is not None and routing.decode.sessions is None
+    sent: dict[int, set[int]] = {}
+    store = engine.disp[0].store
+    assign = routing.prefill.assign
+
+    def spy(w: int, work: Any) -> None:
+        sent.setdefault(int(store.group[work - store.base]), set()).add(w)
+        assign(w, work)
+
+    routing.prefill.assign = spy
+    summary = engine.run()
+    assert len(sent) > 20 and all(len(ws) == 1 for ws in sent.values())
+    counts = summary.per_model["chat"].sessions
+    assert counts["pinned"] == len(sent) and counts["kept"] > 0 and counts["repinned"] == 0
