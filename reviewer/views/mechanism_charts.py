@@ -117,7 +117,8 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
 # The run's totals shown under each mechanism's charts once the summary arrives: a
 # path into the summary's ``per_model[<model>]`` (scope "model") or into the summary
 # itself (scope "run"), a label, the unit and a scale. A path that does not resolve
-# to a number (another mechanism's run) is left out.
+# to a number (another mechanism's run) is left out; ``optional`` marks a total only
+# some runs of its mechanism have (session counts, with session affinity).
 MECHANISM_TOTALS: list[dict[str, Any]] = [
     {"mechanism": "Prefix caching", "scope": "model", "path": [_PREFIX_HIT], "label": "hit rate",
      "unit": "%", "scale": 100, "digits": 1},
@@ -126,7 +127,7 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
     # With session affinity: requests kept on their session's worker, sessions pinned
     # anew and moved off a worker that left the candidates.
     *({"mechanism": "Prefix caching", "scope": "model", "path": ["sessions", key], "label": label,
-       "unit": unit} for key, label, unit in (("kept", "kept on their session's worker", "requests"),
+       "unit": unit, "optional": True} for key, label, unit in (("kept", "kept on their session's worker", "requests"),
                                                ("pinned", "sessions pinned", "sessions"),
                                                ("repinned", "sessions moved off a worker", "sessions"))),
     {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "prefill_ttft_s", "p50"],
