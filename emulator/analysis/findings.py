@@ -262,7 +262,8 @@ def _prefix_routing(f: _Findings, scenario: Scenario, m: ModelAnalysis) -> None:
     if pool.worker.hit_rate is None:
         return
 
-    if routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers) or pool.workers < 2:
+    if routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers,
+                        scenario.dispatcher.session_affinity) or pool.workers < 2:
         return
     other = analyse(scenario.with_overrides(['dispatcher.policy="prefix_aware"'], max_requests=None)).models[m.name]
     hit, routed = pool.worker.hit_rate, other.pool(pool.role).worker.hit_rate  # type: ignore[union-attr]

@@ -172,13 +172,21 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
     if w.hit_rate is not None:
         add(f"{prefix}prefix_hit_rate", "Expected prefix hit rate", name, w.hit_rate, "%",
             "Che's approximation of each worker's LRU prefix cache, in what the running sequences leave of its KV "
-            "cache" + (" and its lower tiers" if w.tiers else "") + f"; policy {scenario.dispatcher.policy} "
-            + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
-               "spreads every prefix over every worker"), inputs)
+            "cache" + (" and its lower tiers" if w.tiers else "") + (
+                "; session affinity keeps each session (prefix group) on the worker first sent it"
+                if scenario.dispatcher.session_affinity else f"; policy {scenario.dispatcher.policy} "
+                + ("keeps each prefix on the workers that cache it" if _routed(scenario) else
+                   "spreads every prefix over every worker")),
+            (*inputs, "dispatcher.session_affinity") if scenario.dispatcher.session_affinity else inputs)
+    pooled = {t.name for t in scenario.worker_for(name).kv_tiers if t.shared}
     for tier, share, load_s in w.tiers:
-        add(f"{prefix}tier_{tier}_hit_rate", f"Expected share of the prefix found in the {tier} tier", name,
-            Fraction(share), "%", f"Che's hit rate over the GPU cache and the tiers down to {tier} less that over "
-            "the levels above it", inputs)
+        add(f"{prefix}tier_{tier}_hit_rate", f"Expected share of the prefix found in the {tier} tier"
+            + (" (shared by the pool)" if tier in pooled else ""), name, Fraction(share), "%",
+            (f"the store shared by the pool sees what every worker's own levels miss: Che's hit rate over the "
+             f"pool's stream of misses at the {tier} store's capacity, times the share its workers miss"
+             if tier in pooled else
+             f"Che's hit rate over the GPU cache and the tiers down to {tier} less that over the levels above it"),
+            inputs)
         add(f"{prefix}tier_{tier}_load_s", f"Time a request spends loading prefix KV from the {tier} tier", name,
             Fraction(load_s), "s", f"{show(Fraction(share), '%')} of the usable prefix x KV bytes a token / the "
             f"{tier} tier's bandwidth; the step waits for it", inputs)
@@ -211,7 +219,8 @@ def _pool_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, pool: PoolAn
 
 
 def _routed(scenario: Scenario) -> bool:
-    return routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
+    return routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers,
+                            scenario.dispatcher.session_affinity)
 
 
 def _split_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:

@@ -23,6 +23,7 @@ from emulator.scenario import (
     moe_checks,
     prefix_checks,
     router_checks,
+    session_checks,
     speculative_checks,
 )
 from emulator.scenario.errors import ScenarioError
@@ -291,6 +292,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
                 f'set prefix_cache = true in [worker] or [models.{name}.worker], or decider = "prompt"',
             )
     router_checks.check(dispatcher, batching, pools)
+    session_checks.check(dispatcher, pools, models, batching, traffic.trace is not None)
     slo = _slo(top.raw("slo", {}))
     admission_checks.check(
         dispatcher.admission,
@@ -499,6 +501,7 @@ def _dispatcher(raw: Any) -> DispatcherSpec:
         admission_slack=admission_checks.slack(t, 1.0) or 1.0,
         **prefix_checks.index_keys(t),
         proxy_hop_s=router_checks.proxy_hop(t),
+        **session_checks.keys(t),
     )
 
 

@@ -3,6 +3,11 @@
 
 Each raises ``ScenarioError`` with the key path and the fix; ``checks`` calls
 ``tiers`` while it reads a worker table and ``check_scenario`` once the models are read.
+
+A tier with ``shared = true`` is one store for every worker of the model's pool (a
+split model's prefill pool and decode pool each have their own; a model in no pool,
+one for all its workers), so it sits below every private tier: a list holds its
+private tiers first, then its shared ones.
 """
 
 from __future__ import annotations
@@ -38,6 +43,13 @@ def tiers(raw: Any, path: str) -> tuple[KvTierSpec, ...]:
                 t.key("name"), f'"{name}" comes after "{out[-1].name}"',
                 f"list each tier once, fastest first: {', '.join(TIER_NAMES)}",
             )
+        shared = t.flag("shared", False)
+        if out and out[-1].shared and not shared:
+            raise ScenarioError(
+                t.key("shared"), f'"{name}" is private but comes after the shared "{out[-1].name}"',
+                "a shared tier sits below every private tier: list private tiers first, "
+                "or set shared = true here too",
+            )
         if t.has("capacity_tokens") == t.has("capacity_gb"):
             raise ScenarioError(
                 t.path, "needs exactly one of capacity_tokens and capacity_gb",
@@ -48,7 +60,7 @@ def tiers(raw: Any, path: str) -> tuple[KvTierSpec, ...]:
         out.append(KvTierSpec(
             name=name, capacity_tokens=tokens, capacity_gb=gb,
             bandwidth_gb_s=t.number("bandwidth_gb_s", 25.0, positive=True),
-            shared=t.flag("shared", False),
+            shared=shared,
         ))
     return tuple(out)  # (an empty list: no tiers, as without the key)
 
@@ -85,9 +97,3 @@ def check_scenario(
                 key, f"needs model {name}'s KV bytes per token to turn GB into tokens",
                 f"give models.{name}.arch (or disaggregated.kv_bytes_per_token)",
             )
-        for i, tier in enumerate(w.kv_tiers):
-            if tier.shared:
-                raise ScenarioError(
-                    f"{key}[{i}].shared", "a pool shared by workers is not simulated yet",
-                    "set shared = false (one tier per worker), or remove the key",
-                )

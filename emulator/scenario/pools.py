@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from emulator.scenario import admission_checks, catalog, prefix_checks
+from emulator.scenario import admission_checks, catalog, prefix_checks, session_checks
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
     AutoscalerSpec,
@@ -31,7 +31,7 @@ DECIDERS = ("prompt", "uncached")
 #: The keys of a ``[pools.NAME]`` table.
 POOL_KEYS = (
     "policy", "queue_limit", "scorers", "autoscaler", "admission", "admission_slack",
-    "prefix_index", "prefix_index_capacity", "prefix_index_ttl_s",
+    "prefix_index", "prefix_index_capacity", "prefix_index_ttl_s", "session_affinity", "session_ttl_s",
 )
 
 
@@ -274,7 +274,7 @@ def parse_pools(
             out.append(PoolSpec(
                 name, policy, limit, scorers, scaler,
                 admission_checks.rule(t, None), admission_checks.slack(t, None),
-                **prefix_checks.pool_index_keys(t),
+                **prefix_checks.pool_index_keys(t), **session_checks.keys(t, pool=True),
             ))
     given = {p.name: p for p in out}
     for name, (model, role) in roles.items():

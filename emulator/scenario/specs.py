@@ -70,7 +70,7 @@ SCHEDULERS = ("mixed", "prefill_first")
 PREFIX_INDEXES = ("exact", "estimated")
 #: The scorers ``policy = "weighted"`` sums (``[dispatcher.scorers]``), and the weights
 #: it uses when none are given: the prefix-cache score counts more than the queue.
-SCORERS = ("prefix", "queue", "kv_free", "running")
+SCORERS = ("prefix", "queue", "kv_free", "running", "session")
 DEFAULT_SCORERS = (("prefix", 3.0), ("queue", 2.0))
 #: What ``[autoscaler] metric`` may read: waiting requests per active worker, the
 #: KV cache in use (a fraction), running sequences per active worker.
@@ -335,6 +335,11 @@ class DispatcherSpec:
     #: Seconds between the router's decision and the request's arrival at its worker
     #: (a proxy or sidecar hop; see ``emulator.scenario.router_checks``).
     proxy_hop_s: float = 0.0
+    #: Session affinity (``emulator.scenario.session_checks``): a request of a session
+    #: (a prefix group) goes to the worker that served the session last, while that
+    #: worker is a candidate and the session was seen within ``session_ttl_s``.
+    session_affinity: bool = False
+    session_ttl_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -591,6 +596,9 @@ class PoolSpec:
     prefix_index: str | None = None
     prefix_index_capacity: int | None = None
     prefix_index_ttl_s: float | None = None
+    #: The pool's own ``session_affinity`` and ``session_ttl_s`` (None: ``[dispatcher]``'s).
+    session_affinity: bool | None = None
+    session_ttl_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -841,6 +849,16 @@ class Scenario:
             own.prefix_index_ttl_s if own.prefix_index_ttl_s is not None else d.prefix_index_ttl_s,
         )
 
+    def pool_session(self, name: str | None) -> tuple[bool, float]:
+        """Session affinity of pool ``name`` (on, TTL): each key its own, else
+        ``[dispatcher]``'s."""
+        p, d = self.pool(name), self.dispatcher
+        own = p if p is not None else PoolSpec("")
+        return (
+            own.session_affinity if own.session_affinity is not None else d.session_affinity,
+            own.session_ttl_s if own.session_ttl_s is not None else d.session_ttl_s,
+        )
+
     def autoscalers(self) -> list[tuple[str | None, AutoscalerSpec]]:
         """Every autoscaler: ``(None, [autoscaler])`` first, then ``(pool, spec)`` of each
         ``[pools.NAME.autoscaler]``."""
@@ -870,7 +888,7 @@ def _pool_dict(p: PoolSpec) -> dict[str, Any]:
         out["admission"] = p.admission
     if p.admission_slack is not None:
         out["admission_slack"] = p.admission_slack
-    for key in _INDEX_KEYS:
+    for key in (*_INDEX_KEYS, "session_affinity", "session_ttl_s"):
         if getattr(p, key) is not None:
             out[key] = getattr(p, key)
     return out
@@ -924,7 +942,8 @@ _NEW_WORKER = (
 )
 _NEW_MODEL = ("output_tokens", "output_tokens_cv")
 _INDEX_KEYS = ("prefix_index", "prefix_index_capacity", "prefix_index_ttl_s")
-_NEW_DISPATCHER = ("admission", "admission_slack", *_INDEX_KEYS, "proxy_hop_s")
+_NEW_DISPATCHER = ("admission", "admission_slack", *_INDEX_KEYS, "proxy_hop_s", "session_affinity",
+                   "session_ttl_s")
 
 
 def _set_fields(obj: Any) -> dict[str, Any]:

@@ -63,7 +63,7 @@ from emulator.sim.events import (
 from emulator.sim.fleet import Fleet
 from emulator.sim.histogram import LatencyHistogram, frame_quantiles, weighted_quantiles
 from emulator.sim.planner import autoscaler_for
-from emulator.sim.policies import policy_class
+from emulator.sim.policies import policy_class, sessions
 from emulator.sim.results import (
     COUNT_KEYS,
     SHED_KEYS,
@@ -324,6 +324,7 @@ class Engine:
                 if out.prefix_tokens_seen:
                     out.prefix_hit_rate = out.prefill_tokens_saved / out.prefix_tokens_seen
                 out.kv_tiers = cw.tier_summary(d.index)
+                out.sessions = sessions.summary(d.policy)
         fleet.prefix = True
         if fleet.prefix_tokens_seen:
             fleet.prefix_hit_rate = fleet.prefill_tokens_saved / fleet.prefix_tokens_seen

@@ -52,6 +52,10 @@ class Intake(ModelBooks, ABC):
         self.prefix_index = disp.prefix_index
         self.prefix_index_capacity = disp.prefix_index_capacity
         self.prefix_index_ttl_s = disp.prefix_index_ttl_s
+        #: Session affinity (``dispatcher.session_affinity``) and how long an idle
+        #: session's worker is remembered (a pool's view has its pool's).
+        self.session_affinity = disp.session_affinity
+        self.session_ttl_s = disp.session_ttl_s
         #: Seconds a pushed request takes to reach its worker (``dispatcher.proxy_hop_s``).
         self.proxy_hop_s = disp.proxy_hop_s
         #: The workers that admit from the held queue at their step starts, under a

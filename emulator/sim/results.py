@@ -145,7 +145,9 @@ class Outcomes:
     not prefilled) and ``prefix_hit_rate`` (saved / seen; None when nothing was seen).
     With lower KV tiers (``kv_tiers``): by tier name, the prefix tokens loaded from it
     (``hit_tokens``, also in the saved), their share of those seen (``hit_rate``) and
-    the seconds their copies took (``load_s``); ``gpu`` is the GPU cache's share.
+    the seconds their copies took (``load_s``); for a shared tier, ``shared_by``, the
+    workers whose levels end in a store of that name (each pool of the model has its
+    own); ``gpu`` is the GPU cache's share.
     With speculative decoding (``speculative``, ``emulator.sim.workers.spec_figures``):
     tau, the decode tokens given in verification steps and in steps that prefill, the
     verified share and the mean tokens a decoder got a step.
@@ -192,6 +194,10 @@ class Outcomes:
     kv_tiers: dict[str, Any] = field(default_factory=dict)
     speculative: dict[str, Any] = field(default_factory=dict)
     moe: dict[str, Any] = field(default_factory=dict)
+    #: With session affinity or a session score (``policies/sessions.py``): requests
+    #: sent to their session's worker (``kept``), sessions pinned anew (``pinned``) and
+    #: moved off a worker no longer a candidate (``repinned``); else empty.
+    sessions: dict[str, Any] = field(default_factory=dict)
 
     def add(self, other: Outcomes) -> None:
         """Add another's counts to these (not the rates and latencies)."""
@@ -224,6 +230,7 @@ class Outcomes:
             **({"kv_tiers": dict(self.kv_tiers)} if self.kv_tiers else {}),
             **({"speculative": dict(self.speculative)} if self.speculative else {}),
             **({"moe": dict(self.moe)} if self.moe else {}),
+            **({"sessions": dict(self.sessions)} if self.sessions else {}),
         }
 
     def _prefix_dict(self) -> dict[str, Any]:
@@ -305,7 +312,7 @@ class Summary(Outcomes):
             for k in Outcomes.__dataclass_fields__
             if k not in stats
             and k not in ("token_level", "slo_goodput", "prefix", "prefix_hit_rate", "pools", "admission",
-                          "kv_tiers", "speculative", "moe")
+                          "kv_tiers", "speculative", "moe", "sessions")
         ]
 
         def outcomes(d: dict[str, Any]) -> dict[str, Any]:
@@ -326,6 +333,7 @@ class Summary(Outcomes):
                 "kv_tiers": dict(d.get("kv_tiers", {})),
                 "speculative": dict(d.get("speculative", {})),
                 "moe": dict(d.get("moe", {})),
+                "sessions": dict(d.get("sessions", {})),
             }
 
         return cls(

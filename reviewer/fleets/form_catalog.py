@@ -59,6 +59,7 @@ _UNITS = {
     "kv_heads": "heads", "head_dim": "values per head", "target": "of the metric", "min_workers": "workers",
     "max_workers": "workers", "decider_threshold_tokens": "prompt tokens", "seed": "",
     "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
+    "session_ttl_s": "s an idle session is remembered",
     "per_worker_qps": "requests/s a worker, or worked out from a target",
     "horizon_s": "s, warmup_s if left out", "window_s": "s of looks", "season_s": "s, the load's period",
     "experts": "routed experts a MoE layer", "experts_per_token": "routed experts a token",
@@ -83,6 +84,8 @@ _LABELS = {
     "admission": "admission rule", "admission_slack": "predicted TTFT allowed",
     "prefix_index": "prefix index of the router", "prefix_index_capacity": "prefix index size",
     "prefix_index_ttl_s": "prefix index staleness",
+    "session_affinity": "session affinity (a prefix group's requests to one worker)",
+    "session_ttl_s": "session memory",
     "target_ttft_s": "planner's TTFT target", "target_tbt_s": "planner's TBT target",
     "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
     "window_s": "planner's window", "horizon_s": "planner predicts ahead", "season_s": "load repeats every",
@@ -384,7 +387,9 @@ def _tier_group(b: _Builder, worker: Any, spec_worker: Any) -> dict[str, Any]:
         for f in fields:
             if f["name"] == "name":
                 f["kind"], f["options"] = "select", list(TIER_NAMES)
-        items.append({"title": f"Tier {i}", "remove": f"worker.kv_tiers[{i}]", "fields": fields})
+        shared = isinstance(t, dict) and t.get("shared") is True
+        items.append({"title": f"Tier {i}" + (" (shared by the pool)" if shared else ""),
+                      "remove": f"worker.kv_tiers[{i}]", "fields": fields})
     return {"key": "kv_tiers", "title": "KV tiers under the prefix cache", "items": items,
             "add": {"table": "worker.kv_tiers", "values": {"name": TIER_NAMES[min(len(written), 2)],
                                                            "capacity_gb": 100, "bandwidth_gb_s": 25},

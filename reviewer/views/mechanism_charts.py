@@ -145,12 +145,19 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
 # path into the summary's ``per_model[<model>]`` (scope "model"), its
 # ``pool_autoscale[<pool>]`` (scope "pool") or the summary itself (scope "run"), a
 # label, the unit and a scale. A path that does not resolve
-# to a number (another mechanism's run) is left out.
+# to a number (another mechanism's run) is left out; ``optional`` marks a total only
+# some runs of its mechanism have (session counts, with session affinity).
 MECHANISM_TOTALS: list[dict[str, Any]] = [
     {"mechanism": "Prefix caching", "scope": "model", "path": [_PREFIX_HIT], "label": "hit rate",
      "unit": "%", "scale": 100, "digits": 1},
     {"mechanism": "Prefix caching", "scope": "model", "path": [_SAVED], "label": "prefill tokens saved",
      "unit": "tokens"},
+    # With session affinity: requests kept on their session's worker, sessions pinned
+    # anew and moved off a worker that left the candidates.
+    *({"mechanism": "Prefix caching", "scope": "model", "path": ["sessions", key], "label": label,
+       "unit": unit, "optional": True} for key, label, unit in (("kept", "kept on their session's worker", "requests"),
+                                               ("pinned", "sessions pinned", "sessions"),
+                                               ("repinned", "sessions moved off a worker", "sessions"))),
     {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "prefill_ttft_s", "p50"],
      "label": "prefill TTFT p50", "unit": "s", "digits": 3},
     {"mechanism": "Prefill and decode pools", "scope": "model", "path": ["pools", "decode_ttft_s", "p50"],
@@ -185,7 +192,8 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
        "unit": unit, "scale": scale, "digits": digits}
       for name in TIER_NAMES
       for key, label, unit, scale, digits in (("hit_rate", "tier's share", "%", 100, 1),
-                                              ("load_s", "load time", "s", 1, 2))),
+                                              ("load_s", "load time", "s", 1, 2),
+                                              ("shared_by", "store shared by", "workers", 1, 0))),
     # The summary's ``speculative`` (``emulator.sim.workers.spec_figures``).
     *({"mechanism": "Speculative decoding", "scope": "model", "path": ["speculative", key], "label": label,
        "unit": unit, "scale": scale, "digits": digits}

@@ -20,6 +20,13 @@ What it adds:
   of the loads lengthen that worker's next step.
 * When the cache holds a group's first ``whole`` blocks again, every tier forgets the
   group's blocks below ``whole``.
+
+A shared tier is one set of blocks per group for all the workers (the same dicts in
+every worker's list), after the private tiers. It differs in three places: a block
+coming down joins the group's blocks there when it is inside their span or next to
+it (else it replaces them); at a lookup the block wanted next may be anywhere in the
+group's blocks there (none past the first missing one is loaded); and it forgets
+nothing when a cache holds the blocks again.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ class TierParams:
     name: str
     capacity_tokens: int
     s_per_token: float
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,8 +65,12 @@ class _TierSim(_PrefixSim):
         super().__init__(*args, **kwargs)
         self.tiers = list(tiers)
         # per worker, per tier: group -> set of block numbers; and group -> last use
-        self.held: list[list[dict[int, set[int]]]] = [[{} for _ in tiers] for _ in self.workers]
-        self.used_at: list[list[dict[int, int]]] = [[{} for _ in tiers] for _ in self.workers]
+        common: list[dict[int, set[int]]] = [{} for _ in tiers]
+        common_use: list[dict[int, int]] = [{} for _ in tiers]
+        self.held: list[list[dict[int, set[int]]]] = [
+            [common[i] if t.shared else {} for i, t in enumerate(tiers)] for _ in self.workers]
+        self.used_at: list[list[dict[int, int]]] = [
+            [common_use[i] if t.shared else {} for i, t in enumerate(tiers)] for _ in self.workers]
         self.due = [0.0 for _ in self.workers]
         self.tick = 0
         self.loaded = {t.name: 0 for t in tiers}
@@ -73,7 +85,10 @@ class _TierSim(_PrefixSim):
             return  # dropped
         held = self.held[w][level]
         run = held.get(group)
-        if run and min(run) != block + 1:
+        if self.tiers[level].shared:
+            if run and not min(run) - 1 <= block <= max(run) + 1:
+                run = None
+        elif run and min(run) != block + 1:
             run = None  # not joined to the new block: replaced
         held[group] = (run or set()) | {block}
         self._use(w, level, group)
@@ -101,11 +116,13 @@ class _TierSim(_PrefixSim):
             run = self.held[w.index][level].get(r.group)
             if not run:
                 continue
-            if min(run) != pos:
+            if (tier.shared and pos not in run and min(run) > pos) or (not tier.shared and min(run) != pos):
                 break
             first = pos
             while pos < usable and pos in run:
                 pos += 1
+            if pos == first:
+                continue  # (a shared tier holding only blocks found above)
             tokens = (pos - first) * self.bt
             self.loaded[tier.name] += tokens
             self.load_seconds[tier.name] += tokens * tier.s_per_token
@@ -118,7 +135,9 @@ class _TierSim(_PrefixSim):
         return due
 
     def cached_again(self, w: _Worker, group: int, whole: int) -> None:
-        for held in self.held[w.index]:
+        for tier, held in zip(self.tiers, self.held[w.index], strict=True):
+            if tier.shared:
+                continue
             run = held.get(group)
             if run:
                 run -= set(range(whole))

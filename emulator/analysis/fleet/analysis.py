@@ -315,7 +315,8 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
     slo = scenario.slo
     cost = step_cost(scenario, name) if batching == "continuous" else None
     split = spec.disaggregated
-    routed = routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers)
+    routed = routes_by_prefix(scenario.dispatcher.policy, scenario.dispatcher.scorers,
+                              scenario.dispatcher.session_affinity)
     block = scenario.worker_for(name).block_tokens
     sent = direct_prompts(load, split.decider_threshold_tokens, None, block) if split else None
     direct = Fraction(sent.share) if sent is not None else Fraction(0)

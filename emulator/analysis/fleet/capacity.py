@@ -34,12 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from emulator.analysis.fleet.prefix import che_group_hits, che_hit_rate, distinct, partition
+from emulator.analysis.fleet.cache_model import PrefixCacheModel
 from emulator.analysis.fleet.steps import StepCost, first_share
 from emulator.analysis.fleet.workload import Workload
 from emulator.scenario import Scenario, WorkerSpec
-from emulator.scenario.kv_tier_checks import tier_tokens
-from emulator.scenario.pools import kv_bytes_per_token
 
 __all__ = ["DirectPrompts", "WorkerCapacity", "continuous_worker", "direct_prompts", "static_worker"]
 
@@ -131,7 +129,7 @@ def continuous_worker(scenario: Scenario, name: str, load: Workload, cost: StepC
     # A decode worker's cache serves the requests the decider sends it whole (those it
     # prefills itself); a handed-off request brings its KV and shares no blocks.
     cached_share = 1.0 if role == "whole" else direct_share
-    cache = (_PrefixModel.of(scenario, name, load, pool_workers, prefix_routed,
+    cache = (PrefixCacheModel.of(scenario, name, load, pool_workers, prefix_routed,
                              decode_shares if role == "decode" else None)
              if cached_share > 0 else None)
     private = context - (cache.moved * cached_share if cache else 0.0)
@@ -276,13 +274,13 @@ def _prefill_worker(scenario: Scenario, name: str, load: Workload, cost: StepCos
 
 def _prefill_cache(scenario: Scenario, name: str, load: Workload, cost: StepCost, pool_workers: int,
                    prefix_routed: bool, transfer_s: float
-                   ) -> tuple[_PrefixModel | None, float, float, float, float | None, float]:
+                   ) -> tuple[PrefixCacheModel | None, float, float, float, float | None, float]:
     """A prefill worker's cache and prefill at capacity: the cache model, the time a
     prefill token takes, requests a second, new tokens a prompt, the hit rate (None:
     no cache) and the KV tokens left for cached prefixes."""
     w = scenario.worker_for(name)
     p = load.prompt
-    cache = _PrefixModel.of(scenario, name, load, pool_workers, prefix_routed)
+    cache = PrefixCacheModel.of(scenario, name, load, pool_workers, prefix_routed)
     per_token = cost.full_prefill_step(p.mean, p.sq / p.mean)
     qps, new, hit, free = 1.0 / (per_token * p.mean), p.mean, None, float(w.kv_cache_tokens)
     if cache is not None:
@@ -292,7 +290,7 @@ def _prefill_cache(scenario: Scenario, name: str, load: Workload, cost: StepCost
             free = w.kv_cache_tokens - held * private
             # Hits in every level save prefill; a lower tier's hit stalls the step
             # while its blocks load.
-            hit = cache.hit(free + cache.tier_tokens)
+            hit = cache.hit_all(free)
             saved = hit * cache.usable
             new = max(1.0, p.mean - saved)
             per_token = cost.full_prefill_step(new, max(0.0, p.sq - saved * p.mean) / new)
@@ -375,93 +373,3 @@ def _inputs(name: str, load: Workload, cost: StepCost, prefix: bool) -> tuple[st
     if prefix:
         keys += ["worker.prefix_cache", "worker.block_tokens", "dispatcher.policy"]
     return tuple(dict.fromkeys(keys))
-
-
-@dataclass
-class _PrefixModel:
-    """A worker's prefix cache as Che's approximation sees it."""
-
-    rates: list[np.ndarray]  # per worker: its groups' shares of the model's requests
-    owned: list[np.ndarray]  # per worker: the indexes of its groups (in rates' order)
-    seen: list[np.ndarray]  # per worker: the groups it sees, as shares of its own requests
-    group_tokens: float  # a cached group's KV tokens
-    usable: float  # prefix tokens a request could find cached (its prefix's whole blocks, cut by its prompt)
-    moved: float  # prefix tokens of a running sequence held by the cache, not by it
-    block: int
-    #: Lower KV tiers, fastest first: name, capacity in KV tokens, seconds to load a token.
-    tiers: tuple[tuple[str, float, float], ...] = ()
-
-    @property
-    def tier_tokens(self) -> float:
-        """KV tokens the lower tiers hold together."""
-        return sum(t[1] for t in self.tiers)
-
-    def tier_hits(self, free_tokens: float) -> list[tuple[str, float, float]]:
-        """Per lower tier: its name, the share of a request's usable prefix found there
-        and not above (Che's hit rate of the cache down to it less that of the levels
-        above: an LRU stack whose evictions move down), and the seconds a request spends
-        loading it (that share x the usable prefix x seconds a token)."""
-        out = []
-        above = max(0.0, free_tokens)
-        before = self.hit(above)
-        for name, tokens, s_per_token in self.tiers:
-            above += tokens
-            now = self.hit(above)
-            share = max(0.0, now - before)
-            out.append((name, share, share * self.usable * s_per_token))
-            before = now
-        return out
-
-    @classmethod
-    def of(cls, scenario: Scenario, name: str, load: Workload, workers: int, routed: bool,
-           shares: np.ndarray | None = None) -> _PrefixModel | None:
-        """The cache of a worker among ``workers``; ``shares`` are the groups' shares of
-        the requests it caches for, when not the workload's (a decode worker's)."""
-        w = scenario.worker_for(name)
-        pre = load.prefix
-        if not w.prefix_cache or pre is None or pre.groups == 0:
-            return None
-        block = w.block_tokens
-        shares = pre.shares if shares is None else shares
-        if not np.sum(shares) > 0:
-            return None
-        tokens = float(np.sum(shares * pre.tokens) / np.sum(shares))
-        group_tokens = math.floor(tokens / block) * block
-        # Whole blocks of the prefix, leaving the prompt's last token to compute.
-        usable = max(0.0, pre.prefixed * (pre.mean_tokens - block / 2))
-        workers = max(1, workers)
-        if routed:
-            owned = [o for o in partition(shares, workers) if o.size]
-        else:
-            owned = [np.arange(shares.size)]
-        rates = [shares[o] for o in owned]
-        seen = [r / r.sum() for r in rates]
-        per_token = kv_bytes_per_token(scenario.models[name])
-        tiers = tuple((t.name, float(tier_tokens(t, per_token)), per_token / (t.bandwidth_gb_s * 1e9))
-                      for t in w.kv_tiers) if per_token else ()
-        return cls(rates, owned, seen, float(group_tokens), usable, usable, block, tiers)
-
-    def group_hits(self, free_tokens: float) -> np.ndarray:
-        """Each group's probability of being found cached, with ``free_tokens`` of KV
-        for cached groups (at the worker that keeps it, when routed by prefix)."""
-        groups = max(0.0, free_tokens) / self.group_tokens if self.group_tokens else 0.0
-        out = np.zeros(sum(o.size for o in self.owned))
-        for r, o in zip(self.rates, self.owned, strict=True):
-            out[o] = che_group_hits(r, groups)
-        return out
-
-    def hit(self, free_tokens: float) -> float:
-        """The share of a request's usable prefix found cached, with ``free_tokens`` of
-        KV for cached groups (the mean over the workers)."""
-        groups = max(0.0, free_tokens) / self.group_tokens if self.group_tokens else 0.0
-        hits = [che_hit_rate(r, groups) for r in self.rates]
-        weights = [float(r.sum()) for r in self.rates]
-        return float(np.dot(hits, weights) / sum(weights))
-
-    def most_running(self, kv_tokens: int, private: float, cap: int) -> int:
-        """The most sequences whose own KV and their groups' pinned prefixes fit."""
-        seen = max(self.seen, key=lambda s: s.size)
-        n = min(cap, int(kv_tokens // private))
-        while n > 0 and n * private + distinct(seen, n) * self.group_tokens > kv_tokens:
-            n -= 1
-        return n

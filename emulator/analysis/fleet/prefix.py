@@ -25,13 +25,15 @@ import numpy as np
 __all__ = ["che_group_hits", "che_hit_rate", "distinct", "partition", "routes_by_prefix"]
 
 
-def routes_by_prefix(policy: str, scorers: tuple[tuple[str, float], ...]) -> bool:
-    """Whether a policy keeps each prefix group on the workers that cache it."""
-    if policy == "prefix_aware":
+def routes_by_prefix(policy: str, scorers: tuple[tuple[str, float], ...], sessions: bool = False) -> bool:
+    """Whether a policy keeps each prefix group on the workers that cache it: by its
+    prefix score, or by session affinity (``sessions``; a session is a prefix group, so
+    each group stays on the worker it was first sent to) or a session score."""
+    if policy == "prefix_aware" or sessions:
         return True
     if policy == "weighted":
         weights = dict(scorers) if scorers else {"prefix": 3.0, "queue": 2.0}
-        return weights.get("prefix", 0.0) > 0
+        return weights.get("prefix", 0.0) > 0 or weights.get("session", 0.0) > 0
     return False
 
 

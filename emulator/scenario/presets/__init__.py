@@ -69,6 +69,10 @@ PRESETS: dict[str, str] = {
     "mooncake-dram-tier": "a Mooncake-like split fleet on 8,000-token prompts sharing 6,000-token "
     "documents whose KV is three times a prefill worker's GPU KV: a DRAM tier under each GPU "
     "prefix cache and SLO-aware admission; compare --set 'worker.kv_tiers=[]'",
+    "mooncake-shared-pool": "a Mooncake-like split fleet of four prefill workers over one remote "
+    "KV store shared by the pool (shared = true) holding 400 documents of 6,000 tokens: a "
+    "document one worker evicted is loaded by any other; compare four private tiers of the same "
+    "total with --set 'worker.kv_tiers=[{name=\"cpu\", capacity_gb=250, bandwidth_gb_s=40}]'",
     "disagg-planner-ramp": "a 70B chat model in prefill and decode pools, each scaled by its "
     "own autoscaler (running prefills, decode KV in use) on a ramp from 4 to 24 QPS, routed "
     "on queue and running scores: every request inside its SLOs; compare --set "

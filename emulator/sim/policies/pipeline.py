@@ -18,7 +18,8 @@ routings says the group went recently, 0 elsewhere; each pick is then recorded);
 with the fewest waiting requests (a decode worker's handoffs waiting for room count),
 0 for those with the most, linearly between, all 1 when equal; ``kv_free``, the share
 of its KV that running requests and pinned prefix blocks leave free; ``running``, as
-``queue`` over running requests.
+``queue`` over running requests; ``session``, 1 for the worker the request's session
+was last routed to (see below).
 
 Pickers. ``MaxScore``: the highest weighted sum of the scores, added in the order of
 ``SCORERS``; ties to the least loaded candidate (waiting plus running requests), then
@@ -28,6 +29,12 @@ about (the dispatcher's own count), the lowest index on ties.
 
 Each composition has ``pick`` (choose, moving the picker's own state) and ``peek``
 (the same choice, changing nothing), which admission and a split model's decider ask.
+
+Session affinity (``dispatcher.session_affinity``, ``sessions.py``) comes after the
+filters and before the scorers: a request whose session (prefix group) is pinned to
+one of the candidates goes there, unscored; any other is picked as without it, and its
+session pinned to the choice. The ``session`` scorer is its soft form: 1 for the
+session's worker, weighed against the others.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import numpy as np
 from emulator.scenario.specs import DEFAULT_SCORERS
 from emulator.sim.policies.base import PushPolicy
 from emulator.sim.policies.prefix_index import EstimatedPrefixIndex
+from emulator.sim.policies.sessions import SessionTable, session_peek, session_pick
 
 if TYPE_CHECKING:
     from emulator.sim.engine import Engine
@@ -177,9 +185,23 @@ class RunningScorer(Scorer):
         return spread([len(table[w].running) for w in candidates])
 
 
+class SessionScorer(Scorer):
+    """1 for the worker the request's session (prefix group) was last routed to, within
+    ``session_ttl_s``; 0 for the others and for a request without one (llm-d's
+    session-affinity scorer; ``sessions.py``)."""
+
+    name = "session"
+
+    def scores(self, policy: ComposedPolicy, row: int, candidates: list[int]) -> list[float]:
+        group = policy.request(row)[0]
+        assert policy.sessions is not None, "a policy scoring sessions keeps their table"
+        w = policy.sessions.worker(group, policy.sim.now_s) if group >= 0 else None
+        return [1.0 if c == w else 0.0 for c in candidates]
+
+
 #: The scorers by name, in the order a weighted sum adds them.
 SCORERS: dict[str, Scorer] = {
-    s.name: s for s in (PrefixScorer(), QueueScorer(), KvFreeScorer(), RunningScorer())
+    s.name: s for s in (PrefixScorer(), QueueScorer(), KvFreeScorer(), RunningScorer(), SessionScorer())
 }
 
 
@@ -212,6 +234,9 @@ class Picker(ABC):
 
     def done(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """Work pushed to ``w`` left it (only for pickers that count)."""
+
+    def taken(self, w: int) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
+        """Work went to ``w`` without this picker choosing it (session affinity)."""
 
     def rotation_changed(self, old: list[int], alive: list[int]) -> None:  # noqa: B027 (an optional hook: doing nothing is its default)
         """The workers believed alive change from ``old`` to ``alive``."""
@@ -302,6 +327,9 @@ class LeastOutstanding(Picker):
     def peek_alive(self, work: Any) -> int:
         return self.pool[int(np.argmin(self.outstanding))]
 
+    def taken(self, w: int) -> None:
+        self.outstanding[self.policy.local_index[w]] += 1
+
     def done(self, w: int) -> None:
         local = self.policy.local_index[w]
         if np.isfinite(self.outstanding[local]) and self.outstanding[local] > 0:
@@ -373,6 +401,13 @@ class ComposedPolicy(PushPolicy):
             self.peek = self.chooser.peek_alive  # type: ignore[method-assign]
         if self.index is not None:
             self.pick = self._pick_recorded  # type: ignore[method-assign]
+        #: Each session's worker (``dispatcher.session_affinity``; None: off).
+        self.sessions: SessionTable | None = None
+        sticky = bool(getattr(dispatcher, "session_affinity", False))
+        if sticky or any(s.name == "session" for _, s in self.weighted):
+            self.sessions = SessionTable(getattr(dispatcher, "session_ttl_s", 600.0), sticky)
+            self.pick = lambda work: session_pick(self, work)  # type: ignore[method-assign]
+            self.peek = lambda work: session_peek(self, work)  # type: ignore[method-assign]
 
     def request(self, row: int) -> tuple[int, int, int]:
         """The request's prefix group, prefix tokens and prompt tokens."""
@@ -431,9 +466,12 @@ class ComposedPolicy(PushPolicy):
         found = self.candidates(work)
         if not found:
             return False
-        w = self.chooser.pick(work, found, self._score(work, found))
-        if self.index is not None:
-            self._record(work, w)
+        if self.sessions is not None:
+            w = session_pick(self, work)
+        else:
+            w = self.chooser.pick(work, found, self._score(work, found))
+            if self.index is not None:
+                self._record(work, w)
         self.assign(w, work)
         return True
 

@@ -137,6 +137,7 @@ class ContinuousWorkers(PrefixFigures):
         costs: dict[int, tuple[WorkerSpec, tuple[float, float, float, float, float] | None,
                                list[float] | None]] = {}
         tables: dict[int, tuple[list[float], list[float], list[float], float]] = {}
+        stores: dict[tuple[int, str | None], list[kv_tiers.Tier]] = {}  # shared tiers, by model and pool
         for w, m in enumerate(self.fleet.model_list):
             if m in models:
                 if m not in costs:  # once per model, not per worker: exact arithmetic is not free
@@ -156,7 +157,8 @@ class ContinuousWorkers(PrefixFigures):
                     wk.table = tables[m]
                 if spec.prefix_cache:
                     if spec.kv_tiers:
-                        wk.tier = kv_tiers.build(kv_tiers.tier_specs(scenario, names[m]), spec.block_tokens)
+                        wk.tier = kv_tiers.build(kv_tiers.tier_specs(scenario, names[m]), spec.block_tokens,
+                                                 stores.setdefault((m, self.fleet.pool[w]), []))
                         wk.tier_block = spec.block_tokens
                     wk.cache = PrefixCache(spec.block_tokens, wk.tier)
                 wk.blk = spec.kv_block_tokens

@@ -112,6 +112,8 @@ class _PoolView:
         self.prefix_index: str = dispatcher.prefix_index
         self.prefix_index_capacity: int = dispatcher.prefix_index_capacity
         self.prefix_index_ttl_s: float = dispatcher.prefix_index_ttl_s
+        self.session_affinity: bool = dispatcher.session_affinity
+        self.session_ttl_s: float = dispatcher.session_ttl_s
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._dispatcher, name)
@@ -535,6 +537,7 @@ class DisaggregatedWorkers(ContinuousWorkers):
         for name, workers in ((split.prefill_workers, pools.prefill), (split.decode_workers, pools.decode)):
             view = _PoolView(d, workers, name, sc.pool_scorers(name), sc.pool_queue_limit(name))
             view.prefix_index, view.prefix_index_capacity, view.prefix_index_ttl_s = sc.pool_prefix_index(name)
+            view.session_affinity, view.session_ttl_s = sc.pool_session(name)
             made.append(policy_class(sc.pool_policy(name))(self.sim, view))  # type: ignore[arg-type]
         return PoolRouting(self.sim, d, made[0], made[1], split)
 

@@ -83,13 +83,15 @@ class PrefixFigures(WorkerModel):
             self._tier_mark[model] = (int(loaded), load_s)
 
     def _tiers(self, model: int) -> list[Tier]:
-        """Every lower tier of ``model``'s workers."""
-        return [t for wk in self.workers.values() if wk.model == model for t in chain(wk.tier)]
+        """Every lower tier of ``model``'s workers (a shared store once)."""
+        tiers = [t for wk in self.workers.values() if wk.model == model for t in chain(wk.tier)]
+        return list({id(t): t for t in tiers}.values())
 
     def tier_summary(self, model: int) -> dict[str, Any]:
         """``model``'s lower tiers over the run, by tier name (``Outcomes.kv_tiers``;
         empty without tiers): tokens loaded, their share of the prefix tokens looked
-        up, the seconds the loads took; and the GPU cache's own share."""
+        up, the seconds the loads took (and for a store shared by a pool, the workers
+        sharing it, ``shared_by``); and the GPU cache's own share."""
         tiers = self._tiers(model)
         if not tiers:
             return {}
@@ -99,6 +101,9 @@ class PrefixFigures(WorkerModel):
             row = out.setdefault(tier.name, {"hit_tokens": 0, "load_s": 0.0})
             row["hit_tokens"] += tier.hit_tokens
             row["load_s"] += tier.load_s
+            if tier.shared:  # a store shared by a pool: the workers that use it
+                row["shared_by"] = row.get("shared_by", 0) + sum(
+                    1 for wk in self.workers.values() if wk.model == model and tier in chain(wk.tier))
         loaded = sum(row["hit_tokens"] for row in out.values())
         for row in out.values():
             row["hit_rate"] = _rate(row["hit_tokens"], seen)

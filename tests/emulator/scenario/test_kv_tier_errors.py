@@ -34,8 +34,11 @@ MISTAKES = [
      "worker.kv_tiers[0].bandwidth_gb_s", "must be greater than 0"),
     ([ARCH, 'worker.kv_tiers=[{name = "cpu", capacity_tokens = 9, speed = 1}]'],
      "worker.kv_tiers[0].speed", "known keys here: name, capacity_tokens, capacity_gb"),
-    ([ARCH, 'worker.kv_tiers=[{name = "cpu", capacity_tokens = 9, shared = true}]'],
-     "worker.kv_tiers[0].shared", "not simulated yet; set shared = false"),
+    ([ARCH, f'worker.kv_tiers=[{{name = "cpu", capacity_tokens = 9, shared = true}}, {SSD}]'],
+     "worker.kv_tiers[1].shared", '"ssd" is private but comes after the shared "cpu"; a shared tier '
+     "sits below every private tier: list private tiers first, or set shared = true here too"),
+    ([ARCH, 'worker.kv_tiers=[{name = "remote", capacity_tokens = 9, shared = 1}]'],
+     "worker.kv_tiers[0].shared", "1 is not true or false"),
     ([f"worker.kv_tiers=[{CPU}]"], "worker.kv_tiers",
      "needs model chat's KV bytes per token to turn GB into tokens; give models.chat.arch"),
     ([ARCH, "worker.prefix_cache=false", f"worker.kv_tiers=[{CPU}]"], "worker.kv_tiers",
@@ -63,6 +66,16 @@ def test_a_sound_list_is_read_in_order_and_survives_a_round_trip() -> None:
     again = load_scenario(sc.to_toml())
     assert again.worker.kv_tiers == sc.worker.kv_tiers
     assert again.to_dict() == sc.to_dict()
+
+
+def test_shared_tiers_below_private_ones_are_read_and_survive_a_round_trip() -> None:
+    remote = '{name = "remote", capacity_tokens = 4000000, bandwidth_gb_s = 10, shared = true}'
+    sc = CHAT.with_overrides([ARCH, f"worker.kv_tiers=[{CPU}, {remote}]"])
+    assert [(t.name, t.shared) for t in sc.worker.kv_tiers] == [("cpu", False), ("remote", True)]
+    again = load_scenario(sc.to_toml())
+    assert again.worker.kv_tiers == sc.worker.kv_tiers
+    alone = CHAT.with_overrides([ARCH, f"worker.kv_tiers=[{remote}]"])
+    assert alone.worker.kv_tiers[0].shared
 
 
 def test_a_scenario_without_tiers_writes_no_tier_key() -> None:

@@ -121,6 +121,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "pd-slo-admission",
         "mooncake-dram-tier",
         "deepseek-v3-h200",
+        "mooncake-shared-pool",
         "disagg-planner-ramp",
         "prefix-router-estimated",
         "dynamo-planner-ramp",

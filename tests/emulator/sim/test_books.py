@@ -35,6 +35,7 @@ SHORT = {
     "pd-slo-admission": 120,
     "mooncake-dram-tier": 120,
     "deepseek-v3-h200": 120,
+    "mooncake-shared-pool": 120,
     "disagg-planner-ramp": 300,
     "prefix-router-estimated": 120,
     "dynamo-planner-ramp": 300,

@@ -119,7 +119,28 @@ def test_each_scorer_scores_a_hand_made_worker_state() -> None:
     assert SCORERS["kv_free"].scores(policy, 0, c) == [0.75, 1.0 - 0.9, 1.0]
     # Running: 1, 5, 3.
     assert SCORERS["running"].scores(policy, 0, c) == [1.0, 0.0, 0.5]
-    assert list(SCORERS) == ["prefix", "queue", "kv_free", "running"]
+    assert list(SCORERS) == ["prefix", "queue", "kv_free", "running", "session"]
+
+
+def test_the_session_scorer_gives_one_to_the_sessions_last_worker_within_its_ttl() -> None:
+    workers = _state(w0={"waiting": [1]}, w1={}, w2={"waiting": [1, 1]})
+    store = SimpleNamespace(base=0, group=np.array([3, -1]), prefix=np.array([64, 0]), tokens=np.array([100, 100]))
+    dispatcher = SimpleNamespace(workers=sorted(workers), worker_model=_Workers(workers, frozenset()),
+                                 scorers={"session": 3.0, "queue": 1.0}, store=store, queue_limit=0,
+                                 session_ttl_s=10.0)
+    sim = SimpleNamespace(now_s=0.0)
+    policy = Weighted(sim, dispatcher)  # type: ignore[arg-type]
+    c = [0, 1, 2]
+    assert SCORERS["session"].scores(policy, 0, c) == [0.0, 0.0, 0.0]  # not seen yet
+    assert policy.pick(0) == 1  # by queue alone; the session is recorded there
+    workers[1].waiting = [1, 1, 1]
+    sim.now_s = 5.0
+    assert SCORERS["session"].scores(policy, 0, c) == [0.0, 1.0, 0.0]
+    assert policy.pick(0) == 1  # 3 x 1 + 0 beats 1 x 1 at worker 0
+    assert SCORERS["session"].scores(policy, 1, c) == [0.0, 0.0, 0.0]  # a request of no session
+    sim.now_s = 15.1  # idle past the TTL: forgotten
+    assert SCORERS["session"].scores(policy, 0, c) == [0.0, 0.0, 0.0]
+    assert policy.pick(0) == 0
 
 
 def test_the_prefix_scorer_gives_nothing_to_a_request_without_a_prefix() -> None:
@@ -231,7 +252,9 @@ _worker = st.builds(
     cached=_share,
     busy=_share,
 )
-_weights = st.dictionaries(st.sampled_from(list(SCORERS)), st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]),
+# The scorers the policies first written knew (the session scorer came later).
+_weights = st.dictionaries(st.sampled_from(["prefix", "queue", "kv_free", "running"]),
+                           st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0]),
                            min_size=1).filter(lambda d: any(d.values()))
 
 
