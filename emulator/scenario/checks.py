@@ -20,6 +20,7 @@ from emulator.scenario import (
     admission_checks,
     catalog,
     kv_tier_checks,
+    pipeline_checks,
     prefix_checks,
     router_checks,
 )
@@ -275,6 +276,7 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     hosts = _hosts(top.raw("hosts"), models)
     check_disaggregated(models, batching, dispatcher, hosts)
     pools = parse_pools(top.raw("pools", None), models, batching, dispatcher, hosts)
+    pipeline_checks.check_scenario(models, hosts, pools, dispatcher)
     for name, m in models.items():
         split = m.disaggregated
         if split is not None and split.decider == "uncached" and not _resolved(worker, m).prefix_cache:
