@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from emulator.scenario import catalog
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import DispatcherSpec, HostGroup, ModelSpec, PoolSpec
 
@@ -71,10 +72,12 @@ def prefill_pool_size(name: str, pool: str, hosts: tuple[HostGroup, ...]) -> int
 
 def check_scenario(
     models: dict[str, ModelSpec], hosts: tuple[HostGroup, ...], pools: tuple[PoolSpec, ...],
-    dispatcher: DispatcherSpec,
+    dispatcher: DispatcherSpec, budgets: dict[str, int],
 ) -> None:
     """The checks that need the whole scenario: the group's size against the prefill
-    pool, no autoscaler on that pool, and no predicted-TTFT admission there."""
+    pool, a chunk within a step's token budget (``budgets``: each model's
+    ``max_batched_tokens``), a pushing policy, no autoscaler on that pool, and no
+    predicted-TTFT admission there."""
     given = {p.name: p for p in pools}
     for name, m in models.items():
         split = m.disaggregated
@@ -89,7 +92,23 @@ def check_scenario(
                 "and would leave none for the prompts at or under pipeline_threshold_tokens",
                 f"set pipeline_workers to at most {size - 1}, or give pool {pool} more hosts",
             )
+        if split.pipeline_chunk_tokens > budgets[name]:
+            raise ScenarioError(
+                f"models.{name}.disaggregated.pipeline_chunk_tokens",
+                f"{split.pipeline_chunk_tokens} is more than a step's token budget, "
+                f"max_batched_tokens = {budgets[name]}",
+                f"give at most {budgets[name]}, or 0 for the budget itself",
+            )
         spec = given.get(pool)
+        policy = spec.policy if spec is not None and spec.policy is not None else dispatcher.policy
+        if policy in catalog.policies_with("holds_requests"):
+            key = f"pools.{pool}.policy" if spec is not None and spec.policy is not None else "dispatcher.policy"
+            raise ScenarioError(
+                key,
+                f'"{policy}" holds requests for the workers to take, and pool {pool}\'s pipeline '
+                "group is pushed its long prompts",
+                f'give pool {pool} a pushing policy, e.g. [pools.{pool}] policy = "least_loaded"',
+            )
         if spec is not None and spec.autoscaler is not None:
             raise ScenarioError(
                 f"pools.{pool}.autoscaler",

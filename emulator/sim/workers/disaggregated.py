@@ -259,10 +259,14 @@ class PoolRouting(DispatchPolicy):
         policy.worker_idle(w)
 
     def worker_died(self, w: int) -> None:
-        self.of[w].worker_died(w)
+        policy = self.of.get(w)  # (a pipeline stage is no pool policy's)
+        if policy is not None:
+            policy.worker_died(w)
 
     def worker_restored(self, w: int) -> None:
-        self.of[w].worker_restored(w)
+        policy = self.of.get(w)
+        if policy is not None:
+            policy.worker_restored(w)
 
     def health_check(self) -> None:
         self.prefill.health_check()
