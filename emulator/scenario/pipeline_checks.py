@@ -27,11 +27,14 @@ def keys(t: Any) -> dict[str, Any]:
     ``checks._Table``), as ``DisaggSpec`` fields."""
     threshold = t.integer("pipeline_threshold_tokens", 0, low=0)
     if threshold == 0:
+        # A threshold written as 0 turns a written group off (``--set
+        # ...pipeline_threshold_tokens=0``); the group's keys without any threshold are a
+        # mistake.
         for key in _OTHERS:
-            if t.has(key):
+            if t.has(key) and not t.has("pipeline_threshold_tokens"):
                 raise ScenarioError(
                     t.key(key),
-                    "applies to pipelined prefill, which is off while pipeline_threshold_tokens is 0",
+                    "applies to pipelined prefill, which is off without pipeline_threshold_tokens",
                     "give pipeline_threshold_tokens (the prompt length above which a prompt is "
                     f"pipelined, e.g. 32768), or remove {key}",
                 )

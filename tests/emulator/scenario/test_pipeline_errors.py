@@ -16,7 +16,7 @@ ON = [f"{KEY}.pipeline_threshold_tokens=20000", "hosts[0].count=3"]
 
 MISTAKES = [
     ([f"{KEY}.pipeline_workers=2"], f"{KEY}.pipeline_workers",
-     "off while pipeline_threshold_tokens is 0; give pipeline_threshold_tokens"),
+     "off without pipeline_threshold_tokens; give pipeline_threshold_tokens"),
     ([f"{KEY}.pipeline_hop_s=0.01"], f"{KEY}.pipeline_hop_s", "applies to pipelined prefill"),
     ([f"{KEY}.pipeline_threshold_tokens=-1"], f"{KEY}.pipeline_threshold_tokens", "at least 0"),
     ([*ON], f"{KEY}.pipeline_workers", "missing: pipelined prefill needs the number"),
@@ -66,3 +66,8 @@ def test_a_sound_group_survives_a_round_trip() -> None:
 def test_a_split_without_the_pipeline_writes_none_of_its_keys() -> None:
     written = SPLIT.to_dict()["models"]["chat"]["disaggregated"]
     assert not [k for k in written if k.startswith("pipeline_")]
+    # A threshold set to 0 turns a written group off, its other keys dropped.
+    on = [*ON, f"{KEY}.pipeline_workers=2", f"{KEY}.pipeline_hop_s=0.002"]
+    off = SPLIT.with_overrides([*on, f"{KEY}.pipeline_threshold_tokens=0"])
+    assert off.models["chat"].disaggregated == SPLIT.models["chat"].disaggregated
+    assert not [k for k in off.to_dict()["models"]["chat"]["disaggregated"] if k.startswith("pipeline_")]

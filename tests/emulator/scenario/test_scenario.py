@@ -122,6 +122,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "disagg-planner-ramp",
         "prefix-router-estimated",
         "dynamo-planner-ramp",
+        "mooncake-long-context-pipeline",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

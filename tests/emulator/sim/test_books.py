@@ -36,6 +36,7 @@ SHORT = {
     "disagg-planner-ramp": 300,
     "prefix-router-estimated": 120,
     "dynamo-planner-ramp": 300,
+    "mooncake-long-context-pipeline": 120,
 }
 
 
