@@ -580,11 +580,12 @@ class DisaggregatedWorkers(ContinuousWorkers):
         self.pools = self.handoffs.pools
         self.moves = self.handoffs.moves
         self.groups = self.handoffs.groups
+        self.handoff_groups = self.handoffs.group_of
         if self.groups:
             self.keys = (*self.keys, *self.pipeline_keys)
 
     def assign(self, w: int, work: int) -> None:
-        group = self.handoffs.group_of.get(w) if self.groups else None
+        group = self.handoff_groups.get(w) if self.groups else None
         if group is None:
             super().assign(w, work)
         else:

@@ -195,6 +195,7 @@ class PipelineGroup:
         arrival = self.head.router.store.arrival.item(s.row - self.head.router.store.base)
         self.frame_ttft.append(t - arrival)
         handoffs = self.model.handoffs
+        assert handoffs is not None, "a pipeline group is a split model's"
         handoffs.hand_off(self.tail, s, t, owned=False)
 
     def release(self, s: Seq, t: float) -> None:
