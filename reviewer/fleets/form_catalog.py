@@ -59,6 +59,8 @@ _UNITS = {
     "admission_slack": "x slo.ttft_s", "prefix_index_capacity": "(worker, prefix) pairs",
     "per_worker_qps": "requests/s a worker, or worked out from a target",
     "horizon_s": "s, warmup_s if left out", "window_s": "s of looks",
+    "pipeline_threshold_tokens": "prompt tokens, 0: off", "pipeline_workers": "prefill workers (stages)",
+    "pipeline_chunk_tokens": "tokens, 0: the step budget", "pipeline_hop_s": "s a chunk a stage boundary",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -81,6 +83,8 @@ _LABELS = {
     "target_ttft_s": "planner's TTFT target", "target_tbt_s": "planner's TBT target",
     "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
     "window_s": "planner's window", "horizon_s": "planner predicts ahead",
+    "pipeline_threshold_tokens": "pipelined above", "pipeline_workers": "pipeline stages",
+    "pipeline_chunk_tokens": "pipeline chunk", "pipeline_hop_s": "pipeline hop between stages",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}

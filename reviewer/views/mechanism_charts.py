@@ -1,6 +1,6 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
-disaggregated prefill and decode pools, autoscaling, SLO-aware admission and the lower
-KV tiers under the prefix cache.
+disaggregated prefill and decode pools, autoscaling, SLO-aware admission, the lower
+KV tiers under the prefix cache and pipelined prefill of long prompts.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -26,9 +26,12 @@ POOL_KEYS: tuple[str, ...] = tuple(
     k for k in DisaggregatedWorkers.frame_keys if k not in ContinuousWorkers.frame_keys
 )
 
+#: The per-model frame metrics a pipeline group adds (only runs with one carry them).
+PIPELINE_KEYS: tuple[str, ...] = DisaggregatedWorkers.pipeline_keys
+
 #: Every per-model frame metric the mechanism charts draw.
 MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS,
-                                     *TIER_FRAME_KEYS)
+                                     *TIER_FRAME_KEYS, *PIPELINE_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -51,6 +54,7 @@ _ACTIVE, _WARMING, _DRAINING, _PARKED = AUTOSCALE_KEYS
 _CLIENT_TTFT50, _CLIENT_TTFT95 = TOKEN_KEYS[0], TOKEN_KEYS[1]
 _REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
 _TIER_HIT, _TIER_LOAD = TIER_FRAME_KEYS
+_PIPELINED, _PIPELINED_MAX = PIPELINE_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
@@ -112,6 +116,16 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "tier_load", "mechanism": "KV tiers", "title": "Seconds spent loading KV from lower tiers per frame",
      "y_title": "seconds per frame", "tick_suffix": " s", "per_frame": True,
      "metrics": [{"key": _TIER_LOAD, "label": "load time", "colour": "#e8590c"}]},
+    # The group's longest prefill in each frame beside the whole pool's p95: long
+    # prompts stay near the pool's tail instead of far past it.
+    {"key": "pipeline_ttft", "mechanism": "Pipelined prefill",
+     "title": "Prefill TTFT: the pipeline group's longest per frame, and the prefill pool's p95",
+     "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True, "present_keys": [_PIPELINED],
+     "metrics": [{"key": _PIPELINED_MAX, "label": "pipelined, longest", "colour": "#d6336c"},
+                 {"key": _P_TTFT95, "label": "prefill pool p95", "dash": "dot", "colour": "#1f77b4"}]},
+    {"key": "pipeline_count", "mechanism": "Pipelined prefill", "title": "Long prompts the group prefilled per frame",
+     "y_title": "prompts per frame", "per_frame": True,
+     "metrics": [{"key": _PIPELINED, "label": "pipelined", "colour": "#d6336c"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
@@ -161,6 +175,15 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
       for name in TIER_NAMES
       for key, label, unit, scale, digits in (("hit_rate", "tier's share", "%", 100, 1),
                                               ("load_s", "load time", "s", 1, 2))),
+    # The summary's ``pools.pipeline`` (``emulator.sim.workers.pipeline``).
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "pipelined"],
+     "label": "prompts pipelined", "unit": "requests"},
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "client_ttft_s", "p50"],
+     "label": "their client TTFT p50", "unit": "s", "digits": 2},
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "client_ttft_s", "max"],
+     "label": "their client TTFT max", "unit": "s", "digits": 2},
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "within_ttft_slo"],
+     "label": "within the TTFT goal", "unit": "requests"},
 ]
 
 
