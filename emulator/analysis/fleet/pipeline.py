@@ -24,7 +24,7 @@ is given beside the capacity (``saturation_qps``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -178,7 +178,5 @@ def analyse_pipeline(scenario: Scenario, name: str, load: Workload, cost: StepCo
 def short_workload(load: Workload, split_low: int, threshold: int) -> Workload | None:
     """The workload the prefill pool's other workers see: prompts in (``split_low``,
     ``threshold``] (``split_low`` the decider's threshold)."""
-    from dataclasses import replace
-
     law = cut_law(load.prompt, split_low, threshold)
     return None if law is None else replace(load, prompt=law)
