@@ -26,8 +26,10 @@ def pipeline_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None:
     name = m.name
     key = f"models.{name}.disaggregated"
     inputs = (f"{key}.pipeline_threshold_tokens", f"{key}.pipeline_workers", f"{key}.pipeline_chunk_tokens",
-              f"{key}.pipeline_hop_s", *m.inputs)
-    group = f"{p.stages} stages, {p.chunk_tokens}-token chunks, {p.hop_s * 1e3:g} ms a hop"
+              f"{key}.pipeline_hop_s", f"{key}.pipeline_link_gb_s", *m.inputs)
+    link = (f" + {p.act_s_per_token * p.chunk_tokens * 1e3:.3g} ms of a whole chunk's activations over the "
+            "stage link" if p.act_s_per_token else "")
+    group = f"{p.stages} stages, {p.chunk_tokens}-token chunks, {p.hop_s * 1e3:g} ms a hop{link}"
     add("pipeline_share", "Requests the pipeline group prefills", name, Fraction(p.share), "%",
         f"prompts of more than {p.threshold_tokens} tokens, {p.mean_prompt:.0f} on average", inputs)
     add("pipeline_alone_s", f"A {p.example_tokens}-token prompt (the mean long one) prefilled alone on one worker",

@@ -19,7 +19,7 @@ from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import DispatcherSpec, HostGroup, ModelSpec, PoolSpec
 
 #: The pipeline's keys besides the threshold that turns it on.
-_OTHERS = ("pipeline_workers", "pipeline_chunk_tokens", "pipeline_hop_s")
+_OTHERS = ("pipeline_workers", "pipeline_chunk_tokens", "pipeline_hop_s", "pipeline_link_gb_s")
 
 
 def keys(t: Any) -> dict[str, Any]:
@@ -58,12 +58,28 @@ def keys(t: Any) -> dict[str, Any]:
             t.key("pipeline_hop_s"), f"must be 0 or more, not {hop:g}",
             "give the seconds a chunk's activations take from one stage to the next, e.g. 0.002",
         )
+    link = t.number("pipeline_link_gb_s", 0.0)
+    if link < 0:
+        raise ScenarioError(
+            t.key("pipeline_link_gb_s"), f"must be 0 or more, not {link:g}",
+            "give the GB/s a chunk's activations cross a stage boundary at, e.g. 50, or 0 for none",
+        )
     return {
         "pipeline_threshold_tokens": threshold,
         "pipeline_workers": stages,
         "pipeline_chunk_tokens": t.integer("pipeline_chunk_tokens", 0, low=0),
         "pipeline_hop_s": float(hop),
+        "pipeline_link_gb_s": float(link),
     }
+
+
+def activation_bytes(model: ModelSpec) -> float | None:
+    """Bytes of one token's activations at a stage boundary: hidden size x dtype bytes
+    (None: the model's hidden size is not known)."""
+    if model.arch is None:
+        return None
+    hidden = model.arch.shape().hidden
+    return None if hidden is None else float(hidden * model.arch.dtype_bytes)
 
 
 def prefill_pool_size(name: str, pool: str, hosts: tuple[HostGroup, ...]) -> int:
@@ -86,6 +102,14 @@ def check_scenario(
         split = m.disaggregated
         if split is None or not split.pipeline_threshold_tokens:
             continue
+        if split.pipeline_link_gb_s and activation_bytes(m) is None:
+            raise ScenarioError(
+                f"models.{name}.disaggregated.pipeline_link_gb_s",
+                "a chunk's activations need the model's hidden size, and model "
+                f"{name} has none",
+                f'add [models.{name}.arch] (e.g. model = "Llama-2-70B", or hidden_size), or give '
+                "pipeline_hop_s alone",
+            )
         pool = split.prefill_workers
         size = prefill_pool_size(name, pool, hosts)
         if split.pipeline_workers >= size:

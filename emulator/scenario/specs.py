@@ -284,8 +284,9 @@ class DisaggSpec:
     for prompts of more than ``pipeline_threshold_tokens`` tokens; each holds an equal
     share of the layers, a prompt runs through them in chunks of
     ``pipeline_chunk_tokens`` (0: the worker's ``max_batched_tokens``) and each chunk
-    crosses each stage boundary in ``pipeline_hop_s``. See
-    ``emulator.sim.workers.pipeline``.
+    crosses each stage boundary in ``pipeline_hop_s`` plus, with
+    ``pipeline_link_gb_s``, its activations (chunk tokens x hidden size x dtype bytes)
+    over that link. See ``emulator.sim.workers.pipeline``.
     """
 
     prefill_workers: str
@@ -299,6 +300,7 @@ class DisaggSpec:
     pipeline_workers: int = 0
     pipeline_chunk_tokens: int = 0
     pipeline_hop_s: float = 0.0
+    pipeline_link_gb_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ _UNITS = {
     "horizon_s": "s, warmup_s if left out", "window_s": "s of looks",
     "pipeline_threshold_tokens": "prompt tokens, 0: off", "pipeline_workers": "prefill workers (stages)",
     "pipeline_chunk_tokens": "tokens, 0: the step budget", "pipeline_hop_s": "s a chunk a stage boundary",
+    "pipeline_link_gb_s": "GB/s, 0: none",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -85,6 +86,7 @@ _LABELS = {
     "window_s": "planner's window", "horizon_s": "planner predicts ahead",
     "pipeline_threshold_tokens": "pipelined above", "pipeline_workers": "pipeline stages",
     "pipeline_chunk_tokens": "pipeline chunk", "pipeline_hop_s": "pipeline hop between stages",
+    "pipeline_link_gb_s": "pipeline stage link",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}

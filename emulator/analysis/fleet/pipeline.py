@@ -33,6 +33,7 @@ import numpy as np
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import SizeLaw, Workload
 from emulator.scenario import Scenario
+from emulator.scenario.pipeline_checks import activation_bytes
 
 #: Quantile points a cut lognormal law is represented by.
 _POINTS = 400
@@ -87,15 +88,18 @@ def stage_costs(cost: StepCost, prompt: int, chunk: int, stages: int) -> list[fl
     return [f + (_chunk(cost, at, min(chunk, prompt - at)) - f) / stages for at in range(0, prompt, chunk)]
 
 
-def pipelined_alone_s(cost: StepCost, prompt: int, chunk: int, stages: int, hop: float) -> float:
-    """A lone prompt's prefill over an idle group: chunk i ends on stage s at
-    max(its end on stage s - 1 + hop, chunk i - 1's end on stage s) + its cost."""
+def pipelined_alone_s(cost: StepCost, prompt: int, chunk: int, stages: int, hop: float,
+                      act_s: float = 0.0) -> float:
+    """A lone prompt's prefill over an idle group: chunk i of c tokens ends on stage s
+    at max(its end on stage s - 1 + hop + c act_s, chunk i - 1's end on stage s) + its
+    cost (``act_s``: a token's activations over the stage link)."""
     costs = stage_costs(cost, prompt, chunk, stages)
+    sizes = [min(chunk, prompt - at) for at in range(0, prompt, chunk)]
     ends = [0.0] * len(costs)
     for s in range(stages):
         last = 0.0
         for i, c in enumerate(costs):
-            last = max(last, ends[i] + (hop if s else 0.0)) + c
+            last = max(last, ends[i] + (hop + sizes[i] * act_s if s else 0.0)) + c
             ends[i] = last
     return ends[-1]
 
@@ -122,6 +126,7 @@ class PipelineAnalysis:
     threshold_tokens: int
     chunk_tokens: int
     hop_s: float
+    act_s_per_token: float  # a token's activations over the stage link (0: no link given)
     share: float  # of the model's requests, those the group prefills
     mean_prompt: float  # their mean prompt
     stage_s: float  # E[S | long]: one stage's busy time a long prompt
@@ -146,6 +151,10 @@ def analyse_pipeline(scenario: Scenario, name: str, load: Workload, cost: StepCo
     if split is None or not split.pipeline_threshold_tokens:
         return None
     n, hop = split.pipeline_workers, split.pipeline_hop_s
+    act = 0.0
+    if split.pipeline_link_gb_s:
+        per_token = activation_bytes(scenario.models[name])
+        act = 0.0 if per_token is None else per_token / (split.pipeline_link_gb_s * 1e9)
     chunk = split.pipeline_chunk_tokens or cost.spec.max_batched_tokens
     low = max(split.pipeline_threshold_tokens, split.decider_threshold_tokens)
     share = 1.0 - load.prompt.share_at_most(low)
@@ -159,14 +168,15 @@ def analyse_pipeline(scenario: Scenario, name: str, load: Workload, cost: StepCo
     example = max(low + 1, round(long.mean)) if long is not None else low + 1
     goal = scenario.slo.ttft_s
     alone = float(cost.prefill_alone_s(example))
-    piped = pipelined_alone_s(cost, example, chunk, n, hop)
+    piped = pipelined_alone_s(cost, example, chunk, n, hop, act)
     if goal is not None:
         one = longest_within(goal, lambda p: cost.prefill_steps(p))
-        many = longest_within(goal, lambda p: pipelined_alone_s(cost, p, chunk, n, hop))
+        many = longest_within(goal, lambda p: pipelined_alone_s(cost, p, chunk, n, hop, act))
     else:
         one = many = 0
     return PipelineAnalysis(
         stages=n, threshold_tokens=split.pipeline_threshold_tokens, chunk_tokens=chunk, hop_s=hop,
+        act_s_per_token=act,
         share=share, mean_prompt=long.mean if long is not None else 0.0, stage_s=stage,
         saturation_qps=saturation, binds=share > 1 - goodput, example_tokens=example,
         example_alone_s=alone, example_pipelined_s=piped, longest_alone=one, longest_pipelined=many,

@@ -17,8 +17,9 @@ where step is the worker's step model for a step holding that chunk only and f i
 step's fixed cost (``step_base_s`` under the linear model, the fixed cost a step under
 the roofline, a(0) under a table): every stage launches its own step, while the
 per-token, attention, weights and communication terms are per layer and split evenly.
-Chunk i starts on stage s once stage s - 1 has finished it and ``pipeline_hop_s`` has
-passed (its activations crossing to the next stage), and once stage s has finished
+Chunk i starts on stage s once stage s - 1 has finished it and its hop has passed:
+``pipeline_hop_s``, plus with ``pipeline_link_gb_s`` its c tokens' activations (c x
+hidden size x dtype bytes) over that link. And once stage s has finished
 what it ran before (chunk i - 1, or the previous prompt's last chunk): each stage runs
 one chunk at a time, prompts in the order the group admitted them. With equal chunk
 costs c, no hop and an idle group the prompt's prefill ends (C + N - 1) c after its
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from emulator.scenario.pipeline_checks import activation_bytes
 from emulator.sim.events import PIPELINE_DONE
 from emulator.sim.histogram import LatencyHistogram
 from emulator.sim.results import BUSY
@@ -65,23 +67,25 @@ def chunks_of(prompt: int, size: int) -> list[tuple[int, int]]:
 
 
 def pipeline_schedule(
-    free_at: list[float], t: float, costs: list[float], hop: float,
+    free_at: list[float], t: float, costs: list[float], hops: list[float],
     trace: list[tuple[int, float, float]] | None = None,
 ) -> float:
-    """Schedule chunks of ``costs`` (each stage's time for each chunk) admitted at ``t``
-    on stages free at ``free_at`` (updated in place); returns when the last chunk ends
-    on the last stage. ``trace`` collects (stage, start, end) of every chunk."""
+    """Schedule chunks of ``costs`` (each stage's time for each chunk; ``hops``: each
+    chunk's time from one stage to the next) admitted at ``t`` on stages free at
+    ``free_at`` (updated in place); returns when the last chunk ends on the last
+    stage. ``trace`` collects (stage, start, end) of every chunk."""
     ready = [t] * len(costs)
+    last = len(free_at) - 1
     for s in range(len(free_at)):
         end = free_at[s]
         for i, c in enumerate(costs):
             start = max(end, ready[i])
             end = start + c
-            ready[i] = end + hop
+            ready[i] = end + (hops[i] if s < last else 0.0)
             if trace is not None:
                 trace.append((s, start, end))
         free_at[s] = end
-    return ready[-1] - hop
+    return ready[-1]
 
 
 class PipelineGroup:
@@ -95,6 +99,12 @@ class PipelineGroup:
         spec = self.head.spec
         self.chunk = split.pipeline_chunk_tokens or spec.max_batched_tokens
         self.hop = split.pipeline_hop_s
+        #: Seconds a token's activations take over the stage link (0: no link given).
+        self.act_s = 0.0
+        if split.pipeline_link_gb_s:
+            per_token = activation_bytes(model.sim.scenario.models[model.sim.names[self.head.model]])
+            assert per_token is not None, "validation requires the model's hidden size"
+            self.act_s = per_token / (split.pipeline_link_gb_s * 1e9)
         self.threshold = split.pipeline_threshold_tokens
         if self.tail.roofline:
             self.fixed = self.tail.r_fixed
@@ -173,10 +183,12 @@ class PipelineGroup:
             for wk in self.stages:
                 wk.kv_prefill += kv.blocks(wk, share)
             self.head.running.append(s)
-            costs = [self.stage_cost(start, c) for start, c in chunks_of(s.prompt, self.chunk)]
+            chunks = chunks_of(s.prompt, self.chunk)
+            costs = [self.stage_cost(start, c) for start, c in chunks]
+            hops = [self.hop + self.act_s * c for _, c in chunks]
             for k in range(self.n):
                 self.busy_s[k] += sum(costs)
-            self.schedule(pipeline_schedule(self.free_at, t, costs, self.hop, self.trace), self, s)
+            self.schedule(pipeline_schedule(self.free_at, t, costs, hops, self.trace), self, s)
         self.model.fleet.backlog[self.head.index] = len(waiting)
 
     # -- the prefill's end and the KV's release ------------------------------------------

@@ -23,6 +23,11 @@ MISTAKES = [
     ([*ON, f"{KEY}.pipeline_workers=1"], f"{KEY}.pipeline_workers", "must be at least 2, not 1"),
     ([*ON, f"{KEY}.pipeline_workers=2", f"{KEY}.pipeline_hop_s=-0.5"], f"{KEY}.pipeline_hop_s",
      "must be 0 or more"),
+    ([*ON, f"{KEY}.pipeline_workers=2", f"{KEY}.pipeline_link_gb_s=-1"], f"{KEY}.pipeline_link_gb_s",
+     "must be 0 or more"),
+    ([*ON, f"{KEY}.pipeline_workers=2", f"{KEY}.pipeline_link_gb_s=50", "models.chat.arch={params_b = 70, layers = 80, kv_heads = 8, head_dim = 128}",
+     ], f"{KEY}.pipeline_link_gb_s",
+     "need the model's hidden size, and model chat has none"),
     ([*ON, f"{KEY}.pipeline_workers=2", f"{KEY}.pipeline_chunk_tokens=-4"],
      f"{KEY}.pipeline_chunk_tokens", "at least 0"),
     ([*ON, f"{KEY}.pipeline_workers=3"], f"{KEY}.pipeline_workers",
@@ -53,11 +58,11 @@ def test_it_names_the_key_and_the_fix_in_one_line(overrides: list[str], path: st
 
 def test_a_sound_group_survives_a_round_trip() -> None:
     sc = SPLIT.with_overrides([*ON, f"{KEY}.pipeline_workers=2", f"{KEY}.pipeline_chunk_tokens=4096",
-                               f"{KEY}.pipeline_hop_s=0.002"])
+                               f"{KEY}.pipeline_hop_s=0.002", f"{KEY}.pipeline_link_gb_s=50"])
     split = sc.models["chat"].disaggregated
     assert split is not None
     assert (split.pipeline_threshold_tokens, split.pipeline_workers) == (20000, 2)
-    assert (split.pipeline_chunk_tokens, split.pipeline_hop_s) == (4096, 0.002)
+    assert (split.pipeline_chunk_tokens, split.pipeline_hop_s, split.pipeline_link_gb_s) == (4096, 0.002, 50.0)
     again = load_scenario(sc.to_toml())
     assert again.to_dict() == sc.to_dict()
     assert again.models["chat"].disaggregated == split

@@ -22,7 +22,7 @@ GB_S = 50.0
 
 
 def _data(trace: Path, *, stages: int, threshold: int = 50_000, chunk: int = 0, hop: float = 0.0,
-          prefill: int = 5, duration_s: float = 120, params: Any = PARAMS) -> dict[str, Any]:
+          prefill: int = 5, duration_s: float = 120, params: Any = PARAMS, link: float = 0.0) -> dict[str, Any]:
     data = pd_data(prefill=prefill, decode=1, duration_s=duration_s, trace=trace, params=params, gb_s=GB_S)
     if stages:
         split = data["models"]["m"]["disaggregated"]
@@ -31,6 +31,9 @@ def _data(trace: Path, *, stages: int, threshold: int = 50_000, chunk: int = 0, 
             split["pipeline_chunk_tokens"] = chunk
         if hop:
             split["pipeline_hop_s"] = hop
+        if link:
+            split["pipeline_link_gb_s"] = link
+            data["models"]["m"]["arch"] = {"model": "Llama-2-70B"}  # hidden 8192, 2 bytes a value
     return data
 
 
@@ -39,37 +42,43 @@ def _run(data: dict[str, Any]) -> tuple[Engine, dict[str, Any]]:
     return engine, engine.run().per_model["m"].to_dict()
 
 
-def _by_hand(prompt: int, stages: int, chunk: int, hop: float) -> float:
+def _by_hand(prompt: int, stages: int, chunk: int, hop: float, link: float = 0.0) -> float:
     """The prefill of one prompt over an idle pipeline, from the recurrence written out
-    directly: end[s][i] = max(end[s][i-1], end[s-1][i] + hop) + cost(i)."""
+    directly: end[s][i] = max(end[s][i-1], end[s-1][i] + hop(i)) + cost(i), hop(i) the
+    fixed hop plus chunk i's activations (tokens x 8,192 x 2 bytes) over ``link`` GB/s."""
     w = PARAMS
-    costs = []
+    costs, hops = [], []
     for start in range(0, prompt, chunk):
         c = min(chunk, prompt - start)
         work = w.prefill_token_s * c + w.prefill_attn_s * c * (start + c)
         costs.append(w.step_base_s + work / stages)  # the fixed cost whole, the rest split
+        hops.append(hop + (c * 8192 * 2 / (link * 1e9) if link else 0.0))
     end = [[0.0] * len(costs) for _ in range(stages)]
     for s in range(stages):
         for i, cost in enumerate(costs):
             before = end[s][i - 1] if i else 0.0
-            ready = end[s - 1][i] + hop if s else 0.0
+            ready = end[s - 1][i] + hops[i] if s else 0.0
             end[s][i] = max(before, ready) + cost
     return end[-1][-1]
 
 
-@pytest.mark.parametrize(("stages", "chunk", "hop"), [(2, 8192, 0.0), (4, 8192, 0.002), (3, 5000, 0.01)])
+@pytest.mark.parametrize(("stages", "chunk", "hop", "link"),
+                         [(2, 8192, 0.0, 0.0), (4, 8192, 0.002, 0.0), (3, 5000, 0.01, 0.0), (3, 8192, 0.001, 2.0)])
 def test_a_lone_long_prompt_is_prefilled_in_the_pipelines_time(
-    tmp_path: Path, stages: int, chunk: int, hop: float
+    tmp_path: Path, stages: int, chunk: int, hop: float, link: float
 ) -> None:
     prompt = 100_000
     trace = write_trace([TokenRequest(0.0, prompt, 20)], tmp_path / "one.jsonl")
-    _, got = _run(_data(trace, stages=stages, chunk=chunk, hop=hop))
-    prefill = _by_hand(prompt, stages, chunk, hop)
+    _, got = _run(_data(trace, stages=stages, chunk=chunk, hop=hop, link=link))
+    prefill = _by_hand(prompt, stages, chunk, hop, link)
     pools = got["pools"]
     assert pools["prefill_ttft_s"]["mean"] == pytest.approx(prefill, rel=1e-12)
+    if link:  # a 2 GB/s link: 67 ms a whole chunk, longer than a stage's chunk early on
+        assert prefill > _by_hand(prompt, stages, chunk, hop) + 0.1
     # The client's TTFT adds the transfer of the whole prompt's KV and one step of its
     # last position at the decode worker, as without the pipeline.
-    transfer = prompt * KV_BYTES / (GB_S * 1e9)
+    kv_bytes = 327_680 if link else KV_BYTES  # (the arch's KV, when it is given)
+    transfer = prompt * kv_bytes / (GB_S * 1e9)
     first = PARAMS.step_base_s + PARAMS.prefill_token_s + PARAMS.prefill_attn_s * prompt
     assert got["ttft_s"]["mean"] == pytest.approx(prefill + transfer + first, rel=1e-12)
     assert pools["pipeline"]["pipelined"] == 1

@@ -73,7 +73,8 @@ def test_the_editor_offers_the_group_keys_with_their_units() -> None:
     groups = form_groups(spec.to_dict(), spec)
     fields = {f["name"]: f for g in groups for item in g.get("items", []) for f in item["fields"]
               if f["path"].startswith(f"{KEY}.pipeline_")}
-    assert set(fields) == {"pipeline_threshold_tokens", "pipeline_workers", "pipeline_chunk_tokens", "pipeline_hop_s"}
+    assert set(fields) == {"pipeline_threshold_tokens", "pipeline_workers", "pipeline_chunk_tokens", "pipeline_hop_s",
+                           "pipeline_link_gb_s"}
     assert fields["pipeline_workers"]["value"] == 3 and fields["pipeline_threshold_tokens"]["value"] == 65536
     assert all(f["unit"] for f in fields.values())
 
