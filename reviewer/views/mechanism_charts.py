@@ -60,7 +60,8 @@ _PIPELINED, _PIPELINED_MAX = PIPELINE_KEYS
 # title, the y axis's title (with its unit), how a value is scaled for display and
 # the axis's tick suffix, and its metrics (a trace per model that reports them).
 # ``spread`` adds, per model, the band between its workers' lowest and highest
-# per-worker figure; ``present_keys`` (default: every metric) are those whose values
+# per-worker figure (a metric's ``markers`` draws a mark per frame, for sparse events);
+# ``present_keys`` (default: every metric) are those whose values
 # decide which models a chart draws and whether it shows; ``per_frame`` adds the frame's length to the title; ``stacked``
 # stacks a model's metrics as areas; ``scale_events`` draws the autoscaler's events
 # as vertical markers and lists them under the chart.
@@ -121,7 +122,7 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "pipeline_ttft", "mechanism": "Pipelined prefill",
      "title": "Prefill TTFT: the pipeline group's longest per frame, and the prefill pool's p95",
      "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True, "present_keys": [_PIPELINED],
-     "metrics": [{"key": _PIPELINED_MAX, "label": "pipelined, longest", "colour": "#d6336c"},
+     "metrics": [{"key": _PIPELINED_MAX, "label": "pipelined, longest", "colour": "#d6336c", "markers": True},
                  {"key": _P_TTFT95, "label": "prefill pool p95", "dash": "dot", "colour": "#1f77b4"}]},
     {"key": "pipeline_count", "mechanism": "Pipelined prefill", "title": "Long prompts the group prefilled per frame",
      "y_title": "prompts per frame", "per_frame": True,
