@@ -20,6 +20,7 @@ from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.steps import step_cost
 from emulator.analysis.moe_numbers import moe_figures
 from emulator.analysis.numbers import Adder, div, show
+from emulator.analysis.pipeline_numbers import pipeline_figures
 from emulator.scenario import PLANNER_METRIC, AutoscalerSpec, Roofline, Scenario
 from emulator.scenario.pools import split_pools
 
@@ -42,6 +43,7 @@ BINDING_WORDS = {
     "ttft_admission": "what the predicted-TTFT rule admits within the TTFT goal",
     "prefix_cache": "the prefix cache (more running sequences would evict more prefixes)",
     "kv_transfer": "the KV transfer links",
+    "pipeline_stages": "the pipeline group's stages",
     "batch": "the batch",
     "no_fit": "a request larger than a batch",
 }
@@ -59,6 +61,7 @@ def token_figures(add: Adder, scenario: Scenario, m: ModelAnalysis, fa: FleetAna
         _pool_figures(add, scenario, m, pool)
     if m.split:
         _split_figures(add, scenario, m)
+        pipeline_figures(add, scenario, m)
     _admission_figures(add, scenario, m)
     _planner_figures(add, scenario, m)
     serving = m.pool("decode") or m.pools[0]

@@ -1,5 +1,6 @@
 """The run summary's table of disaggregated models: each pool's TTFT and TPOT, the
-KV transfers, stranded requests and the prefill pool's backlog at the end."""
+KV transfers, stranded requests and the prefill pool's backlog at the end; and a line
+per pipeline group (``pools.pipeline``): its long prompts' prefill and client TTFT."""
 
 from __future__ import annotations
 
@@ -36,4 +37,15 @@ def pool_table(s: Summary) -> str | None:
         "the client's first (transfer, wait for room, one step); backlog: prefill queues plus "
         "prefilled requests waiting for a decode worker"
     )
+    for name, p in rows:
+        g = p.get("pipeline")
+        if g is None:
+            continue
+        pre, client = g["prefill_ttft_s"], g["client_ttft_s"]
+        lines.append(
+            f"pipelined ({name}): {g['pipelined']:,} prompts over {g['threshold_tokens']:,} tokens on workers "
+            f"{', '.join(str(w) for w in g['stages'])}; prefill TTFT p50 {_s(pre.get('p50'))} s, max "
+            f"{_s(pre.get('max'))} s; client TTFT p50 {_s(client.get('p50'))} s, max {_s(client.get('max'))} s; "
+            f"{g['within_ttft_slo']:,} of {g['delivered']:,} answered within the TTFT goal"
+        )
     return "\n".join(lines)

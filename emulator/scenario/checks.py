@@ -21,6 +21,7 @@ from emulator.scenario import (
     catalog,
     kv_tier_checks,
     moe_checks,
+    pipeline_checks,
     prefix_checks,
     router_checks,
     session_checks,
@@ -282,6 +283,9 @@ def parse_scenario(data: Any, max_requests: int | None) -> Scenario:
     hosts = _hosts(top.raw("hosts"), models)
     check_disaggregated(models, batching, dispatcher, hosts)
     pools = parse_pools(top.raw("pools", None), models, batching, dispatcher, hosts)
+    pipeline_checks.check_scenario(
+        models, hosts, pools, dispatcher, {n: w.max_batched_tokens for n, w in by_model.items()}
+    )
     for name, m in models.items():
         split = m.disaggregated
         if split is not None and split.decider == "uncached" and not _resolved(worker, m).prefix_cache:

@@ -11,7 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from emulator.scenario import admission_checks, catalog, prefix_checks, session_checks
+from emulator.scenario import (
+    admission_checks,
+    catalog,
+    pipeline_checks,
+    prefix_checks,
+    session_checks,
+)
 from emulator.scenario.errors import ScenarioError
 from emulator.scenario.specs import (
     AutoscalerSpec,
@@ -129,6 +135,7 @@ def parse_disaggregated(raw: Any, path: str) -> DisaggSpec:
         kv_bytes_per_token=per_token,
         decider=decider,
         decider_max_prefill_queue=t.integer("decider_max_prefill_queue", 0, low=0),
+        **pipeline_checks.keys(t),
     )
 
 

@@ -296,6 +296,15 @@ class DisaggSpec:
     ``decider_max_prefill_queue`` above 0 a request goes to the prefill pool only while
     fewer requests than that wait in the pool's queues; otherwise the decode pool
     serves it whole. See ``emulator.sim.workers.disaggregated``.
+
+    Pipelined prefill (off while ``pipeline_threshold_tokens`` is 0): the last
+    ``pipeline_workers`` workers of the prefill pool form one pipeline group, reserved
+    for prompts of more than ``pipeline_threshold_tokens`` tokens; each holds an equal
+    share of the layers, a prompt runs through them in chunks of
+    ``pipeline_chunk_tokens`` (0: the worker's ``max_batched_tokens``) and each chunk
+    crosses each stage boundary in ``pipeline_hop_s`` plus, with
+    ``pipeline_link_gb_s``, its activations (chunk tokens x hidden size x dtype bytes)
+    over that link. See ``emulator.sim.workers.pipeline``.
     """
 
     prefill_workers: str
@@ -305,6 +314,11 @@ class DisaggSpec:
     kv_bytes_per_token: float | None = None
     decider: str = "prompt"
     decider_max_prefill_queue: int = 0
+    pipeline_threshold_tokens: int = 0
+    pipeline_workers: int = 0
+    pipeline_chunk_tokens: int = 0
+    pipeline_hop_s: float = 0.0
+    pipeline_link_gb_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -990,7 +1004,13 @@ def _model_dict(m: ModelSpec) -> dict[str, Any]:
     if m.prefixes is not None:
         out["prefixes"] = _fields(m.prefixes)
     if m.disaggregated is not None:
-        out["disaggregated"] = _set_fields(m.disaggregated)
+        # (The pipeline's keys are written only when set: a split written before they
+        # existed reads back as it was.)
+        fields = DisaggSpec.__dataclass_fields__
+        out["disaggregated"] = {
+            k: v for k, v in _set_fields(m.disaggregated).items()
+            if not k.startswith("pipeline_") or v != fields[k].default
+        }
     return out
 
 

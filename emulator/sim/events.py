@@ -61,6 +61,9 @@ FAILOVER_END = EventKind("failover end", 1)
 #: A continuous-batching worker's step (or stretch of decode steps) ends (payload: the
 #: worker's state, its version).
 STEP_END = EventKind("step end", 1)
+#: A pipelined prompt's last chunk ends on its group's last stage (payload: the
+#: pipeline group, the request at it).
+PIPELINE_DONE = EventKind("pipeline done", 1)
 #: A KV transfer lands on its decode worker (payload: the handoff, its version).
 KV_TRANSFER_END = EventKind("kv transfer end", 1)
 #: A sleeping worker looks at what a handoff brought it (payload: the worker, None):

@@ -64,6 +64,9 @@ _UNITS = {
     "horizon_s": "s, warmup_s if left out", "window_s": "s of looks", "season_s": "s, the load's period",
     "experts": "routed experts a MoE layer", "experts_per_token": "routed experts a token",
     "shared_experts": "experts every token runs", "moe_layers": "layers", "expert_parallel": "GPUs, the worker's units",
+    "pipeline_threshold_tokens": "prompt tokens, 0: off", "pipeline_workers": "prefill workers (stages)",
+    "pipeline_chunk_tokens": "tokens, 0: the step budget", "pipeline_hop_s": "s a chunk a stage boundary",
+    "pipeline_link_gb_s": "GB/s, 0: none",
 }
 #: Labels the name alone spells badly.
 _LABELS = {
@@ -90,6 +93,9 @@ _LABELS = {
     "per_worker_qps": "planner's per-worker rate", "predictor": "planner's predictor",
     "window_s": "planner's window", "horizon_s": "planner predicts ahead", "season_s": "load repeats every",
     "draft_tokens": "drafted tokens", "draft_step_s": "draft pass", "draft_seq_s": "draft pass, per sequence",
+    "pipeline_threshold_tokens": "pipelined above", "pipeline_workers": "pipeline stages",
+    "pipeline_chunk_tokens": "pipeline chunk", "pipeline_hop_s": "pipeline hop between stages",
+    "pipeline_link_gb_s": "pipeline stage link",
 }
 #: Keys written as a word or a number.
 _WORDS = {"close_after_s": "never", "kv_cache_tokens": "auto", "timeout_s": "none"}

@@ -1,7 +1,7 @@
 """The run view's charts of the emulator's serving mechanisms: prefix caching,
 disaggregated prefill and decode pools, autoscaling, SLO-aware admission, the lower
-KV tiers under the prefix cache, speculative decoding and a mixture of experts'
-expert load.
+KV tiers under the prefix cache, speculative decoding, a mixture of experts'
+expert load and pipelined prefill of long prompts.
 
 Part of the shared vocabulary (``vocabulary()["mechanismCharts"]``): the frame
 metrics each chart draws are the emulator's own frame keys, imported from the
@@ -29,9 +29,12 @@ POOL_KEYS: tuple[str, ...] = tuple(
     k for k in DisaggregatedWorkers.frame_keys if k not in ContinuousWorkers.frame_keys
 )
 
+#: The per-model frame metrics a pipeline group adds (only runs with one carry them).
+PIPELINE_KEYS: tuple[str, ...] = DisaggregatedWorkers.pipeline_keys
+
 #: Every per-model frame metric the mechanism charts draw.
 MECHANISM_METRICS: tuple[str, ...] = (*PREFIX_FRAME_KEYS, *POOL_KEYS, *AUTOSCALE_KEYS, *ADMISSION_KEYS,
-                                     *TIER_FRAME_KEYS, *SPEC_FRAME_KEYS, *MOE_FRAME_KEYS)
+                                     *TIER_FRAME_KEYS, *SPEC_FRAME_KEYS, *MOE_FRAME_KEYS, *PIPELINE_KEYS)
 
 #: The per-worker frame figure (``frame["w"][...]``) of each worker's prefix hit rate.
 WORKER_PREFIX_HIT = "prefix_hit"
@@ -56,12 +59,14 @@ _REJECTED, _REJECTED_TTFT, _ADMITTED_TTFT = ADMISSION_KEYS
 _TIER_HIT, _TIER_LOAD = TIER_FRAME_KEYS
 _VERIFIED, _PER_STEP, _TAU = SPEC_FRAME_KEYS
 _EXPERTS_HIT, _WEIGHTS_GB = MOE_FRAME_KEYS
+_PIPELINED, _PIPELINED_MAX = PIPELINE_KEYS
 
 # Each chart: a key (its div's data-chart), the mechanism heading it sits under, a
 # title, the y axis's title (with its unit), how a value is scaled for display and
 # the axis's tick suffix, and its metrics (a trace per model that reports them).
 # ``spread`` adds, per model, the band between its workers' lowest and highest
-# per-worker figure; ``present_keys`` (default: every metric) are those whose values
+# per-worker figure (a metric's ``markers`` draws a mark per frame, for sparse events);
+# ``present_keys`` (default: every metric) are those whose values
 # decide which models a chart draws and whether it shows; ``per_frame`` adds the frame's length to the title; ``stacked``
 # stacks a model's metrics as areas; ``scale_events`` draws the autoscaler's events
 # as vertical markers and lists them under the chart.
@@ -139,6 +144,16 @@ MECHANISM_CHARTS: list[dict[str, Any]] = [
     {"key": "moe_weights", "mechanism": "Mixture of experts",
      "title": "Weights a decode step reads (frame mean)", "y_title": "GB", "tick_suffix": " GB",
      "connect_gaps": True, "metrics": [{"key": _WEIGHTS_GB, "label": "weights read", "colour": "#5f3dc4"}]},
+    # The group's longest prefill in each frame beside the whole pool's p95: long
+    # prompts stay near the pool's tail instead of far past it.
+    {"key": "pipeline_ttft", "mechanism": "Pipelined prefill",
+     "title": "Prefill TTFT: the pipeline group's longest per frame, and the prefill pool's p95",
+     "y_title": "seconds", "tick_suffix": " s", "connect_gaps": True, "present_keys": [_PIPELINED],
+     "metrics": [{"key": _PIPELINED_MAX, "label": "pipelined, longest", "colour": "#d6336c", "markers": True},
+                 {"key": _P_TTFT95, "label": "prefill pool p95", "dash": "dot", "colour": "#1f77b4"}]},
+    {"key": "pipeline_count", "mechanism": "Pipelined prefill", "title": "Long prompts the group prefilled per frame",
+     "y_title": "prompts per frame", "per_frame": True,
+     "metrics": [{"key": _PIPELINED, "label": "pipelined", "colour": "#d6336c"}]},
 ]
 
 # The run's totals shown under each mechanism's charts once the summary arrives: a
@@ -210,6 +225,15 @@ MECHANISM_TOTALS: list[dict[str, Any]] = [
      "label": "weights read, decode-step mean", "unit": "GB", "digits": 1},
     {"mechanism": "Mixture of experts", "scope": "model", "path": ["moe", "decode_steps"],
      "label": "decode steps", "unit": "steps"},
+    # The summary's ``pools.pipeline`` (``emulator.sim.workers.pipeline``).
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "pipelined"],
+     "label": "prompts pipelined", "unit": "requests"},
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "client_ttft_s", "p50"],
+     "label": "their client TTFT p50", "unit": "s", "digits": 2},
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "client_ttft_s", "max"],
+     "label": "their client TTFT max", "unit": "s", "digits": 2},
+    {"mechanism": "Pipelined prefill", "scope": "model", "path": ["pools", "pipeline", "within_ttft_slo"],
+     "label": "within the TTFT goal", "unit": "requests"},
 ]
 
 

@@ -21,6 +21,9 @@ CASES = {
     "disagg-decode-undersized": ("duration_s=60", ["pool_ttft", "pool_handoff"]),
     "autoscaled-diurnal": ("duration_s=1200; traffic.period_s=2400; sample_s=10; autoscaler.warmup_s=60; "
                            "autoscaler.stabilization_s=120", ["autoscale_workers"]),
+    # A split fleet with a pipeline group: the pools' charts and the group's.
+    "mooncake-long-context-pipeline": ("duration_s=240", ["pool_ttft", "pool_handoff", "pipeline_ttft",
+                                                          "pipeline_count"]),
 }
 ALL_CHARTS = [chart for _, charts in CASES.values() for chart in charts]
 
@@ -97,7 +100,7 @@ def test_it_draws_the_mechanisms_a_run_carries(
     totals = page.inner_text(".run-view .mech-section:not([hidden]) .mech-totals")
     assert totals.startswith("Over the run:"), totals
     assert {"prefix-heavy-chat": "tokens", "disagg-decode-undersized": " s,",
-            "autoscaled-diurnal": "worker-s"}[preset] in totals, totals
+            "autoscaled-diurnal": "worker-s", "mooncake-long-context-pipeline": " s,"}[preset] in totals, totals
     for chart in set(ALL_CHARTS) - set(charts):
         assert page.evaluate(CHART_DATA, chart) is None, chart
 

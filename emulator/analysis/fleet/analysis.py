@@ -40,6 +40,7 @@ from emulator.analysis.fleet.capacity import (
     static_worker,
 )
 from emulator.analysis.fleet.grown import grown_hosts
+from emulator.analysis.fleet.pipeline import PipelineAnalysis, analyse_pipeline, short_workload
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.queueing import admitted_bound_qps, prefill_times, ttft_bound_qps
 from emulator.analysis.fleet.steps import StepCost, step_cost
@@ -131,6 +132,8 @@ class ModelAnalysis:
     trace_capacity_qps: Fraction | None  # a trace fleet: the highest mean rate it serves well
     inputs: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    #: The prefill pool's pipeline group (``pipeline.py``; None: none).
+    pipeline: PipelineAnalysis | None = None
 
     @property
     def workers(self) -> int:
@@ -182,6 +185,7 @@ class ModelAnalysis:
             "goals_left_out": list(self.goals_left_out),
             "trace_capacity_qps": _f(self.trace_capacity_qps),
             "inputs": list(self.inputs), "notes": list(self.notes),
+            **({"pipeline": self.pipeline.to_dict()} if self.pipeline is not None else {}),
         }
 
 
@@ -327,8 +331,12 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
         move_s = load.prompt.mean * per_token / (split.kv_transfer_gb_s * 1e9)
     pools = []
     decode_shares = None  # the groups' shares of what the decode pool serves whole
+    pipe = analyse_pipeline(scenario, name, load, cost, GOODPUT) if cost is not None else None
     for role, pool in _roles(scenario, name):
         hosts = tuple(h for m, p, h in layout if m == name and (split is None or p == pool))
+        if pipe is not None and role == "prefill":
+            pools.append(_piped_prefill(scenario, name, load, cost, pipe, pool, hosts, routed, move_s, direct))
+            continue
         if cost is None:
             worker = static_worker(scenario, name)
         else:
@@ -358,6 +366,8 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
         # Each decode worker's link moves one transfer at a time.
         link_qps = None if direct == 1 else decode.workers / transfer_s / (1 - direct)
     capacity, binding_pool, binding = _model_capacity(pools, link_qps)
+    if pipe is not None and pipe.binds and pipe.saturation_qps is not None and pipe.saturation_qps < capacity:
+        capacity, binding_pool, binding = exact(pipe.saturation_qps), "pipeline", "pipeline_stages"
     throughput = min([p.workers * p.worker.throughput_qps / p.traffic_share for p in pools if p.traffic_share > 0]
                      + ([link_qps] if link_qps is not None else []))
     auto = _autoscaler(scenario, name, pools)
@@ -378,7 +388,55 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
     return ModelAnalysis(
         name, share, batching, split is not None, load, tuple(pools), capacity, throughput,
         binding_pool, binding, offered_avg, peak, how, floors, transfer_s, link_qps, direct, kv, (),
-        auto, trace_cap, inputs, notes)
+        auto, trace_cap, inputs, notes, pipe)
+
+
+def _piped_prefill(scenario: Scenario, name: str, load: Workload, cost: StepCost | None,
+                   pipe: PipelineAnalysis, pool: str, hosts: tuple[int, ...], routed: bool, move_s: float,
+                   direct: Fraction) -> PoolAnalysis:
+    """A prefill pool holding a pipeline group: its other workers sized as a prefill
+    pool of their own on the prompts up to the threshold (the group's figures are the
+    model's ``pipeline``); the pool's workers and hosts are all of them, and its figure
+    a worker is what the others serve spread over them all."""
+    assert cost is not None
+    split = scenario.models[name].disaggregated
+    assert split is not None
+    others = max(0, len(hosts) - pipe.stages)
+    short = short_workload(load, split.decider_threshold_tokens, split.pipeline_threshold_tokens)
+    share = Fraction(max(0.0, 1.0 - pipe.share - float(direct)))
+    if short is None or share <= 0:
+        worker = continuous_worker(scenario, name, load, cost, role="prefill", pool_workers=max(1, others),
+                                   prefix_routed=routed, direct_share=float(direct), tpot_goal=None,
+                                   ttft_goal=scenario.slo.ttft_s, transfer_s=move_s)
+        return PoolAnalysis(name, "prefill", pool, len(hosts), hosts, worker, Fraction(0), None,
+                            _started(scenario, pool))
+    worker = continuous_worker(scenario, name, short, cost, role="prefill", pool_workers=max(1, others),
+                               prefix_routed=routed, direct_share=float(direct), tpot_goal=None,
+                               ttft_goal=scenario.slo.ttft_s, transfer_s=move_s)
+    rows = short.prompt.rows
+    if cost.roof is None and cost.table is None and rows is not None and worker.hit_rate is None:
+        # Prompts of several chunks: a prompt of P tokens in chunks c_j of at most the
+        # budget K has an attention term sum c_j (start_j + c_j) = (P^2 + sum c_j^2) / 2,
+        # about (P^2 + P min(P, K)) / 2, where one packed step's P^2 per prompt is right
+        # only for P <= K (the cut law's long ones are several budgets).
+        spec, k = cost.spec, cost.spec.max_batched_tokens
+        x = rows.astype(np.float64)
+        work = float(np.mean(spec.step_base_s * x / k + spec.prefill_token_s * x
+                             + spec.prefill_attn_s * (x * x + x * np.minimum(x, k)) / 2))
+        per = Fraction(1.0 / work)
+        worker = replace(worker, qps=per, throughput_qps=per, prefill_s=Fraction(work),
+                         how=f"{work * 1e3:.4g} ms of prefill a prompt (each chunk's attention over the prompt so far)")
+    worker = _within_ttft(scenario, name, short, cost, worker, others, move_s)
+    worker = replace(worker, how=f"{others} of {len(hosts)} workers (the other {pipe.stages} are the pipeline "
+                                 f"group) on prompts up to {split.pipeline_threshold_tokens} tokens: {worker.how}",
+                     inputs=tuple(dict.fromkeys([*worker.inputs, f"models.{name}.disaggregated.pipeline_workers",
+                                                 f"models.{name}.disaggregated.pipeline_threshold_tokens"])))
+    # The pool's figure a worker is its capacity spread over all its workers, the group's
+    # included, as placement and the host-loss headroom scale a pool by its workers.
+    spread = Fraction(others, len(hosts))
+    worker = replace(worker, qps=worker.qps * spread, throughput_qps=worker.throughput_qps * spread)
+    cap = len(hosts) * worker.qps / share
+    return PoolAnalysis(name, "prefill", pool, len(hosts), hosts, worker, share, cap, _started(scenario, pool))
 
 
 def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, w: WorkerCapacity,

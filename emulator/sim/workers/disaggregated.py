@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import numpy as np
 
 from emulator.scenario.pools import kv_bytes_per_token
-from emulator.sim.events import KV_TRANSFER_END, WORKER_WAKE
+from emulator.sim.events import KV_TRANSFER_END, PIPELINE_DONE, WORKER_WAKE
 from emulator.sim.histogram import LatencyHistogram, frame_percentiles
 from emulator.sim.policies import policy_class
 from emulator.sim.policies.base import DispatchPolicy, PushPolicy
@@ -71,6 +71,7 @@ from emulator.sim.results import DEAD
 from emulator.sim.workers import kv_manager as kv
 from emulator.sim.workers.continuous import ContinuousWorkers
 from emulator.sim.workers.entities import HELD, LANDED, MOVING, QUEUED, STRETCH, Seq, Worker
+from emulator.sim.workers.pipeline import PipelineGroup
 
 if TYPE_CHECKING:
     from emulator.scenario.specs import DisaggSpec
@@ -155,6 +156,8 @@ class PoolRouting(DispatchPolicy):
         self.skipped = 0  # requests the decider sent straight to the decode pool
         self.skipped_cached = 0  # ... of which, their prompt above the threshold but cached
         self.skipped_queue = 0  # ... of which, with the prefill queue at its bound
+        #: The prefill pool's pipeline group (``pipeline.py``; None: no pipelined prefill).
+        self.pipe: PipelineGroup | None = None
         #: The prefill pool's workers admit held requests (validation keeps a holding
         #: policy out of the decode pool).
         self.workers_take_held = prefill.workers_take_held  # type: ignore[misc]
@@ -207,15 +210,29 @@ class PoolRouting(DispatchPolicy):
     def bound_for(self, row: int) -> tuple[int, list[int]]:
         # The pool the decider sends ``row`` to, by the same decision as ``offer``.
         to_decode = self._to_prefill(row) >= 0
+        if not to_decode and self.pipe is not None and self._piped(row):
+            # (The group's queue is its first stage's: bounded as the pool's workers are.)
+            return self.limits[id(self.prefill)], [self.pipe.head.index]
         pool = self.decode if to_decode else self.prefill
         workers = self.decode_workers if to_decode else self.prefill_workers
         if pool.workers_take_held:
             return 0, workers  # bounded at the held queue instead
         return self.limits[id(pool)], workers
 
+    def _piped(self, row: int) -> bool:
+        """``row``, bound for the prefill pool, goes to the pipeline group."""
+        assert self.pipe is not None
+        st = self.dispatcher.store
+        return self.pipe.takes(st.tokens.item(row - st.base))
+
     def offer(self, work: Any) -> bool:
         why = self._to_prefill(work)
         if why < 0:
+            if self.pipe is not None and self._piped(work):
+                policy = self.prefill
+                assert isinstance(policy, PushPolicy), "validation keeps pull out of a piped pool"
+                policy.assign(self.pipe.head.index, work)  # (after the proxy hop, if any)
+                return True
             return self.prefill.offer(work)
         self.skipped += 1
         if why == 2:
@@ -244,10 +261,14 @@ class PoolRouting(DispatchPolicy):
         policy.worker_idle(w)
 
     def worker_died(self, w: int) -> None:
-        self.of[w].worker_died(w)
+        policy = self.of.get(w)  # (a pipeline stage is no pool policy's)
+        if policy is not None:
+            policy.worker_died(w)
 
     def worker_restored(self, w: int) -> None:
-        self.of[w].worker_restored(w)
+        policy = self.of.get(w)
+        if policy is not None:
+            policy.worker_restored(w)
 
     def health_check(self) -> None:
         self.prefill.health_check()
@@ -307,6 +328,18 @@ class KvHandoffs:
                 self.workers[w].hands_off = True
             for w in self.pools[m].decode:
                 self.workers[w].takes_held = False
+        #: Pipeline groups (``pipeline.py``): by model, and by each stage's index.
+        self.groups: dict[int, PipelineGroup] = {}
+        self.group_of: dict[int, PipelineGroup] = {}
+        for m, name in enumerate(names):
+            split = scenario.models[name].disaggregated
+            if m in self.pools and split is not None and split.pipeline_threshold_tokens:
+                stages = [self.workers[w] for w in self.pools[m].prefill[-split.pipeline_workers:]]
+                self.groups[m] = group = PipelineGroup(cast(Any, model), stages, split)
+                for wk in stages:
+                    self.group_of[wk.index] = group
+        if self.groups:
+            self.queue.on(PIPELINE_DONE, PipelineGroup.done)
         self.moves: dict[Seq, Handoff] = {}  # by either side's Seq
         self.link_free: dict[int, float] = {}  # when each decode worker's link is free
         self.reserved: dict[int, int] = {}  # transfers a decode worker reserved KV for
@@ -315,14 +348,17 @@ class KvHandoffs:
         self.queue.on(WORKER_WAKE, self._on_wake)
 
     # -- the handoff -----------------------------------------------------------------
-    def hand_off(self, wk: Worker, s: Seq, t: float) -> None:
+    def hand_off(self, wk: Worker, s: Seq, t: float, owned: bool = True) -> None:
         """``s`` finished its prefill on prefill-pool worker ``wk`` at ``t``: its first
-        token; it goes to a decode worker, its KV held until the transfer ends."""
+        token; it goes to a decode worker, its KV held until the transfer ends.
+        (``owned`` False: a pipeline group's prompt, ``wk`` its last stage, out of the
+        group's running set already.)"""
         d = wk.router
         pools = self.pools[wk.model]
         s.first_token_s = t
-        wk.running.remove(s)
-        wk.prefilling.remove(s)
+        if owned:
+            wk.running.remove(s)
+            wk.prefilling.remove(s)
         s.at = HELD  # its KV stays in wk.kv_prefill until the transfer ends
         arrival = d.store.arrival.item(s.row - d.store.base)
         assert pools.prefill_ttft is not None
@@ -389,6 +425,11 @@ class KvHandoffs:
 
     def _release(self, wk: Worker, s: Seq, t: float) -> None:
         """The prefill worker ``wk`` frees the KV it held for ``s``; ``s`` left it."""
+        group = self.group_of.get(wk.index) if self.group_of else None
+        if group is not None:  # every stage frees its share
+            s.at = 0
+            group.release(s, t)
+            return
         kv.free_held(wk, s)
         s.at = 0
         wk.router.policy.work_done(wk.index)
@@ -423,7 +464,11 @@ class KvHandoffs:
         self.moves.pop(mv.ps, None)
         self.moves.pop(mv.ds, None)
         src, dst, ps, ds = mv.src, mv.dst, mv.ps, mv.ds
-        if ps.at == HELD:
+        group = self.group_of.get(src.index) if self.group_of else None
+        if ps.at == HELD and group is not None:
+            ps.at = 0
+            group.release(ps, t)
+        elif ps.at == HELD:
             kv.free_held(src, ps)
             ps.at = 0
             if src is not keep:
@@ -466,6 +511,10 @@ class KvHandoffs:
             pools = self.pools[wk.model]
             assert pools.decode_ttft is not None
             pools.decode_ttft.append(s.first_token_s - mv.token_s)
+            group = self.group_of.get(mv.src.index) if self.group_of else None
+            if group is not None:
+                d = wk.router
+                group.completed(s, d.store.arrival.item(s.row - d.store.base), d)
 
     def worker_killed(self, wk: Worker) -> None:
         """``wk`` dies (the continuous model then loses what it holds): the handoffs
@@ -474,9 +523,13 @@ class KvHandoffs:
         now = self.queue.now_s
         d = wk.router
         pools = self.pools.get(wk.model)
-        touched = [mv for mv in dict.fromkeys(self.moves.values()) if wk in (mv.src, mv.dst)]
+        group = self.group_of.get(w) if self.group_of else None
+        src = group.tail if group is not None else wk  # a stage's death strands the group's
+        touched = [mv for mv in dict.fromkeys(self.moves.values()) if src is mv.src or wk is mv.dst]
+        if group is not None:
+            group.halted = True  # (no admission while its stranded KV is freed)
         for mv in touched:
-            if mv.src is wk and mv.ps.at == HELD:
+            if mv.src is src and mv.ps.at == HELD:
                 assert pools is not None
                 pools.stranded += 1
                 pools.frame_stranded += 1
@@ -488,6 +541,8 @@ class KvHandoffs:
             elif mv.dst is wk:  # running or waiting there: the continuous model loses it
                 self.moves.pop(mv.ps, None)
                 self.moves.pop(mv.ds, None)
+        if group is not None:
+            group.kill(now)
         wk.incoming.clear()
         wk.landed.clear()
         self.reserved.pop(w, None)
@@ -518,12 +573,25 @@ class DisaggregatedWorkers(ContinuousWorkers):
         "prefill_backlog",
         "stranded",
     )
+    #: The frame keys a pipeline group adds (``pipeline.py``), only when a model has one.
+    pipeline_keys = ("pipelined", "pipelined_prefill_max_s")
 
     def __init__(self, sim: Engine, models: list[int]) -> None:
         super().__init__(sim, models)
         self.handoffs = KvHandoffs(self, models)
         self.pools = self.handoffs.pools
         self.moves = self.handoffs.moves
+        self.groups = self.handoffs.groups
+        self.handoff_groups = self.handoffs.group_of
+        if self.groups:
+            self.keys = (*self.keys, *self.pipeline_keys)
+
+    def assign(self, w: int, work: int) -> None:
+        group = self.handoff_groups.get(w) if self.groups else None
+        if group is None:
+            super().assign(w, work)
+        else:
+            group.assign(work)
 
     def routing(self, d: Dispatcher, inner: type[DispatchPolicy]) -> DispatchPolicy:
         """The policy of model ``d``: pool routing for a disaggregated one."""
@@ -534,12 +602,16 @@ class DisaggregatedWorkers(ContinuousWorkers):
         split = sc.models[d.name].disaggregated
         assert split is not None
         made = []
-        for name, workers in ((split.prefill_workers, pools.prefill), (split.decode_workers, pools.decode)):
+        group = self.groups.get(d.index)
+        prefill = pools.prefill if group is None else pools.prefill[: -group.n]  # (the group's reserved)
+        for name, workers in ((split.prefill_workers, prefill), (split.decode_workers, pools.decode)):
             view = _PoolView(d, workers, name, sc.pool_scorers(name), sc.pool_queue_limit(name))
             view.prefix_index, view.prefix_index_capacity, view.prefix_index_ttl_s = sc.pool_prefix_index(name)
             view.session_affinity, view.session_ttl_s = sc.pool_session(name)
             made.append(policy_class(sc.pool_policy(name))(self.sim, view))  # type: ignore[arg-type]
-        return PoolRouting(self.sim, d, made[0], made[1], split)
+        routing = PoolRouting(self.sim, d, made[0], made[1], split)
+        routing.pipe = group
+        return routing
 
     # -- figures ---------------------------------------------------------------------
     def frame_figures(self, model: int) -> dict[str, Any]:
@@ -547,6 +619,9 @@ class DisaggregatedWorkers(ContinuousWorkers):
         pools = self.pools.get(model)
         if pools is None:
             return {**out, **dict.fromkeys(self.keys[len(ContinuousWorkers.frame_keys):])}
+        if self.groups:
+            group = self.groups.get(model)
+            out.update(group.frame_figures() if group is not None else dict.fromkeys(self.pipeline_keys))
         assert pools.prefill_ttft is not None and pools.decode_ttft is not None
         assert pools.hist_prefill is not None and pools.hist_decode is not None
         pre, dec = np.array(pools.prefill_ttft), np.array(pools.decode_ttft)
@@ -604,7 +679,9 @@ class DisaggregatedWorkers(ContinuousWorkers):
         split = self.sim.scenario.models[self.sim.names[model]].disaggregated
         assert isinstance(routing, PoolRouting) and split is not None
         moving, waiting, backlog = self._in_flight(model)
+        group = self.groups.get(model)
         return {
+            **({"pipeline": group.summary(self.sim.scenario.duration_s)} if group is not None else {}),
             "prefill_pool": split.prefill_workers,
             "decode_pool": split.decode_workers,
             "prefill_ttft_s": prefill.stats(),

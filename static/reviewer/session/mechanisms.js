@@ -255,6 +255,8 @@ export class MechanismCharts {
         const colour = metric.colour && models.length === 1 ? { color: metric.colour } : {};
         if (metric.dash || colour.color) trace.line = { ...colour, ...(metric.dash ? { dash: metric.dash } : {}) };
         if (metric.sparse && colour.color) trace.marker = { size: 5, ...colour };
+        // A metric of sparse events (a value in few frames): a mark per frame, no line between them.
+        if (metric.markers) Object.assign(trace, { mode: "markers", marker: { ...colour, size: 8 } });
         if (spec.stacked) {
           // Counts read at each frame's end: steps, not ramps between frames.
           Object.assign(trace, { stackgroup: name, line: { width: 0.5, color: metric.colour, shape: "hv" }, fillcolor: metric.colour });

@@ -50,3 +50,13 @@ def test_it_prints_what_slo_aware_admission_refused(capsys: pytest.CaptureFixtur
     assert main(["run", "pd-slo-admission", "--set", "duration_s=30", "--set",
                  "dispatcher.admission=queue_limit"]) == 0
     assert "admission chat:" not in capsys.readouterr().out
+
+
+def test_it_prints_the_pipeline_groups_line_only_with_a_group(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "mooncake-long-context-pipeline", "--set", "duration_s=120"]) == 0
+    out = capsys.readouterr().out
+    [line] = [x for x in out.splitlines() if x.startswith("pipelined (chat)")]
+    assert "over 65,536 tokens on workers 5, 6, 7" in line and "within the TTFT goal" in line
+    assert main(["run", "mooncake-long-context-pipeline", "--set", "duration_s=30", "--set",
+                 "models.chat.disaggregated.pipeline_threshold_tokens=0"]) == 0
+    assert "pipelined" not in capsys.readouterr().out

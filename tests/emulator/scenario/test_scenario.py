@@ -126,6 +126,7 @@ def test_it_describes_every_preset_in_one_line_and_ships_each() -> None:
         "prefix-router-estimated",
         "dynamo-planner-ramp",
         "planner-seasonal-diurnal",
+        "mooncake-long-context-pipeline",
     }
     for description in PRESETS.values():
         assert "\n" not in description and description

@@ -40,6 +40,7 @@ SHORT = {
     "prefix-router-estimated": 120,
     "dynamo-planner-ramp": 300,
     "planner-seasonal-diurnal": 900,
+    "mooncake-long-context-pipeline": 120,
 }
 
 
