@@ -394,7 +394,7 @@ def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, 
     cached = 0.0
     if w.hit_rate is not None and pre is not None and pre.groups:
         cached = math.floor(float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares)) / block) * block
-    times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s))
+    times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s), w.tiers)
     # After its prefill a prompt's KV moves and the decode worker runs its first step.
     slack = goal - transfer_s - float(cost.decode_alone_s(max(1, round(load.prompt.mean)) + 1))
     split = scenario.models[name].disaggregated

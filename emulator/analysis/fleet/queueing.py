@@ -23,7 +23,7 @@ overhead fit the goal. The capacity is the highest rate at which GOODPUT of them
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -66,26 +66,37 @@ def _attention(cost: StepCost, start: np.ndarray, end: np.ndarray) -> np.ndarray
 
 
 def prefill_times(load: Workload, cost: StepCost, hit: float, cached_tokens: float,
-                  mean_s: float) -> tuple[np.ndarray, np.ndarray]:
+                  mean_s: float, tiers: Sequence[tuple[str, float, float]] = ()) -> tuple[np.ndarray, np.ndarray]:
     """A prefill worker's time per prompt (scaled to the mean ``mean_s``) and each
-    one's share: every prompt size found cached (``hit``) or not."""
+    one's share: every prompt size found cached (``hit``) or not.
+
+    With lower KV tiers (``tiers``: name, the share of the prefix found there, the
+    seconds a request spends loading it), a prompt found in a tier pays that tier's
+    load, the same whatever its size, beside its uncached work: of the found prompts,
+    each tier's share is found there, the rest in the GPU cache. Only the uncached
+    work is scaled to the mean."""
     sizes = _prompt_points(load)
     spec = cost.spec
     per_token = spec.step_base_s / spec.max_batched_tokens + spec.prefill_token_s
     cached = np.minimum(cached_tokens, np.maximum(sizes - 1, 0.0))
-    times, weights = [], []
-    for found, share in ((True, hit), (False, 1.0 - hit)):
+    lower = [(share, load_s / share) for _, share, load_s in tiers if share > 0]
+    found_in = [(max(0.0, hit - sum(share for share, _ in lower)), 0.0), *lower] if hit > 0 else []
+    none = np.zeros_like(sizes)
+    hit_work = per_token * (sizes - cached) + spec.prefill_attn_s * _attention(cost, cached, sizes)
+    miss_work = per_token * sizes + spec.prefill_attn_s * _attention(cost, none, sizes)
+    works, adds, weights = [], [], []
+    for work, share, add in [*((hit_work, s, a) for s, a in found_in), (miss_work, 1.0 - hit, 0.0)]:
         if share <= 0:
             continue
-        start = cached if found else np.zeros_like(sizes)
-        work = per_token * (sizes - start) + spec.prefill_attn_s * _attention(cost, start, sizes)
-        times.append(work)
+        works.append(work)
+        adds.append(np.full(sizes.size, add))
         weights.append(np.full(sizes.size, share / sizes.size))
-    t, w = np.concatenate(times), np.concatenate(weights)
-    mean = float(np.dot(t, w))
+    work, add, w = np.concatenate(works), np.concatenate(adds), np.concatenate(weights)
+    mean = float(np.dot(work, w))
+    loading = float(np.dot(add, w))
     if mean > 0:
-        t = t * (mean_s / mean)
-    return t, w
+        work = work * (max(0.0, mean_s - loading) / mean)
+    return work + add, w
 
 
 #: A chance of meeting the goal too small to change any figure the analysis prints.
