@@ -85,11 +85,11 @@ def prefill_times(load: Workload, cost: StepCost, hit: float, cached_tokens: flo
     hit_work = per_token * (sizes - cached) + spec.prefill_attn_s * _attention(cost, cached, sizes)
     miss_work = per_token * sizes + spec.prefill_attn_s * _attention(cost, none, sizes)
     works, adds, weights = [], [], []
-    for work, share, add in [*((hit_work, s, a) for s, a in found_in), (miss_work, 1.0 - hit, 0.0)]:
+    for part, share, extra in [*((hit_work, s, a) for s, a in found_in), (miss_work, 1.0 - hit, 0.0)]:
         if share <= 0:
             continue
-        works.append(work)
-        adds.append(np.full(sizes.size, add))
+        works.append(part)
+        adds.append(np.full(sizes.size, extra))
         weights.append(np.full(sizes.size, share / sizes.size))
     work, add, w = np.concatenate(works), np.concatenate(adds), np.concatenate(weights)
     mean = float(np.dot(work, w))
@@ -203,8 +203,13 @@ def boundary(holds: Callable[[float], bool], lo: float, hi: float, steps: int) -
 GRID = 600
 
 
+#: The law of a wait past the rule's prediction: its values (s, evenly spaced from 0)
+#: and their shares (``late_wait.late_wait``).
+Late = tuple[np.ndarray, np.ndarray]
+
+
 def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, admit_room: float,
-                   goal_room: float) -> tuple[float, float]:
+                   goal_room: float, late: Late | None = None) -> tuple[float, float]:
     """Under a rule that admits a prompt only when its predicted wait and its own
     prefill fit ``admit_room``: the share of arrivals at ``lam`` a second admitted, and
     the share admitted whose wait and prefill also fit ``goal_room`` (the TTFT goal's).
@@ -217,7 +222,10 @@ def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndar
     rate it is crossed downward (its density) equals the rate admitted prompts jump it,
     each prompt of time s admitted from a wait u <= room - s and adding s / c. The
     resulting Volterra equation for the cumulative law G is stepped on a grid,
-    implicitly where the jump starts at v itself."""
+    implicitly where the jump starts at v itself.
+
+    With ``late`` (the law of a wait the rule does not predict) an admitted prompt is good when that wait also fits what is left of
+    ``goal_room``: the share is averaged over the wait's law."""
     s = np.asarray(times, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     c = max(1, workers)
@@ -248,20 +256,29 @@ def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndar
             cum[: i + 1] /= cum[i]
     total = cum[-1]
     admitted = float(np.dot(wa, np.interp(a, grid, cum))) / total
-    good_at = np.minimum(a, goal_room - s[ok])
-    fits = good_at >= 0
-    good = float(np.dot(wa[fits], np.interp(good_at[fits], grid, cum))) / total
-    return admitted, good
+    if late is None:
+        good_at = np.minimum(a, goal_room - s[ok])
+        fits = good_at >= 0
+        return admitted, float(np.dot(wa[fits], np.interp(good_at[fits], grid, cum))) / total
+    # A prompt admitted from a wait u is good when u + D fits goal_room - s, D the late
+    # wait: u <= a - (D - (goal_room - admit_room))+, so its share is E[G(a - that)],
+    # a convolution of G with the law of the excess, on the late wait's bins.
+    values, shares = late
+    width = float(values[1] - values[0]) if values.size > 1 else h
+    excess = np.rint(np.maximum(values - (goal_room - admit_room), 0.0) / width).astype(np.int64)
+    at = np.arange(int(math.ceil(top / width)) + 1) * width
+    held = np.convolve(np.interp(at, grid, cum), np.bincount(excess, weights=shares))[: at.size]
+    return admitted, float(np.dot(wa, np.interp(a, at, held))) / total
 
 
 def admitted_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, admit_room: float,
-                       goal_room: float, goodput: float) -> float | None:
+                       goal_room: float, goodput: float, late: Late | None = None) -> float | None:
     """The highest rate of prompts at which ``goodput`` of the arrivals are admitted by
     the predicted-TTFT rule and served within the goal (``admitted_share``); it may
     pass the pool's fluid rate, the rule serving the short prompts of a heavier load.
     None when not even a light load does."""
     def good(lam: float) -> float:
-        return admitted_share(lam, workers, times, weights, admit_room, goal_room)[1]
+        return admitted_share(lam, workers, times, weights, admit_room, goal_room, late)[1]
 
     if good(fluid_qps * 1e-6) < goodput:
         return None
