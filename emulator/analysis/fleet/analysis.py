@@ -40,7 +40,7 @@ from emulator.analysis.fleet.capacity import (
     static_worker,
 )
 from emulator.analysis.fleet.grown import grown_hosts
-from emulator.analysis.fleet.late_wait import late_wait
+from emulator.analysis.fleet.late_wait import cached_prefix_tokens, late_wait
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.queueing import admitted_bound_qps, prefill_times, ttft_bound_qps
 from emulator.analysis.fleet.steps import StepCost, step_cost
@@ -391,11 +391,7 @@ def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, 
     goal = scenario.slo.ttft_s
     if goal is None or not workers or not w.qps or w.prefill_s is None:
         return w
-    pre = load.prefix
-    block = scenario.worker_for(name).block_tokens
-    cached = 0.0
-    if w.hit_rate is not None and pre is not None and pre.groups:
-        cached = math.floor(float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares)) / block) * block
+    cached = 0.0 if w.hit_rate is None else cached_prefix_tokens(load, scenario.worker_for(name).block_tokens)
     times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s), w.tiers)
     # After its prefill a prompt's KV moves and the decode worker runs its first step.
     slack = goal - transfer_s - float(cost.decode_alone_s(max(1, round(load.prompt.mean)) + 1))

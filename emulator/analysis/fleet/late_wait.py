@@ -43,12 +43,25 @@ from emulator.analysis.fleet.queueing import _prompt_points
 from emulator.analysis.fleet.steps import StepCost
 from emulator.analysis.fleet.workload import Workload
 
-__all__ = ["late_wait", "prompt_pairs", "step_sum"]
+__all__ = ["cached_prefix_tokens", "late_wait", "prompt_pairs", "quantile", "step_sum"]
 
 #: Token bins of a prefill step's budget.
 TOKEN_BINS = 128
 #: Seconds of a bin of the wait.
 WAIT_BIN_S = 0.001
+
+
+def cached_prefix_tokens(load: Workload, block: int) -> float:
+    """The tokens of a mean prefix a cache holds: its whole blocks (0 without prefixes)."""
+    pre = load.prefix
+    if pre is None or not pre.groups:
+        return 0.0
+    return math.floor(float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares)) / block) * block
+
+
+def quantile(values: np.ndarray, shares: np.ndarray, q: float) -> float:
+    """The least value whose cumulative share reaches ``q``."""
+    return float(values[min(values.size - 1, int(np.searchsorted(np.cumsum(shares), q)))])
 
 
 def step_sum(tokens: np.ndarray, cost_s: np.ndarray, weights: np.ndarray, budget: int, horizon_s: float,

@@ -12,9 +12,17 @@ import emulator.sim.workers.continuous as continuous
 import emulator.sim.workers.disaggregated as disaggregated
 from emulator import Engine
 from emulator.analysis.fleet import analyse
-from emulator.analysis.fleet.late_wait import WAIT_BIN_S, late_wait, prompt_pairs, step_sum
+from emulator.analysis.fleet.late_wait import (
+    WAIT_BIN_S,
+    cached_prefix_tokens,
+    late_wait,
+    prompt_pairs,
+    quantile,
+    step_sum,
+)
 from emulator.analysis.fleet.queueing import admitted_share
 from emulator.analysis.fleet.steps import step_cost
+from emulator.analysis.numbers import compute
 from emulator.scenario.presets import load_preset
 
 PRESET = load_preset("mooncake-dram-tier", max_requests=None)
@@ -109,15 +117,15 @@ def test_the_link_wait_and_the_delay_the_rule_misses_match_the_engine(monkeypatc
     cost = step_cost(PRESET, "chat")
     assert cost is not None
     per_token = float(m.transfer_s) / m.workload.prompt.mean
-    # The prefix's whole blocks are cached: 6,000 tokens of 16-token blocks.
-    tokens, _, transfer, weights = prompt_pairs(m.workload, hit, 6000.0, w.tiers, per_token)
+    cached = cached_prefix_tokens(m.workload, 16)  # the mean prefix's whole 16-token blocks
+    tokens, _, transfer, weights = prompt_pairs(m.workload, hit, cached, w.tiers, per_token)
     ahead = step_sum(tokens, transfer, weights, 8192, 2.0, own=True)
     grid = np.arange(ahead.size) * WAIT_BIN_S
     assert float(grid @ ahead) == pytest.approx(float(waits.mean()), rel=0.2)
     assert _quantile(grid, ahead, 0.9) == pytest.approx(float(np.percentile(waits, 90)), rel=0.25)
     # Near the goal (a long queue: full steps) the engine's TTFT passes the rule's
     # prediction by about the law's median and 90th percentile.
-    values, shares = late_wait(m.workload, cost, hit, 6000.0, w.tiers, 2, per_token, 2.0)
+    values, shares = late_wait(m.workload, cost, hit, cached, w.tiers, 2, per_token, 2.0)
     near = late[guess > 0.8 * 2.0]
     assert _quantile(values, shares, 0.5) == pytest.approx(float(np.median(near)), rel=0.25)
     assert _quantile(values, shares, 0.9) == pytest.approx(float(np.percentile(near, 90)), rel=0.25)
@@ -128,3 +136,23 @@ def test_the_capacity_counts_the_delay_the_rule_misses() -> None:
     # prediction taken as exact gave 21.4.
     cap = float(analyse(PRESET).capacity_qps)
     assert 15.23 * 0.85 <= cap <= 15.23 * 1.15
+
+
+def test_the_numbers_pass_shows_the_delay_past_the_prediction() -> None:
+    report = compute(PRESET)
+    m = analyse(PRESET).models["chat"]
+    pool = m.pool("prefill")
+    cost = step_cost(PRESET, "chat")
+    assert pool is not None and pool.worker.hit_rate is not None and m.transfer_s is not None and cost is not None
+    per_token = float(m.transfer_s) / m.workload.prompt.mean
+    values, shares = late_wait(m.workload, cost, float(pool.worker.hit_rate), cached_prefix_tokens(m.workload, 16),
+                               pool.worker.tiers, 2, per_token, 2.0)
+    value = report.value("admission_late_s", "chat")
+    assert value is not None
+    shown = float(value)
+    assert shown == pytest.approx(quantile(values, shares, 0.5))
+    assert 0.05 < shown < 0.3
+    assert "worker.kv_tiers" in report.get("admission_late_s", "chat").inputs
+    # Without the tier and admission's rule the figure is not shown.
+    plain = compute(PRESET.with_overrides(["dispatcher.admission=queue_limit"], max_requests=None))
+    assert not plain.has("admission_late_s", "chat")
