@@ -4,11 +4,13 @@ completes a prompt full, the rest of its budget taken by fresh tokens of a later
 arrival, and adds the prompt's transfer and one decode step. Two things of that step
 it leaves out:
 
-* Later arrivals' own costs. On a busy worker the prompts waiting behind take the rest
-  of the step's budget, and each brings what fresh tokens do not: the copy of its
-  prefix from a lower KV tier (``worker.kv_tiers``: its seconds go to the step it
-  starts in) and the attention of its chunk over its cached prefix. Both lengthen the
-  step, so the prompt's first token comes that much later.
+* Later arrivals' tier copies. On a busy worker the prompts waiting behind take the
+  rest of the step's budget, and each whose prefix is found in a lower KV tier
+  (``worker.kv_tiers``) brings its copy, whose seconds go to the step it starts in:
+  the step is that much longer, and so is the prompt's TTFT. (Their chunks' attention
+  over their cached prefixes also differs from the fresh tokens the rule costs: more
+  for each chunk's cached start, less for the one chunk the rule costs the rest as;
+  that difference is left out.)
 * The queue on the decode worker's KV link. All the prompts a step completes get their
   first token at its end and are handed off together; the decode pool's policy, which
   counts the decode workers' running and waiting requests and not the handoffs on
@@ -25,7 +27,7 @@ prompt ends falls uniformly within its step, U tokens from its start (U uniform 
 tokens X_0 and those of the k - 1 between sum to at most U; the k-th behind it starts
 in the step when the tokens of the k - 1 between it and the prompt sum to less than
 budget - U (the first always does). So with (X_j, Y_j) the tokens and the cost of the
-j-th prompt counted (its transfer ahead; its tier load and extra attention behind),
+j-th prompt counted (its transfer ahead; its tier copy behind),
 P(k counted, Y_1 + ... + Y_k = y) = P(a sum of tokens <= U) - P(that sum with one more
 prompt's tokens <= U), stepped on a grid of tokens by seconds with the prompt points'
 pairs. The two waits are taken as independent and added; the prompt's TTFT is the
