@@ -271,6 +271,12 @@ def _admission_figures(add: Adder, scenario: Scenario, m: ModelAnalysis) -> None
         fraction(a.refuses_from_qps), "QPS",
         f"the load at which {REFUSED_FROM:.0%} of arrivals are refused, each prompt judged by its own size "
         "against the work ahead of it", (*inputs, *m.inputs))
+    if a.late_p50_s is not None:
+        add("admission_late_s", "TTFT past the prediction, median", name, fraction(a.late_p50_s), "s",
+            f"90th percentile {show(fraction(a.late_p90_s), 's')}: on a busy prefill worker, the tier copies of "
+            "the later prompts that fill a prompt's last step, and its wait on the decode link behind the "
+            "prompts that step completes (all sent to one decode worker)",
+            (*inputs, "worker.kv_tiers", "worker.max_batched_tokens", f"models.{name}.disaggregated.kv_transfer_gb_s"))
     if a.peak_qps is not None:
         add("admission_admitted_at_peak", "Share admitted at peak traffic", name, fraction(a.admitted_at_peak),
             "%", f"at {show(fraction(a.peak_qps), 'QPS')}, long prompts refused first; fluid: "

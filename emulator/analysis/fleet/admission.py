@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from emulator.analysis.fleet.late_wait import cached_prefix_tokens, late_wait, quantile
 from emulator.analysis.fleet.queueing import admitted_share, boundary, prefill_times
 from emulator.analysis.fleet.steps import step_cost
 
@@ -54,6 +55,8 @@ class AdmissionAnalysis:
     admitted_at_peak: float | None  # the share admitted at the peak (the queue)
     fluid_at_peak: float | None  # the same, fluid: throughput / peak, at most 1
     share: float  # the share of the model's requests that reach the pool
+    late_p50_s: float | None = None  # a split prompt's TTFT past the prediction: median
+    late_p90_s: float | None = None  # and 90th percentile (``late_wait``)
 
 
 def admission_of(scenario: Scenario, m: ModelAnalysis) -> AdmissionAnalysis | None:
@@ -98,8 +101,15 @@ def admission_of(scenario: Scenario, m: ModelAnalysis) -> AdmissionAnalysis | No
     if peak:
         admitted = 1.0 - refused(peak)
         fluid = min(1.0, throughput / peak) if throughput else None
+    late: list[float | None] = [None, None]
+    decode = m.pool("decode")
+    if role == "prefill" and m.transfer_s and decode is not None:
+        cached = 0.0 if w.hit_rate is None else cached_prefix_tokens(load, scenario.worker_for(m.name).block_tokens)
+        values, shares = late_wait(load, cost, float(w.hit_rate or 0), cached, w.tiers, decode.workers,
+                                   float(m.transfer_s) / load.prompt.mean, goal)
+        late = [quantile(values, shares, 0.5), quantile(values, shares, 0.9)]
     return AdmissionAnalysis(name or m.name, limit, room, bound, service, c, start, peak, admitted, fluid,
-                             share)
+                             share, *late)
 
 
 def fraction(value: float | None) -> Fraction | None:

@@ -40,6 +40,7 @@ from emulator.analysis.fleet.capacity import (
     static_worker,
 )
 from emulator.analysis.fleet.grown import grown_hosts
+from emulator.analysis.fleet.late_wait import cached_prefix_tokens, late_wait
 from emulator.analysis.fleet.pipeline import PipelineAnalysis, analyse_pipeline, short_workload
 from emulator.analysis.fleet.prefix import routes_by_prefix
 from emulator.analysis.fleet.queueing import admitted_bound_qps, prefill_times, ttft_bound_qps
@@ -354,7 +355,8 @@ def _model(scenario: Scenario, name: str, layout: list[tuple[str, str | None, in
                                                     split.decider_threshold_tokens)
         share = 1 - direct if role == "prefill" else Fraction(1)
         if role == "prefill" and cost is not None and share > 0:
-            worker = _within_ttft(scenario, name, load, cost, worker, len(hosts), move_s)
+            links = sum(1 for m, p, _ in layout if split is not None and m == name and p == split.decode_workers)
+            worker = _within_ttft(scenario, name, load, cost, worker, len(hosts), move_s, links)
         cap = None if share == 0 else len(hosts) * worker.qps / share
         pools.append(PoolAnalysis(name, role, pool, len(hosts), hosts, worker, share, cap, _started(scenario, pool)))
     transfer_s = link_qps = None
@@ -440,7 +442,7 @@ def _piped_prefill(scenario: Scenario, name: str, load: Workload, cost: StepCost
 
 
 def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, w: WorkerCapacity,
-                 workers: int, transfer_s: float) -> WorkerCapacity:
+                 workers: int, transfer_s: float, links: int = 0) -> WorkerCapacity:
     """A prefill worker at what it serves with GOODPUT of its prompts getting their
     first token within the TTFT goal, their wait for a prefill worker counted
     (``queueing``): its fluid rate when the goal is met up to it, or no goal is set, or
@@ -448,12 +450,8 @@ def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, 
     goal = scenario.slo.ttft_s
     if goal is None or not workers or not w.qps or w.prefill_s is None:
         return w
-    pre = load.prefix
-    block = scenario.worker_for(name).block_tokens
-    cached = 0.0
-    if w.hit_rate is not None and pre is not None and pre.groups:
-        cached = math.floor(float(np.sum(pre.shares * pre.tokens) / np.sum(pre.shares)) / block) * block
-    times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s))
+    cached = 0.0 if w.hit_rate is None else cached_prefix_tokens(load, scenario.worker_for(name).block_tokens)
+    times, weights = prefill_times(load, cost, float(w.hit_rate or 0), cached, float(w.prefill_s), w.tiers)
     # After its prefill a prompt's KV moves and the decode worker runs its first step.
     slack = goal - transfer_s - float(cost.decode_alone_s(max(1, round(load.prompt.mean)) + 1))
     split = scenario.models[name].disaggregated
@@ -463,7 +461,14 @@ def _within_ttft(scenario: Scenario, name: str, load: Workload, cost: StepCost, 
         # admits at a load, not the queue, bounds the pool (a waiting bound set beside
         # it acts after it, on the few it admits).
         admit = admission_slack * goal - (goal - slack)
-        bound = admitted_bound_qps(workers, workers * float(w.qps), times, weights, admit, slack, GOODPUT)
+        late = None
+        if split is not None:
+            # What the rule leaves out of the step that completes a prompt: later
+            # arrivals' tier copies and attention in it, and the wait on the decode
+            # worker's link behind the prompts it completes (``late_wait``).
+            late = late_wait(load, cost, float(w.hit_rate or 0), cached, w.tiers, links,
+                             transfer_s / load.prompt.mean, goal)
+        bound = admitted_bound_qps(workers, workers * float(w.qps), times, weights, admit, slack, GOODPUT, late)
         if bound is None:
             return w
         per = Fraction(bound / workers)

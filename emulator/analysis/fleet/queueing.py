@@ -23,7 +23,7 @@ overhead fit the goal. The capacity is the highest rate at which GOODPUT of them
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -66,26 +66,37 @@ def _attention(cost: StepCost, start: np.ndarray, end: np.ndarray) -> np.ndarray
 
 
 def prefill_times(load: Workload, cost: StepCost, hit: float, cached_tokens: float,
-                  mean_s: float) -> tuple[np.ndarray, np.ndarray]:
+                  mean_s: float, tiers: Sequence[tuple[str, float, float]] = ()) -> tuple[np.ndarray, np.ndarray]:
     """A prefill worker's time per prompt (scaled to the mean ``mean_s``) and each
-    one's share: every prompt size found cached (``hit``) or not."""
+    one's share: every prompt size found cached (``hit``) or not.
+
+    With lower KV tiers (``tiers``: name, the share of the prefix found there, the
+    seconds a request spends loading it), a prompt found in a tier pays that tier's
+    load, the same whatever its size, beside its uncached work: of the found prompts,
+    each tier's share is found there, the rest in the GPU cache. Only the uncached
+    work is scaled to the mean."""
     sizes = _prompt_points(load)
     spec = cost.spec
     per_token = spec.step_base_s / spec.max_batched_tokens + spec.prefill_token_s
     cached = np.minimum(cached_tokens, np.maximum(sizes - 1, 0.0))
-    times, weights = [], []
-    for found, share in ((True, hit), (False, 1.0 - hit)):
+    lower = [(share, load_s / share) for _, share, load_s in tiers if share > 0]
+    found_in = [(max(0.0, hit - sum(share for share, _ in lower)), 0.0), *lower] if hit > 0 else []
+    none = np.zeros_like(sizes)
+    hit_work = per_token * (sizes - cached) + spec.prefill_attn_s * _attention(cost, cached, sizes)
+    miss_work = per_token * sizes + spec.prefill_attn_s * _attention(cost, none, sizes)
+    works, adds, weights = [], [], []
+    for part, share, extra in [*((hit_work, s, a) for s, a in found_in), (miss_work, 1.0 - hit, 0.0)]:
         if share <= 0:
             continue
-        start = cached if found else np.zeros_like(sizes)
-        work = per_token * (sizes - start) + spec.prefill_attn_s * _attention(cost, start, sizes)
-        times.append(work)
+        works.append(part)
+        adds.append(np.full(sizes.size, extra))
         weights.append(np.full(sizes.size, share / sizes.size))
-    t, w = np.concatenate(times), np.concatenate(weights)
-    mean = float(np.dot(t, w))
+    work, add, w = np.concatenate(works), np.concatenate(adds), np.concatenate(weights)
+    mean = float(np.dot(work, w))
+    loading = float(np.dot(add, w))
     if mean > 0:
-        t = t * (mean_s / mean)
-    return t, w
+        work = work * (max(0.0, mean_s - loading) / mean)
+    return work + add, w
 
 
 #: A chance of meeting the goal too small to change any figure the analysis prints.
@@ -192,8 +203,13 @@ def boundary(holds: Callable[[float], bool], lo: float, hi: float, steps: int) -
 GRID = 600
 
 
+#: The law of a wait past the rule's prediction: its values (s, evenly spaced from 0)
+#: and their shares (``late_wait.late_wait``).
+Late = tuple[np.ndarray, np.ndarray]
+
+
 def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndarray, admit_room: float,
-                   goal_room: float) -> tuple[float, float]:
+                   goal_room: float, late: Late | None = None) -> tuple[float, float]:
     """Under a rule that admits a prompt only when its predicted wait and its own
     prefill fit ``admit_room``: the share of arrivals at ``lam`` a second admitted, and
     the share admitted whose wait and prefill also fit ``goal_room`` (the TTFT goal's).
@@ -206,7 +222,10 @@ def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndar
     rate it is crossed downward (its density) equals the rate admitted prompts jump it,
     each prompt of time s admitted from a wait u <= room - s and adding s / c. The
     resulting Volterra equation for the cumulative law G is stepped on a grid,
-    implicitly where the jump starts at v itself."""
+    implicitly where the jump starts at v itself.
+
+    With ``late`` (the law of a wait the rule does not predict) an admitted prompt is good when that wait also fits what is left of
+    ``goal_room``: the share is averaged over the wait's law."""
     s = np.asarray(times, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     c = max(1, workers)
@@ -237,20 +256,29 @@ def admitted_share(lam: float, workers: int, times: np.ndarray, weights: np.ndar
             cum[: i + 1] /= cum[i]
     total = cum[-1]
     admitted = float(np.dot(wa, np.interp(a, grid, cum))) / total
-    good_at = np.minimum(a, goal_room - s[ok])
-    fits = good_at >= 0
-    good = float(np.dot(wa[fits], np.interp(good_at[fits], grid, cum))) / total
-    return admitted, good
+    if late is None:
+        good_at = np.minimum(a, goal_room - s[ok])
+        fits = good_at >= 0
+        return admitted, float(np.dot(wa[fits], np.interp(good_at[fits], grid, cum))) / total
+    # A prompt admitted from a wait u is good when u + D fits goal_room - s, D the late
+    # wait: u <= a - (D - (goal_room - admit_room))+, so its share is E[G(a - that)],
+    # a convolution of G with the law of the excess, on the late wait's bins.
+    values, shares = late
+    width = float(values[1] - values[0]) if values.size > 1 else h
+    excess = np.rint(np.maximum(values - (goal_room - admit_room), 0.0) / width).astype(np.int64)
+    at = np.arange(int(math.ceil(top / width)) + 1) * width
+    held = np.convolve(np.interp(at, grid, cum), np.bincount(excess, weights=shares))[: at.size]
+    return admitted, float(np.dot(wa, np.interp(a, at, held))) / total
 
 
 def admitted_bound_qps(workers: int, fluid_qps: float, times: np.ndarray, weights: np.ndarray, admit_room: float,
-                       goal_room: float, goodput: float) -> float | None:
+                       goal_room: float, goodput: float, late: Late | None = None) -> float | None:
     """The highest rate of prompts at which ``goodput`` of the arrivals are admitted by
     the predicted-TTFT rule and served within the goal (``admitted_share``); it may
     pass the pool's fluid rate, the rule serving the short prompts of a heavier load.
     None when not even a light load does."""
     def good(lam: float) -> float:
-        return admitted_share(lam, workers, times, weights, admit_room, goal_room)[1]
+        return admitted_share(lam, workers, times, weights, admit_room, goal_room, late)[1]
 
     if good(fluid_qps * 1e-6) < goodput:
         return None
