@@ -142,3 +142,29 @@ def play_saved_fleet(owner: APIClient, user: Any, doc: Any, fleet_id: int,
     run = EmulatorRun.objects.get(pk=run_id)
     last = RunFrame.objects.filter(run=run).order_by("-i").values_list("data", flat=True).first()
     return run, last
+
+
+def run_preset(preset: str, overrides: list[str] | tuple[str, ...]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run ``preset`` with ``overrides`` (seed 1, no request cap) in this process: its
+    frames and its summary, as the run page receives them."""
+    from emulator.scenario import load_scenario
+    from emulator.sim.engine import Engine
+
+    scenario = load_scenario(preset, max_requests=None).with_overrides(list(overrides), max_requests=None)
+    engine = Engine(scenario, seed=1)
+    frames = [f.to_dict() for f in engine.advance_to(scenario.duration_s)]
+    return frames, engine.summary().to_dict()
+
+
+def pick(data: Any, path: list[str]) -> Any:
+    """``data[path[0]][path[1]]...``, or None where the path does not lead."""
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def charts_of(mechanism: str) -> list[dict[str, Any]]:
+    """The run page's charts under ``mechanism``'s heading."""
+    from reviewer.views.mechanism_charts import MECHANISM_CHARTS
+
+    return [c for c in MECHANISM_CHARTS if c["mechanism"] == mechanism]

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
-from runs_helpers import play_saved_fleet
+from runs_helpers import charts_of, play_saved_fleet, run_preset
 
 from reviewer.fleets.form_catalog import form_groups
 from reviewer.runs.outcomes import outcome_shares
-from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_TOTALS
+from reviewer.views.mechanism_charts import MECHANISM_TOTALS
 from reviewer.views.vocabulary import RUN_CHARTS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,17 +22,11 @@ MECHANISM = "SLO-aware admission"
 
 
 def _run(overrides: list[str]) -> tuple[list[dict], dict]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    sc = load_scenario("pd-slo-admission", max_requests=None).with_overrides(overrides, max_requests=None)
-    engine = Engine(sc, seed=1)
-    frames = [f.to_dict() for f in engine.advance_to(sc.duration_s)]
-    return frames, engine.summary().to_dict()
+    return run_preset("pd-slo-admission", overrides)
 
 
 def _charts() -> list[dict]:
-    return [c for c in MECHANISM_CHARTS if c["mechanism"] == MECHANISM]
+    return charts_of(MECHANISM)
 
 
 def test_its_charts_draw_metrics_the_engine_fills_and_its_totals_are_numbers() -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
-from runs_helpers import play_saved_fleet
+from runs_helpers import charts_of, pick, play_saved_fleet, run_preset
 
 from reviewer.fleets.form_catalog import form_groups
-from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS, MECHANISM_TOTALS
+from reviewer.views.mechanism_charts import MECHANISM_METRICS, MECHANISM_TOTALS
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "emulator" / "scenario" / "presets" / "mooncake-dram-tier.toml"
@@ -20,23 +20,11 @@ MECHANISM = "KV tiers"
 
 
 def _run(overrides: list[str]) -> tuple[list[dict], dict]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    sc = load_scenario("mooncake-dram-tier", max_requests=None).with_overrides(overrides, max_requests=None)
-    engine = Engine(sc, seed=1)
-    frames = [f.to_dict() for f in engine.advance_to(sc.duration_s)]
-    return frames, engine.summary().to_dict()
+    return run_preset("mooncake-dram-tier", overrides)
 
 
 def _charts() -> list[dict]:
-    return [c for c in MECHANISM_CHARTS if c["mechanism"] == MECHANISM]
-
-
-def _pick(data: object, path: list[str]) -> object:
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
+    return charts_of(MECHANISM)
 
 
 def test_its_charts_draw_the_tier_metrics_the_engine_fills_and_its_totals_are_numbers() -> None:
@@ -49,7 +37,7 @@ def test_its_charts_draw_the_tier_metrics_the_engine_fills_and_its_totals_are_nu
     assert any((f["m"]["tier_hit_rate"][0] or 0) > 0 for f in frames)
     assert sum(f["m"]["tier_load_s"][0] or 0 for f in frames) > 0
     model = summary["per_model"]["chat"]
-    shown = {tuple(t["path"]): _pick(model, t["path"]) for t in MECHANISM_TOTALS if t["mechanism"] == MECHANISM}
+    shown = {tuple(t["path"]): pick(model, t["path"]) for t in MECHANISM_TOTALS if t["mechanism"] == MECHANISM}
     for path in (("kv_tiers", "gpu", "hit_rate"), ("kv_tiers", "cpu", "hit_rate"), ("kv_tiers", "cpu", "load_s")):
         assert isinstance(shown[path], int | float), path
     # A tier the fleet has not got is left out (its path does not resolve).

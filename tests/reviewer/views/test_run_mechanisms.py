@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
-from runs_helpers import play_saved_fleet
+from runs_helpers import pick, play_saved_fleet, run_preset
 
 from reviewer.views.mechanism_charts import (
     MECHANISM_CHARTS,
@@ -33,13 +33,7 @@ SHORT_RUNS = {
 
 
 def _frames_and_summary(preset: str, overrides: tuple[str, ...]) -> tuple[list[dict], dict]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    scenario = load_scenario(preset, max_requests=None).with_overrides(list(overrides), max_requests=None)
-    engine = Engine(scenario, seed=1)
-    frames = [f.to_dict() for f in engine.advance_to(scenario.duration_s)]
-    return frames, engine.summary().to_dict()
+    return run_preset(preset, overrides)
 
 
 def _chart_keys(mechanism: str) -> set[str]:
@@ -62,12 +56,6 @@ def test_it_draws_only_metrics_the_engine_puts_in_that_mechanisms_frames(preset:
         assert any(f["m"][key][0] is not None for f in frames), key
 
 
-def _pick(data: Any, path: list[str]) -> Any:
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
-
-
 @pytest.mark.parametrize("preset", list(SHORT_RUNS))
 def test_each_total_of_a_mechanism_is_a_number_in_its_runs_summary_and_absent_from_others(preset: str) -> None:
     overrides, mechanism = SHORT_RUNS[preset]
@@ -76,7 +64,7 @@ def test_each_total_of_a_mechanism_is_a_number_in_its_runs_summary_and_absent_fr
         if total["scope"] == "pool":
             continue  # read per scaled pool, below
         where = summary if total["scope"] == "run" else summary["per_model"]["chat"]
-        value = _pick(where, total["path"])
+        value = pick(where, total["path"])
         if total["mechanism"] == mechanism and not total.get("optional"):
             assert isinstance(value, int | float), total
         elif total["mechanism"] == mechanism:
@@ -94,7 +82,7 @@ def test_each_scaled_pool_has_the_autoscaling_totals_of_a_whole_model() -> None:
     assert "autoscale" not in summary and set(summary["pool_autoscale"]) == {"prefill", "decode"}
     for pool in summary["pool_autoscale"].values():
         for total in pooled:
-            assert isinstance(_pick(pool, total["path"]), int | float), total
+            assert isinstance(pick(pool, total["path"]), int | float), total
 
 
 def test_a_run_without_mechanisms_carries_none_of_their_metrics() -> None:

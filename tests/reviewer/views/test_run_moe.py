@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
-from runs_helpers import play_saved_fleet
+from runs_helpers import charts_of, play_saved_fleet, run_preset
 
 from reviewer.fleets.form_catalog import form_groups
-from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS, MECHANISM_TOTALS
+from reviewer.views.mechanism_charts import MECHANISM_METRICS, MECHANISM_TOTALS
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "emulator" / "scenario" / "presets" / "deepseek-v3-h200.toml"
@@ -22,13 +22,7 @@ KEYS = {"moe_experts_hit", "moe_weights_gb"}
 
 
 def _run(name: str, overrides: list[str]) -> tuple[list[dict], dict]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    sc = load_scenario(name, max_requests=None).with_overrides(overrides, max_requests=None)
-    engine = Engine(sc, seed=1)
-    frames = [f.to_dict() for f in engine.advance_to(sc.duration_s)]
-    return frames, engine.summary().to_dict()
+    return run_preset(name, overrides)
 
 
 def _frames(name: str, overrides: list[str]) -> list[dict]:
@@ -36,7 +30,7 @@ def _frames(name: str, overrides: list[str]) -> list[dict]:
 
 
 def _charts() -> list[dict]:
-    return [c for c in MECHANISM_CHARTS if c["mechanism"] == MECHANISM]
+    return charts_of(MECHANISM)
 
 
 def _mean(frames: list[dict], key: str) -> float:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
-from runs_helpers import play_saved_fleet
+from runs_helpers import charts_of, pick, play_saved_fleet, run_preset
 
 from reviewer.fleets.form_catalog import form_groups
-from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS, MECHANISM_TOTALS
+from reviewer.views.mechanism_charts import MECHANISM_METRICS, MECHANISM_TOTALS
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "emulator" / "scenario" / "presets" / "mooncake-long-context-pipeline.toml"
@@ -22,24 +22,11 @@ KEY = "models.chat.disaggregated"
 
 
 def _run(overrides: list[str]) -> tuple[list[dict], dict]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    sc = load_scenario("mooncake-long-context-pipeline", max_requests=None).with_overrides(
-        overrides, max_requests=None)
-    engine = Engine(sc, seed=1)
-    frames = [f.to_dict() for f in engine.advance_to(sc.duration_s)]
-    return frames, engine.summary().to_dict()
+    return run_preset("mooncake-long-context-pipeline", overrides)
 
 
 def _charts() -> list[dict]:
-    return [c for c in MECHANISM_CHARTS if c["mechanism"] == MECHANISM]
-
-
-def _pick(data: object, path: list[str]) -> object:
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
+    return charts_of(MECHANISM)
 
 
 def test_its_charts_draw_the_group_metrics_the_engine_fills_and_its_totals_are_numbers() -> None:
@@ -54,7 +41,7 @@ def test_its_charts_draw_the_group_metrics_the_engine_fills_and_its_totals_are_n
     # A frame's longest pipelined prefill is one of the pipelined prompts' prefill TTFTs.
     longest = max(f["m"]["pipelined_prefill_max_s"][0] or 0 for f in frames)
     assert longest == pytest.approx(model["pools"]["pipeline"]["prefill_ttft_s"]["max"], rel=0.05)
-    shown = {tuple(t["path"]): _pick(model, t["path"]) for t in MECHANISM_TOTALS if t["mechanism"] == MECHANISM}
+    shown = {tuple(t["path"]): pick(model, t["path"]) for t in MECHANISM_TOTALS if t["mechanism"] == MECHANISM}
     assert shown and all(isinstance(v, int | float) for v in shown.values()), shown
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs_helpers import run_preset
 
 from emulator.sim.planner import LOOK_KEYS
 from reviewer.views.mechanism_charts import PLANNER_CHART
@@ -18,13 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _summary(preset: str, overrides: list[str]) -> dict[str, Any]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    scenario = load_scenario(preset, max_requests=None).with_overrides(overrides, max_requests=None)
-    engine = Engine(scenario, seed=1)
-    engine.advance_to(scenario.duration_s)
-    return engine.summary().to_dict()
+    return run_preset(preset, overrides)[1]
 
 
 def test_the_vocabulary_sends_the_planner_chart_with_the_engines_look_keys() -> None:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from review_data_fixtures import *  # noqa: F403
-from runs_helpers import play_saved_fleet
+from runs_helpers import charts_of, pick, play_saved_fleet, run_preset
 
 from reviewer.fleets.form_catalog import form_groups
-from reviewer.views.mechanism_charts import MECHANISM_CHARTS, MECHANISM_METRICS, MECHANISM_TOTALS
+from reviewer.views.mechanism_charts import MECHANISM_METRICS, MECHANISM_TOTALS
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "emulator" / "scenario" / "presets" / "spec-eagle-70b-h100.toml"
@@ -21,23 +21,11 @@ MECHANISM = "Speculative decoding"
 
 
 def _run(overrides: list[str]) -> tuple[list[dict], dict]:
-    from emulator.scenario import load_scenario
-    from emulator.sim.engine import Engine
-
-    sc = load_scenario("spec-eagle-70b-h100", max_requests=None).with_overrides(overrides, max_requests=None)
-    engine = Engine(sc, seed=1)
-    frames = [f.to_dict() for f in engine.advance_to(sc.duration_s)]
-    return frames, engine.summary().to_dict()
+    return run_preset("spec-eagle-70b-h100", overrides)
 
 
 def _charts() -> list[dict]:
-    return [c for c in MECHANISM_CHARTS if c["mechanism"] == MECHANISM]
-
-
-def _pick(data: object, path: list[str]) -> object:
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
+    return charts_of(MECHANISM)
 
 
 def test_its_charts_draw_the_metrics_the_engine_fills_and_its_totals_are_numbers() -> None:
@@ -54,7 +42,7 @@ def test_its_charts_draw_the_metrics_the_engine_fills_and_its_totals_are_numbers
     assert all(1 < x < tau for x in measured) and len(set(measured)) > 5
     model = summary["per_model"]["chat"]
     for t in (t for t in MECHANISM_TOTALS if t["mechanism"] == MECHANISM):
-        assert isinstance(_pick(model, t["path"]), int | float), t["path"]
+        assert isinstance(pick(model, t["path"]), int | float), t["path"]
 
 
 def test_a_run_without_speculation_shows_none_of_its_charts_or_totals() -> None:
