@@ -12,7 +12,7 @@ import numpy as np
 from disagg_reference import DisaggResult, simulate_disagg
 from prefix_reference import PrefixRequest
 from token_reference import TokenRequest, WorkerParams
-from token_scenarios import WORKER, write_trace
+from token_scenarios import WORKER, completion_times, write_trace
 
 from emulator import Engine
 from emulator.scenario import Scenario
@@ -126,16 +126,7 @@ def run_both(
     if max_prefill_queue:
         split["decider_max_prefill_queue"] = max_prefill_queue
     engine = Engine(Scenario.from_dict(data, max_requests=None))
-    router = engine.disp[0]
-    done: dict[int, tuple[float, float]] = {}
-    record = router.complete_request
-
-    def spy(rec: tuple) -> None:
-        done[rec[0]] = (rec[1], rec[2])
-        record(rec)
-
-    router.complete_request = spy  # type: ignore[method-assign]
-    engine.run()
+    done = completion_times(engine)
     reference = simulate_disagg(
         requests, prefill_workers=prefill, decode_workers=decode, params=params,
         transfer_s_per_token=KV_BYTES / (gb_s * 1e9), threshold_tokens=threshold,

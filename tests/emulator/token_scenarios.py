@@ -158,3 +158,19 @@ def reference_percentiles(reference: ReferenceResult, field: str) -> dict[str, f
         [getattr(r, field) for r in reference.records if r.outcome == "ok" and getattr(r, field) is not None]
     )
     return {f"p{q}": float(np.percentile(values, q)) for q in (50, 95, 99)}
+
+
+def completion_times(engine: Engine) -> dict[int, tuple[float, float]]:
+    """Run ``engine`` to its end; each request it completed (by row), with its first
+    token's time and its completion time, as its first model's router records them."""
+    router = engine.disp[0]
+    done: dict[int, tuple[float, float]] = {}
+    record = router.complete_request
+
+    def spy(rec: tuple) -> None:
+        done[rec[0]] = (rec[1], rec[2])
+        record(rec)
+
+    router.complete_request = spy  # type: ignore[method-assign]
+    engine.run()
+    return done

@@ -62,20 +62,30 @@ def test_it_agrees_with_the_reference_request_by_request(
         zipf_s=0.8, prompt_cv=0.6, output_cv=1.0, seed=9,
     )
     pairs = [_tier(*lv) for lv in levels]
+    assert_matches_tier_reference(requests, tmp_path, 2, params, policy, pairs)
+
+
+def assert_matches_tier_reference(requests: list[PrefixRequest], tmp_path: Path, workers: int,
+                                  params: WorkerParams, policy: str,
+                                  pairs: list[tuple[dict[str, Any], TierParams]]) -> None:
+    """The engine with the tiers of ``pairs`` (its table, the reference's) against the
+    tier reference over 40 s: request by request, each tier's hits and load seconds,
+    and every tier serving some."""
     summary, done, hits = run_engine(
-        requests, tmp_path, workers=2, duration_s=40, params=params, policy=policy,
+        requests, tmp_path, workers=workers, duration_s=40, params=params, policy=policy,
         tiers=[a for a, _ in pairs], block_tokens=32,
     )
     ref = simulate_tiers(
-        requests, workers=2, params=params, policy=policy, duration_s=40, block_tokens=32,
+        requests, workers=workers, params=params, policy=policy, duration_s=40, block_tokens=32,
         tiers=[b for _, b in pairs],
     )
     check_agreement(summary, done, hits, ref.prefix)
     tiers = summary.per_model["m"].kv_tiers
-    for name, *_ in levels:
+    names = [b.name for _, b in pairs]
+    for name in names:
         assert tiers[name]["hit_tokens"] == ref.loaded[name]
         assert tiers[name]["load_s"] == pytest.approx(ref.load_s[name], rel=1e-12)
-    assert all(ref.loaded[name] > 0 for name, *_ in levels)  # each tier served hits
+    assert all(ref.loaded[name] > 0 for name in names)  # each tier served hits
     assert sum(tiers[t]["hit_tokens"] for t in tiers) == summary.prefill_tokens_saved
 
 

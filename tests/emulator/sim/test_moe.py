@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from token_reference import RooflineParams, TokenRequest, WorkerParams, simulate
-from token_scenarios import WORKER, poisson_requests, scenario, write_trace
+from token_scenarios import WORKER, completion_times, poisson_requests, scenario, write_trace
 
 from emulator import Engine
 
@@ -47,17 +47,7 @@ def _engine(tmp_path: Path, requests: list[TokenRequest], params: WorkerParams, 
 
 def _done(engine: Engine) -> dict[int, tuple[float, float]]:
     """Run the engine; each request's first token and completion times."""
-    router = engine.disp[0]
-    done: dict[int, tuple[float, float]] = {}
-    record = router.complete_request
-
-    def spy(rec: tuple) -> None:
-        done[rec[0]] = (rec[1], rec[2])
-        record(rec)
-
-    router.complete_request = spy  # type: ignore[method-assign]
-    engine.run()
-    return done
+    return completion_times(engine)
 
 
 @pytest.mark.parametrize(("ep", "policy"), [(1, "round_robin"), (4, "round_robin"), (4, "pull")])

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from prefix_reference import PrefixRequest
-from test_kv_tiers import BYTES_PER_TOKEN, run_engine
-from test_prefix_reference import check_agreement, requests_with_prefixes
-from tier_reference import TierParams, simulate_tiers
+from test_kv_tiers import BYTES_PER_TOKEN, assert_matches_tier_reference, run_engine
+from test_prefix_reference import requests_with_prefixes
+from tier_reference import TierParams
 from token_scenarios import WORKER
 
 
@@ -45,21 +45,7 @@ def test_it_agrees_with_the_reference_request_by_request(
         zipf_s=0.8, prompt_cv=0.6, output_cv=1.0, seed=11,
     )
     pairs = [_tier(*lv) for lv in levels]
-    summary, done, hits = run_engine(
-        requests, tmp_path, workers=workers, duration_s=40, params=params, policy=policy,
-        tiers=[a for a, _ in pairs], block_tokens=32,
-    )
-    ref = simulate_tiers(
-        requests, workers=workers, params=params, policy=policy, duration_s=40, block_tokens=32,
-        tiers=[b for _, b in pairs],
-    )
-    check_agreement(summary, done, hits, ref.prefix)
-    tiers = summary.per_model["m"].kv_tiers
-    for name, *_ in levels:
-        assert tiers[name]["hit_tokens"] == ref.loaded[name]
-        assert tiers[name]["load_s"] == pytest.approx(ref.load_s[name], rel=1e-12)
-    assert all(ref.loaded[name] > 0 for name, *_ in levels)  # each tier served hits
-    assert sum(tiers[t]["hit_tokens"] for t in tiers) == summary.prefill_tokens_saved
+    assert_matches_tier_reference(requests, tmp_path, workers, params, policy, pairs)
 
 
 def test_a_private_tier_in_its_place_serves_fewer_hits(tmp_path: Path) -> None:

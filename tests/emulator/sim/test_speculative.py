@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from token_reference import RooflineParams, SpeculativeParams, TokenRequest, WorkerParams, simulate
-from token_scenarios import WORKER, poisson_requests, scenario, write_trace
+from token_scenarios import WORKER, completion_times, poisson_requests, scenario, write_trace
 
 from emulator import Engine
 from emulator.sim.requests import OK
@@ -43,15 +43,7 @@ def _engine_times(tmp_path: Path, requests: list[TokenRequest], params: WorkerPa
     engine = Engine(scenario(workers=workers, duration_s=duration_s, trace=trace, params=params,
                              policy=policy, timeout_s=timeout_s, **keys))
     router = engine.disp[0]
-    done: dict[int, tuple[float, float]] = {}
-    record = router.complete_request
-
-    def spy(rec: tuple) -> None:
-        done[rec[0]] = (rec[1], rec[2])
-        record(rec)
-
-    router.complete_request = spy  # type: ignore[method-assign]
-    engine.run()
+    done = completion_times(engine)
     outcome = router.store.outcome
     return {i: times for i, times in done.items() if int(outcome[i - router.store.base]) == OK}
 

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from prefix_reference import PrefixRequest, simulate_prefix
 from token_reference import ReferenceResult, TokenRequest, WorkerParams, simulate
-from token_scenarios import WORKER, scenario
+from token_scenarios import WORKER, completion_times, scenario
 
 from emulator import Engine
 from emulator.sim.requests import OK, PENDING, SHED, TIMED_OUT
@@ -147,15 +147,7 @@ def run_engine(fleet: Fleet, requests: list[PrefixRequest], path: Path) -> list[
         prompt=1, output=1, worker=worker, dispatcher=dispatcher,
     ))
     router = engine.disp[0]
-    done: dict[int, tuple[float, float]] = {}
-    record = router.complete_request
-
-    def spy(rec: tuple) -> None:
-        done[rec[0]] = (rec[1], rec[2])
-        record(rec)
-
-    router.complete_request = spy  # type: ignore[method-assign]
-    engine.run()
+    done = completion_times(engine)
     store = router.store
     assert store.base == 0  # small runs keep every row
     offered = sum(1 for r in requests if r.arrival_s <= fleet.duration_s)
